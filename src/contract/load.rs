@@ -1,0 +1,524 @@
+//! Task-file loading: TOML into raw structs that keep spans, then into a
+//! [`TaskContract`], then one validation shared with contracts built in code.
+//!
+//! Every error names the key, and for a file also the file and the line, because the
+//! person fixing it is looking at that file.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::units::{parse_duration, parse_duration_field};
+use super::{
+    Budget, ProviderKind, ProviderSpec, TaskContract, Verification, VerifySettings, WorkspaceMode,
+};
+use crate::provider::{ModelPrice, ReasoningEffort};
+
+/// A contract that cannot be run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContractError {
+    /// The task file could not be read.
+    #[error("cannot read task file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A key of the task file is unknown, mistyped or impossible.
+    #[error("{}:{line}: {key}: {message}", file.display())]
+    Invalid {
+        /// The task file.
+        file: PathBuf,
+        /// 1-based line of the offending key or value.
+        line: usize,
+        /// Dotted key (`budget.max_steps`), or `(syntax)` for a parse error.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A field of a contract built in code is impossible.
+    #[error("{key}: {message}")]
+    Field {
+        /// Dotted field name.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    goal: Spanned<String>,
+    root: Option<Spanned<String>>,
+    workspace: Option<Spanned<WorkspaceMode>>,
+    #[serde(default)]
+    constraints: Vec<String>,
+    instructions: Option<Spanned<String>>,
+    verify: Spanned<RawVerify>,
+    #[serde(default)]
+    budget: RawBudget,
+    provider: Option<Spanned<RawProvider>>,
+    #[serde(default)]
+    prices: BTreeMap<String, ModelPrice>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVerify {
+    command: Option<Spanned<Vec<String>>>,
+    expect_exit: Option<i32>,
+    timeout: Option<Spanned<String>>,
+    file_contains: Option<Spanned<RawFileContains>>,
+    file_equals: Option<Spanned<RawFileEquals>>,
+    max_attempts: Option<Spanned<u32>>,
+    #[serde(default)]
+    every_step: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFileContains {
+    file: String,
+    needle: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFileEquals {
+    file: String,
+    content: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawBudget {
+    max_steps: Option<Spanned<u32>>,
+    max_duration: Option<Spanned<String>>,
+    max_tokens: Option<Spanned<u64>>,
+    max_cost_usd: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProvider {
+    kind: ProviderKind,
+    model: Option<String>,
+    base_url: Option<String>,
+    script: Option<Spanned<String>>,
+    max_output_tokens: Option<Spanned<u32>>,
+    thinking_budget: Option<u32>,
+    reasoning_effort: Option<ReasoningEffort>,
+}
+
+/// Where each validated key stands in the file.
+type Spans = BTreeMap<String, Range<usize>>;
+
+pub(super) fn from_file(path: &Path) -> Result<TaskContract, ContractError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ContractError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    from_str(&text, path)
+}
+
+pub(super) fn from_str(text: &str, file: &Path) -> Result<TaskContract, ContractError> {
+    let invalid = |span: Option<Range<usize>>, key: &str, message: String| ContractError::Invalid {
+        file: file.to_path_buf(),
+        line: span.map_or(1, |s| line_of(text, s.start)),
+        key: key.to_string(),
+        message,
+    };
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let message = e.message().trim().to_string();
+        let key = unknown_key_name(&message).unwrap_or_else(|| "(syntax)".into());
+        invalid(e.span(), &key, message)
+    })?;
+    let base = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let (contract, spans) = convert(raw, &base).map_err(|(key, span, msg)| invalid(span, &key, msg))?;
+    validate(&contract).map_err(|(key, message)| {
+        let span = spans.get(&key).cloned();
+        invalid(span, &key, message)
+    })?;
+    Ok(contract)
+}
+
+fn unknown_key_name(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    Some(rest.split('`').next()?.to_string())
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+type ConvertError = (String, Option<Range<usize>>, String);
+
+fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertError> {
+    let mut spans = Spans::new();
+    let mut note = |key: &str, span: Range<usize>| {
+        spans.insert(key.to_string(), span);
+    };
+    note("goal", raw.goal.span());
+    let root = match &raw.root {
+        Some(r) => {
+            note("root", r.span());
+            base.join(r.get_ref())
+        }
+        None => base.to_path_buf(),
+    };
+    let workspace = raw
+        .workspace
+        .map_or(WorkspaceMode::InPlace, Spanned::into_inner);
+    let instructions = raw.instructions.map(|s| {
+        note("instructions", s.span());
+        PathBuf::from(s.into_inner())
+    });
+
+    let verify_span = raw.verify.span();
+    note("verify", verify_span.clone());
+    let rv = raw.verify.into_inner();
+    let timeout = match rv.timeout {
+        Some(t) => {
+            note("verify.timeout", t.span());
+            parse_duration(t.get_ref())
+                .map_err(|m| ("verify.timeout".to_string(), Some(t.span()), m))?
+        }
+        None => Duration::from_secs(300),
+    };
+    let mut criteria = Vec::new();
+    if let Some(c) = rv.command {
+        note("verify.command", c.span());
+        criteria.push(Verification::Command {
+            argv: c.into_inner(),
+            expect_exit: rv.expect_exit.unwrap_or(0),
+            timeout,
+        });
+    } else if rv.expect_exit.is_some() {
+        return Err((
+            "verify.expect_exit".into(),
+            Some(verify_span),
+            "expect_exit needs verify.command".into(),
+        ));
+    }
+    if let Some(fc) = rv.file_contains {
+        note("verify.file_contains", fc.span());
+        let fc = fc.into_inner();
+        criteria.push(Verification::file_contains(fc.file, fc.needle));
+    }
+    if let Some(fe) = rv.file_equals {
+        note("verify.file_equals", fe.span());
+        let fe = fe.into_inner();
+        criteria.push(Verification::file_equals(fe.file, fe.content));
+    }
+    let max_attempts = rv.max_attempts.map_or(5, |m| {
+        note("verify.max_attempts", m.span());
+        m.into_inner()
+    });
+
+    let mut budget = Budget::default();
+    if let Some(s) = raw.budget.max_steps {
+        note("budget.max_steps", s.span());
+        budget.max_steps = s.into_inner();
+    }
+    if let Some(d) = raw.budget.max_duration {
+        note("budget.max_duration", d.span());
+        budget.max_duration = Some(
+            parse_duration_field(d.get_ref())
+                .map_err(|m| ("budget.max_duration".to_string(), Some(d.span()), m))?,
+        );
+    }
+    if let Some(t) = raw.budget.max_tokens {
+        note("budget.max_tokens", t.span());
+        budget.max_tokens = Some(t.into_inner());
+    }
+    if let Some(c) = raw.budget.max_cost_usd {
+        note("budget.max_cost_usd", c.span());
+        budget.max_cost_usd = Some(c.into_inner());
+    }
+
+    let mut providers = Vec::new();
+    if let Some(p) = raw.provider {
+        note("provider", p.span());
+        let p = p.into_inner();
+        let mut spec = ProviderSpec::new(p.kind);
+        spec.model = p.model;
+        spec.base_url = p.base_url;
+        if let Some(s) = p.script {
+            note("provider.script", s.span());
+            spec.script = Some(base.join(s.get_ref()));
+        }
+        if let Some(m) = p.max_output_tokens {
+            note("provider.max_output_tokens", m.span());
+            spec.max_output_tokens = m.into_inner();
+        }
+        spec.thinking_budget = p.thinking_budget;
+        spec.reasoning_effort = p.reasoning_effort;
+        providers.push(spec);
+    }
+
+    let contract = TaskContract {
+        goal: raw.goal.into_inner(),
+        root,
+        workspace,
+        constraints: raw.constraints,
+        instructions,
+        verify: VerifySettings {
+            criteria,
+            max_attempts,
+            every_step: rv.every_step,
+        },
+        budget,
+        providers,
+        prices: raw.prices,
+    };
+    Ok((contract, spans))
+}
+
+fn relative_inside(p: &Path) -> bool {
+    !p.as_os_str().is_empty()
+        && p.components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+/// The checks shared by files and code: `Err((key, message))`.
+pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
+    let err = |k: &str, m: String| Err((k.to_string(), m));
+    if c.goal.trim().is_empty() {
+        return err("goal", "must not be empty".into());
+    }
+    match std::fs::metadata(&c.root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return err("root", format!("{} is not a directory", c.root.display())),
+        Err(e) => return err("root", format!("{}: {e}", c.root.display())),
+    }
+    if let Some(i) = &c.instructions
+        && !relative_inside(i)
+    {
+        return err(
+            "instructions",
+            format!("{} must be a relative path inside the workspace", i.display()),
+        );
+    }
+    if c.verify.criteria.is_empty() {
+        return err(
+            "verify",
+            "needs at least one criterion (command, file_contains or file_equals)".into(),
+        );
+    }
+    if c.verify.max_attempts == 0 {
+        return err("verify.max_attempts", "must be at least 1".into());
+    }
+    for v in &c.verify.criteria {
+        match v {
+            Verification::Command { argv, timeout, .. } => {
+                if argv.is_empty() || argv[0].is_empty() {
+                    return err("verify.command", "must name a program".into());
+                }
+                if timeout.is_zero() {
+                    return err("verify.timeout", "must be longer than zero".into());
+                }
+            }
+            Verification::FileContains { file, .. } => {
+                if !relative_inside(file) {
+                    return err(
+                        "verify.file_contains",
+                        format!("{} must be a relative path inside the workspace", file.display()),
+                    );
+                }
+            }
+            Verification::FileEquals { file, .. } => {
+                if !relative_inside(file) {
+                    return err(
+                        "verify.file_equals",
+                        format!("{} must be a relative path inside the workspace", file.display()),
+                    );
+                }
+            }
+        }
+    }
+    let b = &c.budget;
+    if b.max_steps == 0 {
+        return err("budget.max_steps", "must be at least 1".into());
+    }
+    if b.max_duration.is_some_and(|d| d.is_zero()) {
+        return err("budget.max_duration", "must be longer than zero".into());
+    }
+    if b.max_tokens == Some(0) {
+        return err("budget.max_tokens", "must be at least 1".into());
+    }
+    if let Some(usd) = b.max_cost_usd
+        && !(usd.is_finite() && usd > 0.0)
+    {
+        return err("budget.max_cost_usd", format!("{usd} is not a positive amount"));
+    }
+    for (model, p) in &c.prices {
+        let prices = [Some(p.input), Some(p.output), p.cached_input, p.cache_write];
+        if prices.iter().flatten().any(|v| !(v.is_finite() && *v >= 0.0)) {
+            return err("prices", format!("{model}: prices must be non-negative numbers"));
+        }
+    }
+    let table = c.price_table();
+    for p in &c.providers {
+        if p.max_output_tokens == 0 {
+            return err("provider.max_output_tokens", "must be at least 1".into());
+        }
+        if p.kind == ProviderKind::Scripted {
+            match &p.script {
+                None => return err("provider.script", "kind = \"scripted\" needs a script file".into()),
+                Some(s) if !s.is_file() => {
+                    return err("provider.script", format!("{} does not exist", s.display()));
+                }
+                Some(_) => {}
+            }
+        }
+        check_cost_price(c, p, &table)?;
+    }
+    Ok(())
+}
+
+/// A cost budget needs a price for every model whose cost is not reported by the
+/// provider itself (OpenRouter) or recorded in a script.
+pub(crate) fn check_cost_price(
+    c: &TaskContract,
+    p: &ProviderSpec,
+    table: &crate::provider::PriceTable,
+) -> Result<(), (String, String)> {
+    if c.budget.max_cost_usd.is_none() || !matches!(p.kind, ProviderKind::Openai | ProviderKind::Anthropic) {
+        return Ok(());
+    }
+    if let Some(model) = &p.model
+        && table.get(model).is_none()
+    {
+        return Err((
+            "budget.max_cost_usd".into(),
+            format!(
+                "the price of model {model} is unknown, so a cost budget cannot be enforced; add it under [prices.\"{model}\"]"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<TaskContract, ContractError> {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("task.toml");
+        std::fs::write(&file, text).unwrap();
+        let out = from_file(&file);
+        drop(dir);
+        out
+    }
+
+    fn invalid(text: &str) -> (usize, String, String) {
+        match load(text) {
+            Err(ContractError::Invalid { line, key, message, .. }) => (line, key, message),
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    const OK: &str = "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n";
+
+    #[test]
+    fn minimal_file_loads_with_defaults() {
+        let c = load(OK).unwrap();
+        assert_eq!(c.goal, "g");
+        assert_eq!(c.budget.max_steps, 40);
+        assert_eq!(c.verify.max_attempts, 5);
+        assert_eq!(c.workspace, WorkspaceMode::InPlace);
+        assert!(matches!(&c.verify.criteria[0], Verification::Command { argv, expect_exit: 0, .. } if argv == &["true"]));
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let (line, key, msg) = invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_stepz = 3\n");
+        assert_eq!((line, key.as_str()), (5, "max_stepz"));
+        assert!(msg.contains("unknown field"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_type_names_line() {
+        let (line, _, msg) = invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_steps = \"ten\"\n");
+        assert_eq!(line, 5);
+        assert!(msg.contains("integer") || msg.contains("u32"), "{msg}");
+    }
+
+    #[test]
+    fn zero_steps_refused_at_its_line() {
+        let (line, key, _) = invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_steps = 0\n");
+        assert_eq!((line, key.as_str()), (5, "budget.max_steps"));
+    }
+
+    #[test]
+    fn missing_root_refused() {
+        let (line, key, msg) = invalid("goal = \"g\"\nroot = \"nope/not/here\"\n[verify]\ncommand = [\"true\"]\n");
+        assert_eq!((line, key.as_str()), (2, "root"));
+        assert!(msg.contains("nope/not/here"), "{msg}");
+    }
+
+    #[test]
+    fn cost_budget_with_unknown_price_refused() {
+        let (line, key, msg) = invalid(
+            "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_cost_usd = 1.5\n[provider]\nkind = \"openai\"\nmodel = \"mystery-1\"\n",
+        );
+        assert_eq!((line, key.as_str()), (5, "budget.max_cost_usd"));
+        assert!(msg.contains("mystery-1"), "{msg}");
+    }
+
+    #[test]
+    fn cost_budget_with_user_price_accepted() {
+        let c = load(
+            "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_cost_usd = 1.5\n[provider]\nkind = \"openai\"\nmodel = \"mystery-1\"\n[prices.mystery-1]\ninput = 1.0\noutput = 2.0\n",
+        )
+        .unwrap();
+        assert_eq!(c.price_table().get("mystery-1").unwrap().output, 2.0);
+    }
+
+    #[test]
+    fn no_criterion_refused() {
+        let (_, key, _) = invalid("goal = \"g\"\n[verify]\nmax_attempts = 2\n");
+        assert_eq!(key, "verify");
+    }
+
+    #[test]
+    fn hostile_verify_path_refused() {
+        let (_, key, _) = invalid("goal = \"g\"\n[verify]\nfile_contains = { file = \"../etc/passwd\", needle = \"x\" }\n");
+        assert_eq!(key, "verify.file_contains");
+    }
+
+    #[test]
+    fn syntax_error_has_line() {
+        let (line, key, _) = invalid("goal = \"g\"\n[verify\n");
+        assert_eq!((line, key.as_str()), (2, "(syntax)"));
+    }
+
+    #[test]
+    fn duration_parsed_and_bad_duration_refused() {
+        let c = load("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_duration = \"15m\"\n").unwrap();
+        assert_eq!(c.budget.max_duration, Some(Duration::from_secs(900)));
+        let (line, key, _) = invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_duration = \"soon\"\n");
+        assert_eq!((line, key.as_str()), (5, "budget.max_duration"));
+    }
+
+    #[test]
+    fn unimplemented_sections_are_refused_not_ignored() {
+        let (_, key, _) = invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[mcp]\nname = \"x\"\n");
+        assert_eq!(key, "mcp");
+    }
+}

@@ -1,0 +1,384 @@
+//! The task contract: everything a run is allowed and asked to do, fixed before it
+//! starts.
+//!
+//! A contract is built in code ([`TaskContract::workspace`] plus builder methods) or
+//! loaded from a task file ([`TaskContract::from_file`]). Either way it is validated
+//! before anything runs, and the resolved contract is stored with the run so that
+//! `resume` continues under exactly the same terms.
+
+mod load;
+mod units;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::provider::{ModelPrice, PriceTable, ReasoningEffort};
+
+pub use load::ContractError;
+pub use units::{parse_duration, parse_size};
+
+/// How the run treats the workspace directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkspaceMode {
+    /// The agent edits the workspace itself.
+    InPlace,
+    /// The agent edits a temporary copy; the original is untouched and the diff is
+    /// reported.
+    Copy,
+}
+
+/// A criterion that decides whether the goal was reached. All criteria of a contract
+/// must pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Verification {
+    /// A workspace file contains `needle`.
+    FileContains {
+        /// Path relative to the workspace root.
+        file: PathBuf,
+        /// Text that must occur.
+        needle: String,
+    },
+    /// A workspace file's content equals `content` exactly.
+    FileEquals {
+        /// Path relative to the workspace root.
+        file: PathBuf,
+        /// The expected content.
+        content: String,
+    },
+    /// A command run without a shell in the workspace root must exit with
+    /// `expect_exit` within `timeout`.
+    Command {
+        /// Program and arguments.
+        argv: Vec<String>,
+        /// Exit code that counts as a pass.
+        expect_exit: i32,
+        /// Wall-clock limit.
+        #[serde(with = "units::serde_duration")]
+        timeout: Duration,
+    },
+}
+
+impl Verification {
+    /// A command criterion expecting exit 0 within five minutes.
+    pub fn command<I, S>(argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::Command {
+            argv: argv.into_iter().map(Into::into).collect(),
+            expect_exit: 0,
+            timeout: Duration::from_secs(300),
+        }
+    }
+
+    /// A file-contains criterion.
+    pub fn file_contains(file: impl Into<PathBuf>, needle: impl Into<String>) -> Self {
+        Self::FileContains {
+            file: file.into(),
+            needle: needle.into(),
+        }
+    }
+
+    /// A file-equals criterion.
+    pub fn file_equals(file: impl Into<PathBuf>, content: impl Into<String>) -> Self {
+        Self::FileEquals {
+            file: file.into(),
+            content: content.into(),
+        }
+    }
+
+    /// A short label for the record and the outcome (`command cargo test`, `file_contains src/lib.rs`).
+    pub fn label(&self) -> String {
+        match self {
+            Self::FileContains { file, .. } => format!("file_contains {}", file.display()),
+            Self::FileEquals { file, .. } => format!("file_equals {}", file.display()),
+            Self::Command { argv, .. } => format!("command {}", argv.join(" ")),
+        }
+    }
+}
+
+/// When and how often the criteria are checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifySettings {
+    /// The criteria; all must pass.
+    pub criteria: Vec<Verification>,
+    /// Failed verifications before the run ends `VerificationFailed`.
+    pub max_attempts: u32,
+    /// Check after every step instead of only when the model says it is done.
+    pub every_step: bool,
+}
+
+/// Limits that each end the run with an outcome of their own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    /// Model calls.
+    pub max_steps: u32,
+    /// Wall clock for the whole run (resumed time counts again from zero per session
+    /// but the elapsed time of earlier sessions is carried over).
+    #[serde(default, with = "units::serde_opt_duration")]
+    pub max_duration: Option<Duration>,
+    /// Tokens of every kind summed over all calls.
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// USD summed over calls whose cost is known.
+    #[serde(default)]
+    pub max_cost_usd: Option<f64>,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            max_steps: 40,
+            max_duration: None,
+            max_tokens: None,
+            max_cost_usd: None,
+        }
+    }
+}
+
+/// Which wire protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions (and any compatible server).
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// OpenRouter (OpenAI protocol plus attribution and reported cost).
+    Openrouter,
+    /// Replays a script of recorded turns.
+    Scripted,
+}
+
+impl ProviderKind {
+    /// Stable lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Openai => "openai",
+            Self::Anthropic => "anthropic",
+            Self::Openrouter => "openrouter",
+            Self::Scripted => "scripted",
+        }
+    }
+}
+
+/// One provider of the contract. Missing model and base URL come from the environment
+/// (`OPENAI_MODEL`, `ANTHROPIC_BASE_URL`…) when the provider is built.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderSpec {
+    /// Wire protocol.
+    pub kind: ProviderKind,
+    /// Model name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Endpoint (OpenAI style includes `/v1`; Anthropic's does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// Script file for `scripted` (absolute once resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<PathBuf>,
+    /// Output token cap per turn.
+    pub max_output_tokens: u32,
+    /// Anthropic extended-thinking budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+    /// OpenAI-style reasoning effort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
+}
+
+impl ProviderSpec {
+    /// A spec of `kind` with everything else defaulted.
+    pub fn new(kind: ProviderKind) -> Self {
+        Self {
+            kind,
+            model: None,
+            base_url: None,
+            script: None,
+            max_output_tokens: 8192,
+            thinking_budget: None,
+            reasoning_effort: None,
+        }
+    }
+
+    /// A scripted provider replaying `script`.
+    pub fn scripted(script: impl Into<PathBuf>) -> Self {
+        Self {
+            script: Some(script.into()),
+            ..Self::new(ProviderKind::Scripted)
+        }
+    }
+}
+
+/// A typed task contract.
+///
+/// ```
+/// use io_harness::{TaskContract, Verification};
+/// let dir = tempfile::tempdir().unwrap();
+/// let contract = TaskContract::workspace(
+///     "add a greeting",
+///     dir.path(),
+///     Verification::file_contains("hello.txt", "hello"),
+/// )
+/// .max_steps(10)
+/// .constraint("touch nothing but hello.txt");
+/// contract.validate().unwrap();
+/// assert_eq!(contract.budget.max_steps, 10);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskContract {
+    /// What the agent is asked to achieve.
+    pub goal: String,
+    /// The workspace root (absolute once validated).
+    pub root: PathBuf,
+    /// In place or on a copy.
+    pub workspace: WorkspaceMode,
+    /// Constraints shown to the model with the goal.
+    #[serde(default)]
+    pub constraints: Vec<String>,
+    /// An instructions file inside the workspace (bounded, shown as untrusted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<PathBuf>,
+    /// Verification.
+    pub verify: VerifySettings,
+    /// Budgets.
+    pub budget: Budget,
+    /// Providers, primary first. Empty means "from the command line or environment".
+    #[serde(default)]
+    pub providers: Vec<ProviderSpec>,
+    /// Price table extensions (USD per million tokens by model).
+    #[serde(default)]
+    pub prices: BTreeMap<String, ModelPrice>,
+}
+
+impl TaskContract {
+    /// A contract for `goal` on the workspace at `root`, checked by `verify`, with
+    /// default budgets (40 steps, 5 verification attempts), edited in place.
+    pub fn workspace(goal: impl Into<String>, root: impl Into<PathBuf>, verify: Verification) -> Self {
+        Self {
+            goal: goal.into(),
+            root: root.into(),
+            workspace: WorkspaceMode::InPlace,
+            constraints: Vec::new(),
+            instructions: None,
+            verify: VerifySettings {
+                criteria: vec![verify],
+                max_attempts: 5,
+                every_step: false,
+            },
+            budget: Budget::default(),
+            providers: Vec::new(),
+            prices: BTreeMap::new(),
+        }
+    }
+
+    /// Loads and validates a task file (SPEC §3). Relative paths resolve against the
+    /// file's directory.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ContractError> {
+        load::from_file(path.as_ref())
+    }
+
+    /// Parses and validates task-file text; `file` names it in errors and anchors
+    /// relative paths.
+    pub fn from_toml_str(text: &str, file: &Path) -> Result<Self, ContractError> {
+        load::from_str(text, file)
+    }
+
+    /// Adds a criterion (all must pass).
+    pub fn and_verify(mut self, v: Verification) -> Self {
+        self.verify.criteria.push(v);
+        self
+    }
+
+    /// Runs on a temporary copy of the workspace.
+    pub fn on_copy(mut self) -> Self {
+        self.workspace = WorkspaceMode::Copy;
+        self
+    }
+
+    /// Adds a constraint.
+    pub fn constraint(mut self, c: impl Into<String>) -> Self {
+        self.constraints.push(c.into());
+        self
+    }
+
+    /// Sets the step budget.
+    pub fn max_steps(mut self, n: u32) -> Self {
+        self.budget.max_steps = n;
+        self
+    }
+
+    /// Sets the wall-clock budget.
+    pub fn max_duration(mut self, d: Duration) -> Self {
+        self.budget.max_duration = Some(d);
+        self
+    }
+
+    /// Sets the token budget.
+    pub fn max_tokens(mut self, n: u64) -> Self {
+        self.budget.max_tokens = Some(n);
+        self
+    }
+
+    /// Sets the cost budget in USD.
+    pub fn max_cost_usd(mut self, usd: f64) -> Self {
+        self.budget.max_cost_usd = Some(usd);
+        self
+    }
+
+    /// Sets how many failed verifications end the run.
+    pub fn max_verify_attempts(mut self, n: u32) -> Self {
+        self.verify.max_attempts = n;
+        self
+    }
+
+    /// Verifies after every step.
+    pub fn verify_every_step(mut self) -> Self {
+        self.verify.every_step = true;
+        self
+    }
+
+    /// Adds a provider (the first is primary).
+    pub fn provider(mut self, spec: ProviderSpec) -> Self {
+        self.providers.push(spec);
+        self
+    }
+
+    /// Adds or overrides a model price.
+    pub fn price(mut self, model: impl Into<String>, price: ModelPrice) -> Self {
+        self.prices.insert(model.into(), price);
+        self
+    }
+
+    /// The built-in price table extended by this contract's prices.
+    pub fn price_table(&self) -> PriceTable {
+        let mut t = PriceTable::builtin();
+        for (m, p) in &self.prices {
+            t.insert(m.clone(), *p);
+        }
+        t
+    }
+
+    /// Refuses impossible values, naming the field. Task files get the same checks with
+    /// file and line (see [`ContractError`]).
+    pub fn validate(&self) -> Result<(), ContractError> {
+        load::validate(self).map_err(|(key, message)| ContractError::Field { key, message })
+    }
+
+    /// Makes `root` absolute and canonical (it must exist).
+    pub fn resolve_root(&mut self) -> Result<(), ContractError> {
+        let canon = std::fs::canonicalize(&self.root).map_err(|e| ContractError::Field {
+            key: "root".into(),
+            message: format!("{}: {e}", self.root.display()),
+        })?;
+        self.root = canon;
+        Ok(())
+    }
+}

@@ -1,0 +1,13 @@
+//! io-harness: runs an AI coding agent from a typed task contract to a verified result.
+#![forbid(unsafe_op_in_unsafe_fn)]
+#![deny(missing_docs)]
+
+pub mod contract;
+pub mod policy;
+pub mod provider;
+pub mod store;
+pub mod tools;
+
+pub use contract::{TaskContract, Verification};
+pub use provider::{Provider, ProviderErrorKind};
+pub use store::{SandboxEvent, Store};

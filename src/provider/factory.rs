@@ -1,0 +1,138 @@
+//! Builds a provider from a contract's [`ProviderSpec`] and the environment.
+//!
+//! Precedence for each setting: the spec (task file or CLI flag, already merged by the
+//! caller) over the provider's environment variables over the built-in default.
+
+use super::http::HttpConfig;
+use super::price::PriceTable;
+use super::scripted::{ScriptError, Scripted};
+use super::{Anthropic, OpenAi, OpenRouter, Provider, ProviderError};
+use crate::contract::{ProviderKind, ProviderSpec};
+
+/// A provider that could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderFactoryError {
+    /// A required environment variable is not set.
+    #[error("{kind} needs {var} to be set")]
+    MissingEnv {
+        /// Provider kind.
+        kind: &'static str,
+        /// The variable.
+        var: &'static str,
+    },
+    /// `scripted` without a script.
+    #[error("a scripted provider needs a script file")]
+    NoScript,
+    /// The script could not be loaded.
+    #[error(transparent)]
+    Script(#[from] ScriptError),
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Client(#[from] ProviderError),
+}
+
+struct EnvNames {
+    key: &'static str,
+    model: &'static str,
+    base_url: &'static str,
+    default_base: &'static str,
+}
+
+fn env_names(kind: ProviderKind) -> Option<EnvNames> {
+    match kind {
+        ProviderKind::Openai => Some(EnvNames {
+            key: "OPENAI_API_KEY",
+            model: "OPENAI_MODEL",
+            base_url: "OPENAI_BASE_URL",
+            default_base: "https://api.openai.com/v1",
+        }),
+        ProviderKind::Anthropic => Some(EnvNames {
+            key: "ANTHROPIC_API_KEY",
+            model: "ANTHROPIC_MODEL",
+            base_url: "ANTHROPIC_BASE_URL",
+            default_base: "https://api.anthropic.com",
+        }),
+        ProviderKind::Openrouter => Some(EnvNames {
+            key: "OPENROUTER_API_KEY",
+            model: "OPENROUTER_MODEL",
+            base_url: "OPENROUTER_BASE_URL",
+            default_base: "https://openrouter.ai/api/v1",
+        }),
+        ProviderKind::Scripted => None,
+    }
+}
+
+/// Builds the provider `spec` describes. `env` looks variables up (pass
+/// `|k| std::env::var(k).ok()` in programs; a map in tests).
+///
+/// An API key is required for the hosted defaults; a custom base URL (a local
+/// compatible server) may run without one.
+pub fn build_provider(
+    spec: &ProviderSpec,
+    prices: &PriceTable,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Box<dyn Provider>, ProviderFactoryError> {
+    let Some(names) = env_names(spec.kind) else {
+        let script = spec.script.as_ref().ok_or(ProviderFactoryError::NoScript)?;
+        return Ok(Box::new(Scripted::from_file(script)?));
+    };
+    let kind = spec.kind.as_str();
+    let nonempty = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+    let base_url = nonempty(spec.base_url.clone()).or_else(|| nonempty(env(names.base_url)));
+    let custom_base = base_url.is_some();
+    let base_url = base_url.unwrap_or_else(|| names.default_base.to_string());
+    let model = nonempty(spec.model.clone())
+        .or_else(|| nonempty(env(names.model)))
+        .ok_or(ProviderFactoryError::MissingEnv {
+            kind,
+            var: names.model,
+        })?;
+    let api_key = nonempty(env(names.key));
+    if api_key.is_none() && !custom_base {
+        return Err(ProviderFactoryError::MissingEnv {
+            kind,
+            var: names.key,
+        });
+    }
+    let mut cfg = HttpConfig::new(base_url, model, api_key);
+    cfg.prices = prices.clone();
+    Ok(match spec.kind {
+        ProviderKind::Openai => Box::new(OpenAi::new(cfg)?),
+        ProviderKind::Anthropic => Box::new(Anthropic::new(cfg)?),
+        ProviderKind::Openrouter => Box::new(OpenRouter::new(cfg)?),
+        ProviderKind::Scripted => unreachable!("handled above"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(map: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = map.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn hosted_default_needs_key_and_model() {
+        let spec = ProviderSpec::new(ProviderKind::Anthropic);
+        let e = build_provider(&spec, &PriceTable::builtin(), &env(&[])).err().unwrap();
+        assert!(e.to_string().contains("ANTHROPIC_MODEL"), "{e}");
+        let e = build_provider(&spec, &PriceTable::builtin(), &env(&[("ANTHROPIC_MODEL", "m")])).err().unwrap();
+        assert!(e.to_string().contains("ANTHROPIC_API_KEY"), "{e}");
+        let p = build_provider(&spec, &PriceTable::builtin(), &env(&[("ANTHROPIC_MODEL", "m"), ("ANTHROPIC_API_KEY", "k")])).unwrap();
+        assert_eq!(p.identity().base_url.as_deref(), Some("https://api.anthropic.com"));
+    }
+
+    #[test]
+    fn spec_beats_env_and_custom_base_needs_no_key() {
+        let mut spec = ProviderSpec::new(ProviderKind::Openai);
+        spec.model = Some("from-spec".into());
+        spec.base_url = Some("http://127.0.0.1:9/v1".into());
+        let p = build_provider(&spec, &PriceTable::builtin(), &env(&[("OPENAI_MODEL", "from-env")])).unwrap();
+        let id = p.identity();
+        assert_eq!((id.model.as_str(), id.base_url.as_deref()), ("from-spec", Some("http://127.0.0.1:9/v1")));
+    }
+}

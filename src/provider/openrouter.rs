@@ -1,0 +1,29 @@
+//! STUB: being implemented.
+
+use futures_util::future::BoxFuture;
+
+use super::error::ProviderError;
+use super::http::HttpConfig;
+use super::types::{Completion, CompletionRequest, ProviderIdentity};
+use super::Provider;
+
+/// STUB.
+pub struct OpenRouter {
+    cfg: HttpConfig,
+}
+
+impl OpenRouter {
+    /// Builds the client.
+    pub fn new(cfg: HttpConfig) -> Result<Self, ProviderError> {
+        Ok(Self { cfg })
+    }
+}
+
+impl Provider for OpenRouter {
+    fn identity(&self) -> ProviderIdentity {
+        ProviderIdentity { kind: "openrouter".into(), model: self.cfg.model.clone(), base_url: Some(self.cfg.base_url.clone()) }
+    }
+    fn complete<'a>(&'a self, _request: &'a CompletionRequest) -> BoxFuture<'a, Result<Completion, ProviderError>> {
+        todo!()
+    }
+}

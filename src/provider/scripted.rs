@@ -1,0 +1,290 @@
+//! Replays model turns from a script: the offline demo and the tests run on it.
+//!
+//! The turn answered is the number of assistant messages already in the conversation,
+//! so the provider holds no cursor of its own: a resumed run replays from exactly
+//! where the stored conversation stands.
+
+use std::path::{Path, PathBuf};
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use super::error::{ProviderError, ProviderErrorKind};
+use super::types::{
+    Completion, CompletionRequest, ContentBlock, Cost, CostSource, ProviderIdentity, Role,
+    StopReason, Usage,
+};
+use super::Provider;
+
+/// One tool call in a script; the id is generated when absent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptCall {
+    /// Call id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Tool name.
+    pub name: String,
+    /// Arguments.
+    #[serde(default)]
+    pub input: serde_json::Value,
+}
+
+/// One recorded model turn: a line of a script file (JSON Lines).
+///
+/// Either the short form (`text` and/or `tool_calls`) or `content` with the neutral
+/// blocks verbatim (what `Record` writes, thinking blocks included).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptTurn {
+    /// Assistant text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Tool calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ScriptCall>,
+    /// Full content blocks (instead of `text` / `tool_calls`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<ContentBlock>,
+    /// Usage as recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Cost as recorded; unknown when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Model as recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl ScriptTurn {
+    /// A turn that only says `text`.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: Some(text.into()),
+            ..Self::default()
+        }
+    }
+
+    /// A turn that calls one tool.
+    pub fn tool(name: impl Into<String>, input: serde_json::Value) -> Self {
+        Self {
+            tool_calls: vec![ScriptCall {
+                id: None,
+                name: name.into(),
+                input,
+            }],
+            ..Self::default()
+        }
+    }
+
+    /// Adds another tool call to this turn.
+    pub fn and_tool(mut self, name: impl Into<String>, input: serde_json::Value) -> Self {
+        self.tool_calls.push(ScriptCall {
+            id: None,
+            name: name.into(),
+            input,
+        });
+        self
+    }
+
+    fn blocks(&self, turn: usize) -> Vec<ContentBlock> {
+        if !self.content.is_empty() {
+            return self.content.clone();
+        }
+        let mut out = Vec::new();
+        if let Some(t) = &self.text {
+            out.push(ContentBlock::Text { text: t.clone() });
+        }
+        for (i, c) in self.tool_calls.iter().enumerate() {
+            out.push(ContentBlock::ToolUse {
+                id: c.id.clone().unwrap_or_else(|| format!("call_{turn}_{i}")),
+                name: c.name.clone(),
+                input: if c.input.is_null() {
+                    serde_json::json!({})
+                } else {
+                    c.input.clone()
+                },
+            });
+        }
+        out
+    }
+}
+
+/// A script that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScriptError {
+    /// The file could not be read.
+    #[error("cannot read script {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A line is not a valid turn.
+    #[error("{}:{line}: {message}", path.display())]
+    Line {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Replays a list of turns.
+#[derive(Debug, Clone)]
+pub struct Scripted {
+    turns: Vec<ScriptTurn>,
+    source: Option<PathBuf>,
+}
+
+impl Scripted {
+    /// A provider replaying `turns`.
+    pub fn new(turns: Vec<ScriptTurn>) -> Self {
+        Self {
+            turns,
+            source: None,
+        }
+    }
+
+    /// Loads a JSON Lines script (blank lines and lines starting with `//` skipped).
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ScriptError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut turns = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let l = line.trim();
+            if l.is_empty() || l.starts_with("//") {
+                continue;
+            }
+            let turn: ScriptTurn = serde_json::from_str(l).map_err(|e| ScriptError::Line {
+                path: path.to_path_buf(),
+                line: i + 1,
+                message: e.to_string(),
+            })?;
+            if turn.text.is_none() && turn.tool_calls.is_empty() && turn.content.is_empty() {
+                return Err(ScriptError::Line {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    message: "a turn needs text, tool_calls or content".into(),
+                });
+            }
+            turns.push(turn);
+        }
+        Ok(Self {
+            turns,
+            source: Some(path.to_path_buf()),
+        })
+    }
+
+    /// Number of turns.
+    pub fn len(&self) -> usize {
+        self.turns.len()
+    }
+
+    /// Whether the script has no turns.
+    pub fn is_empty(&self) -> bool {
+        self.turns.is_empty()
+    }
+}
+
+impl Provider for Scripted {
+    fn identity(&self) -> ProviderIdentity {
+        ProviderIdentity {
+            kind: "scripted".into(),
+            model: "scripted".into(),
+            base_url: self.source.as_ref().map(|p| p.display().to_string()),
+        }
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a CompletionRequest,
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>> {
+        Box::pin(async move {
+            let n = request
+                .messages
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .count();
+            let turn = self.turns.get(n).ok_or_else(|| {
+                ProviderError::new(
+                    ProviderErrorKind::Request,
+                    "scripted",
+                    format!(
+                        "script exhausted: turn {} requested, the script has {}",
+                        n + 1,
+                        self.turns.len()
+                    ),
+                )
+            })?;
+            let content = turn.blocks(n + 1);
+            let has_calls = content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolUse { .. }));
+            let body = serde_json::to_vec(request).map_err(|e| {
+                ProviderError::new(ProviderErrorKind::Request, "scripted", e.to_string())
+            })?;
+            Ok(Completion {
+                content,
+                stop_reason: if has_calls {
+                    StopReason::ToolUse
+                } else {
+                    StopReason::EndTurn
+                },
+                usage: turn.usage.unwrap_or_default(),
+                cost: match turn.cost_usd {
+                    Some(usd) => Cost {
+                        usd: Some(usd),
+                        source: CostSource::Script,
+                    },
+                    None => Cost::UNKNOWN,
+                },
+                model: turn.model.clone().unwrap_or_else(|| "scripted".into()),
+                request_body: Some(body),
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::Message;
+
+    #[tokio::test]
+    async fn replays_by_assistant_count_and_reports_exhaustion() {
+        let p = Scripted::new(vec![
+            ScriptTurn::tool("read_file", serde_json::json!({"path": "a"})),
+            ScriptTurn::text("done"),
+        ]);
+        let mut req = CompletionRequest::new("m", vec![Message::user("go")]);
+        let first = p.complete(&req).await.unwrap();
+        assert_eq!(first.stop_reason, StopReason::ToolUse);
+        assert_eq!(first.tool_calls().next().unwrap().0, "call_1_0");
+        req.messages.push(first.to_message());
+        assert_eq!(p.complete(&req).await.unwrap().text(), "done");
+        req.messages.push(Message::assistant("x"));
+        let err = p.complete(&req).await.unwrap_err();
+        assert!(err.message.contains("exhausted"), "{err}");
+        assert_eq!(first.cost.usd, None, "unrecorded cost is unknown, not zero");
+    }
+
+    #[test]
+    fn bad_line_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s.jsonl");
+        std::fs::write(&f, "{\"text\":\"ok\"}\n\n{\"txt\":1}\n").unwrap();
+        match Scripted::from_file(&f) {
+            Err(ScriptError::Line { line, .. }) => assert_eq!(line, 3),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! STUB: SSE reading, being implemented.

@@ -11,3 +11,7 @@ pub mod tools;
 pub use contract::{TaskContract, Verification};
 pub use provider::{Provider, ProviderErrorKind};
 pub use store::{SandboxEvent, Store};
+pub mod run;
+pub mod verify;
+
+pub use run::{RunOptions, RunOutcome, RunResult, resume, run, run_with};

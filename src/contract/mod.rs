@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::provider::{ModelPrice, PriceTable, ReasoningEffort};
 
 pub use load::ContractError;
+pub(crate) use load::check_cost_price;
 pub use units::{parse_duration, parse_size};
 
 /// How the run treats the workspace directory.

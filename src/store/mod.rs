@@ -87,6 +87,8 @@ pub struct NewRun {
     pub provider_json: String,
     /// Parent run for sub-agents.
     pub parent_run_id: Option<i64>,
+    /// The run's scratch directory (workspace copy or baseline), kept for resume.
+    pub scratch_dir: Option<String>,
 }
 
 /// A run as stored.
@@ -112,6 +114,8 @@ pub struct RunRecord {
     pub provider_json: Option<String>,
     /// Parent run.
     pub parent_run_id: Option<i64>,
+    /// Scratch directory (workspace copy or baseline).
+    pub scratch_dir: Option<String>,
     /// Unix ms.
     pub started_at_ms: i64,
     /// Unix ms.

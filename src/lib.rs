@@ -3,6 +3,7 @@
 #![deny(missing_docs)]
 
 pub mod contract;
+mod failpoint;
 pub mod policy;
 pub mod provider;
 pub mod store;

@@ -351,6 +351,7 @@ impl<'a> Engine<'a> {
             policy_events.extend(decisions);
         }
 
+        crate::failpoint::hit("step.after_tools", step);
         let done = calls.is_empty();
         let mut verified = None;
         if done || self.contract.verify.every_step {
@@ -419,6 +420,7 @@ impl<'a> Engine<'a> {
             policy_events,
             state_json: serde_json::to_string(&self.state).unwrap_or_default(),
         };
+        crate::failpoint::hit("step.before_commit", step);
         if let Err(e) = self.store.commit_step(&record) {
             // The step's effects are on disk but not on record: stop rather than run on
             // with a trace that no longer matches the workspace. The run stays

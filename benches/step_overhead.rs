@@ -19,7 +19,9 @@ fn workspace(dir: &std::path::Path) {
         let sub = dir.join(format!("src/mod{:02}", i % 40));
         std::fs::create_dir_all(&sub).unwrap();
         let body: String = (0..30)
-            .map(|l| format!("pub fn item_{i}_{l}(x: u32) -> u32 {{ x.wrapping_mul({l}) + {i} }}\n"))
+            .map(|l| {
+                format!("pub fn item_{i}_{l}(x: u32) -> u32 {{ x.wrapping_mul({l}) + {i} }}\n")
+            })
             .collect();
         std::fs::write(sub.join(format!("file{i:04}.rs")), body).unwrap();
     }
@@ -32,11 +34,23 @@ fn script() -> Vec<ScriptTurn> {
         let i = (s * 37) % FILES;
         let path = format!("src/mod{:02}/file{i:04}.rs", i % 40);
         let t = match s % 5 {
-            0 => ScriptTurn::tool("read_file", json!({"path": path, "start_line": 1, "end_line": 20})),
-            1 => ScriptTurn::tool("grep", json!({"pattern": format!("item_{i}_1[0-9]"), "path": "src"})),
+            0 => ScriptTurn::tool(
+                "read_file",
+                json!({"path": path, "start_line": 1, "end_line": 20}),
+            ),
+            1 => ScriptTurn::tool(
+                "grep",
+                json!({"pattern": format!("item_{i}_1[0-9]"), "path": "src"}),
+            ),
             2 => ScriptTurn::tool("list_dir", json!({"path": format!("src/mod{:02}", i % 40)})),
-            3 => ScriptTurn::tool("edit_file", json!({"path": path, "old": format!("pub fn item_{i}_0("), "new": format!("pub fn item_{i}_zero(")})),
-            _ => ScriptTurn::tool("find", json!({"pattern": format!("**/file{:03}*.rs", i / 10)})),
+            3 => ScriptTurn::tool(
+                "edit_file",
+                json!({"path": path, "old": format!("pub fn item_{i}_0("), "new": format!("pub fn item_{i}_zero(")}),
+            ),
+            _ => ScriptTurn::tool(
+                "find",
+                json!({"pattern": format!("**/file{:03}*.rs", i / 10)}),
+            ),
         };
         turns.push(t);
     }
@@ -45,7 +59,10 @@ fn script() -> Vec<ScriptTurn> {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let mut per_step = Vec::new();
     let mut bytes_per_step = Vec::new();
     let mut prep = Vec::new();
@@ -57,8 +74,12 @@ fn main() {
         unsafe { std::env::set_var("XDG_CACHE_HOME", dir.path().join("cache")) };
         let db = dir.path().join("store.db");
         let store = Store::open(&db).unwrap();
-        let contract = TaskContract::workspace("bench", &ws, Verification::file_contains("src/mod00/file0000.rs", "item_0"))
-            .max_steps(STEPS as u32 + 1);
+        let contract = TaskContract::workspace(
+            "bench",
+            &ws,
+            Verification::file_contains("src/mod00/file0000.rs", "item_0"),
+        )
+        .max_steps(STEPS as u32 + 1);
         let steps: Arc<Mutex<Vec<Duration>>> = Arc::default();
         let started: Arc<Mutex<Option<Instant>>> = Arc::default();
         let (s2, st2) = (steps.clone(), started.clone());
@@ -77,7 +98,12 @@ fn main() {
         let provider = Scripted::new(script());
         let t0 = Instant::now();
         let r = rt
-            .block_on(run_with(&contract, &provider, &store, RunOptions::default().observer(Arc::new(observer))))
+            .block_on(run_with(
+                &contract,
+                &provider,
+                &store,
+                RunOptions::default().observer(Arc::new(observer)),
+            ))
             .unwrap();
         let total = t0.elapsed();
         assert_eq!(r.outcome, RunOutcome::Success, "{r:?}");

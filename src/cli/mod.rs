@@ -142,7 +142,10 @@ pub fn main() -> ExitCode {
     if std::env::var_os("IO_HARNESS_LOG").is_some() {
         init_tracing();
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

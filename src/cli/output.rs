@@ -64,6 +64,9 @@ mod tests {
     #[test]
     fn redacts_only_real_secrets() {
         let s = vec!["sk-abcdefgh123".to_string(), "short".to_string()];
-        assert_eq!(redact("key sk-abcdefgh123 short", &s), "key [REDACTED] short");
+        assert_eq!(
+            redact("key sk-abcdefgh123 short", &s),
+            "key [REDACTED] short"
+        );
     }
 }

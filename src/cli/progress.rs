@@ -13,7 +13,10 @@ pub enum Progress {
     /// One JSON object per event on stdout.
     Json { secrets: Vec<String> },
     /// A redrawn status line on stderr.
-    Line { state: Mutex<LineState>, secrets: Vec<String> },
+    Line {
+        state: Mutex<LineState>,
+        secrets: Vec<String>,
+    },
     /// Nothing (stderr is not a terminal).
     Quiet,
 }
@@ -68,7 +71,9 @@ impl Observer for Progress {
                     return Flow::Continue;
                 };
                 match event {
-                    RunEvent::StepStarted { step, max_steps, .. } => {
+                    RunEvent::StepStarted {
+                        step, max_steps, ..
+                    } => {
                         s.step = *step;
                         s.max = *max_steps;
                         s.tool = "thinking".into();
@@ -79,12 +84,20 @@ impl Observer for Progress {
                             None => name.clone(),
                         };
                     }
-                    RunEvent::StepCommitted { total_tokens, cost_usd, .. } => {
+                    RunEvent::StepCommitted {
+                        total_tokens,
+                        cost_usd,
+                        ..
+                    } => {
                         s.tokens = *total_tokens;
                         s.cost = *cost_usd;
                     }
                     RunEvent::Verified { passed, .. } => {
-                        s.tool = if *passed { "verified".into() } else { "verification failed".into() };
+                        s.tool = if *passed {
+                            "verified".into()
+                        } else {
+                            "verification failed".into()
+                        };
                     }
                     _ => return Flow::Continue,
                 }

@@ -25,7 +25,9 @@ pub fn merge(base: Option<&ProviderSpec>, args: &ProviderArgs) -> Result<Provide
                 let abs = std::path::absolute(&path)
                     .map_err(|e| CliError::Usage(format!("--provider scripted:{path}: {e}")))?;
                 if !abs.is_file() {
-                    return Err(CliError::Usage(format!("--provider scripted:{path}: no such file")));
+                    return Err(CliError::Usage(format!(
+                        "--provider scripted:{path}: no such file"
+                    )));
                 }
                 s.script = Some(abs);
             }
@@ -55,7 +57,9 @@ fn parse_kind(text: &str) -> Result<(ProviderKind, Option<String>), CliError> {
         "openai" => Ok((ProviderKind::Openai, None)),
         "anthropic" => Ok((ProviderKind::Anthropic, None)),
         "openrouter" => Ok((ProviderKind::Openrouter, None)),
-        "scripted" => Err(CliError::Usage("--provider scripted needs a file: scripted:<file>".into())),
+        "scripted" => Err(CliError::Usage(
+            "--provider scripted needs a file: scripted:<file>".into(),
+        )),
         other => Err(CliError::Usage(format!(
             "--provider {other:?}: expected openai, anthropic, openrouter or scripted:<file>"
         ))),
@@ -64,5 +68,6 @@ fn parse_kind(text: &str) -> Result<(ProviderKind, Option<String>), CliError> {
 
 /// Builds the provider from a resolved spec and the process environment.
 pub fn build(spec: &ProviderSpec, prices: &PriceTable) -> Result<Box<dyn Provider>, CliError> {
-    build_provider(spec, prices, &|k| std::env::var(k).ok()).map_err(|e| CliError::Usage(e.to_string()))
+    build_provider(spec, prices, &|k| std::env::var(k).ok())
+        .map_err(|e| CliError::Usage(e.to_string()))
 }

@@ -9,7 +9,8 @@ use super::progress::Progress;
 use super::{CliError, RunArgs, output, provider_args, store_path};
 
 pub async fn execute(args: RunArgs) -> Result<i32, CliError> {
-    let mut contract = TaskContract::from_file(&args.task).map_err(|e| CliError::Usage(e.to_string()))?;
+    let mut contract =
+        TaskContract::from_file(&args.task).map_err(|e| CliError::Usage(e.to_string()))?;
     let spec = provider_args::merge(contract.providers.first(), &args.provider)?;
     let provider = provider_args::build(&spec, &contract.price_table())?;
     if contract.providers.is_empty() {
@@ -17,7 +18,9 @@ pub async fn execute(args: RunArgs) -> Result<i32, CliError> {
     } else {
         contract.providers[0] = spec;
     }
-    contract.validate().map_err(|e| CliError::Usage(e.to_string()))?;
+    contract
+        .validate()
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     let store = store_path::open(&args.store)?;
     let secrets = provider.secrets();
     let progress = Arc::new(Progress::new(args.json, secrets.clone()));
@@ -54,10 +57,20 @@ pub fn report(r: &RunResult, json: bool, secrets: &[String]) {
         return;
     }
     let c = |t: &str| output::clean(t, secrets);
-    println!("outcome: {}", serde_json::to_string(&r.outcome).unwrap_or_default());
-    println!("run: {}   steps: {}   tokens: {} (in {}, out {}, cached {})   cost: {}",
-        r.run_id, r.steps, r.total_tokens, r.input_tokens, r.output_tokens, r.cached_input_tokens,
-        output::cost(r.cost_usd, r.cost_unknown_steps));
+    println!(
+        "outcome: {}",
+        serde_json::to_string(&r.outcome).unwrap_or_default()
+    );
+    println!(
+        "run: {}   steps: {}   tokens: {} (in {}, out {}, cached {})   cost: {}",
+        r.run_id,
+        r.steps,
+        r.total_tokens,
+        r.input_tokens,
+        r.output_tokens,
+        r.cached_input_tokens,
+        output::cost(r.cost_usd, r.cost_unknown_steps)
+    );
     println!("workspace: {}", c(&r.work_dir));
     if !r.final_message.is_empty() {
         println!("\nfinal message:\n{}", c(&r.final_message));

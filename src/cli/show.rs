@@ -25,8 +25,16 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
     }
     let s = output::sanitize;
     println!("run {}: {}", run.id, s(&run.goal));
-    println!("status: {}   outcome: {}", run.status, run.outcome_json.as_deref().unwrap_or("-"));
-    println!("workspace: {}   worked in: {}", s(&run.root), s(run.work_dir.as_deref().unwrap_or("-")));
+    println!(
+        "status: {}   outcome: {}",
+        run.status,
+        run.outcome_json.as_deref().unwrap_or("-")
+    );
+    println!(
+        "workspace: {}   worked in: {}",
+        s(&run.root),
+        s(run.work_dir.as_deref().unwrap_or("-"))
+    );
     if let Some(p) = &run.provider_json {
         println!("provider: {}", s(p));
     }
@@ -58,7 +66,11 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
             for m in &msgs {
                 for b in &m.content {
                     if let ContentBlock::Text { text } = b {
-                        let who = if m.role == io_harness::provider::Role::Assistant { "model" } else { "harness" };
+                        let who = if m.role == io_harness::provider::Role::Assistant {
+                            "model"
+                        } else {
+                            "harness"
+                        };
                         println!("  {who}: {}", s(&indent(text)));
                     }
                 }
@@ -72,17 +84,34 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
             } else {
                 "ok"
             };
-            println!("  tool {} {} [{mark}, {} ms]", c.name, s(&short(&c.input_json, 160)), c.duration_ms);
+            println!(
+                "  tool {} {} [{mark}, {} ms]",
+                c.name,
+                s(&short(&c.input_json, 160)),
+                c.duration_ms
+            );
             println!("    → {}", s(&short(&c.output, 240)));
         }
-        for p in policy.iter().filter(|p| p.step == st.step && p.decision != "allow") {
-            println!("  policy {} {} {}: {} ({} layer)", p.decision, p.act, s(&p.target), p.rule, p.layer);
+        for p in policy
+            .iter()
+            .filter(|p| p.step == st.step && p.decision != "allow")
+        {
+            println!(
+                "  policy {} {} {}: {} ({} layer)",
+                p.decision,
+                p.act,
+                s(&p.target),
+                p.rule,
+                p.layer
+            );
         }
         for e in sandbox.iter().filter(|e| e.step == st.step) {
             println!(
                 "  sandbox {} {}{}",
                 e.kind,
-                e.backend.as_deref().map_or(String::new(), |b| format!("[{b}] ")),
+                e.backend
+                    .as_deref()
+                    .map_or(String::new(), |b| format!("[{b}] ")),
                 s(&short(e.detail.as_deref().unwrap_or(""), 400))
             );
         }

@@ -125,18 +125,42 @@ mod tests {
         let b = budget();
         let mut t = Totals::default();
         assert_eq!(before_step(&b, &t, Duration::ZERO, &[]), None);
-        assert_eq!(before_step(&b, &t, Duration::from_secs(60), &[]), Some(RunOutcome::TimeBudgetExceeded));
-        t.add(&Usage { input_tokens: 600, output_tokens: 400, ..Usage::default() }, &Cost::UNKNOWN);
+        assert_eq!(
+            before_step(&b, &t, Duration::from_secs(60), &[]),
+            Some(RunOutcome::TimeBudgetExceeded)
+        );
+        t.add(
+            &Usage {
+                input_tokens: 600,
+                output_tokens: 400,
+                ..Usage::default()
+            },
+            &Cost::UNKNOWN,
+        );
         assert_eq!(after_step(&b, &t), Some(RunOutcome::TokenBudgetExceeded));
         let mut t = Totals::default();
-        t.add(&Usage::default(), &Cost { usd: Some(1.0), source: crate::provider::CostSource::Reported });
+        t.add(
+            &Usage::default(),
+            &Cost {
+                usd: Some(1.0),
+                source: crate::provider::CostSource::Reported,
+            },
+        );
         assert_eq!(after_step(&b, &t), Some(RunOutcome::CostBudgetExceeded));
-        let mut t = Totals { steps: 3, ..Totals::default() };
-        assert_eq!(before_step(&b, &t, Duration::ZERO, &[]), Some(RunOutcome::StepCapReached));
+        let mut t = Totals {
+            steps: 3,
+            ..Totals::default()
+        };
+        assert_eq!(
+            before_step(&b, &t, Duration::ZERO, &[]),
+            Some(RunOutcome::StepCapReached)
+        );
         t.steps = 3;
         assert_eq!(
             before_step(&b, &t, Duration::ZERO, &["command x".into()]),
-            Some(RunOutcome::VerificationFailed { failed: vec!["command x".into()] })
+            Some(RunOutcome::VerificationFailed {
+                failed: vec!["command x".into()]
+            })
         );
     }
 

@@ -180,10 +180,14 @@ impl<'a> Engine<'a> {
         }
         check_price(&contract, &provider.identity())?;
         store.redact_secrets(&provider.secrets());
-        let scratch = rec.scratch_dir.as_deref().map(PathBuf::from).ok_or_else(|| RunError::NotResumable {
-            run_id,
-            reason: "it has no scratch directory on record".into(),
-        })?;
+        let scratch = rec
+            .scratch_dir
+            .as_deref()
+            .map(PathBuf::from)
+            .ok_or_else(|| RunError::NotResumable {
+                run_id,
+                reason: "it has no scratch directory on record".into(),
+            })?;
         let dirs = workdir::reattach(&contract.root, contract.workspace, &scratch);
         let ws = Workspace::open(&dirs.work).map_err(|e| workspace_err(&dirs.work, e))?;
         let ctx = ToolContext {
@@ -191,13 +195,17 @@ impl<'a> Engine<'a> {
             limits: ToolLimits::default(),
         };
         let steps = store.steps(run_id)?;
-        let mut messages = vec![Message::user(prompt::first_message(&contract, &ctx.workspace))];
+        let mut messages = vec![Message::user(prompt::first_message(
+            &contract,
+            &ctx.workspace,
+        ))];
         for s in &steps {
-            let added: Vec<Message> = serde_json::from_str(&s.messages_json).map_err(|e| RunError::Corrupt {
-                run_id,
-                what: "step messages",
-                message: e.to_string(),
-            })?;
+            let added: Vec<Message> =
+                serde_json::from_str(&s.messages_json).map_err(|e| RunError::Corrupt {
+                    run_id,
+                    what: "step messages",
+                    message: e.to_string(),
+                })?;
             messages.extend(added);
         }
         let state: LoopState = match steps.last() {
@@ -214,7 +222,8 @@ impl<'a> Engine<'a> {
             .into_iter()
             .filter(|j| j.intent.step == next_step && j.status == "done")
             .filter_map(|j| {
-                let effects: Vec<FileEffect> = serde_json::from_str(j.effects_json.as_deref()?).ok()?;
+                let effects: Vec<FileEffect> =
+                    serde_json::from_str(j.effects_json.as_deref()?).ok()?;
                 Some(AppliedIntent {
                     tool: j.intent.tool,
                     input_json: j.intent.input_json,
@@ -279,7 +288,12 @@ impl<'a> Engine<'a> {
             if self.opts.cancel.is_cancelled() {
                 break RunOutcome::Cancelled;
             }
-            if let Some(o) = budget::before_step(&self.contract.budget, &self.totals, self.elapsed(), &self.state.failing) {
+            if let Some(o) = budget::before_step(
+                &self.contract.budget,
+                &self.totals,
+                self.elapsed(),
+                &self.state.failing,
+            ) {
                 break o;
             }
             match self.step().await {
@@ -549,13 +563,22 @@ impl<'a> Engine<'a> {
 
     /// On the first step after an interruption: a write the interrupted session already
     /// applied (every file still at its recorded after-hash) is not applied again.
-    fn already_applied(&mut self, name: &str, input_json: &str) -> Option<crate::tools::Dispatched> {
+    fn already_applied(
+        &mut self,
+        name: &str,
+        input_json: &str,
+    ) -> Option<crate::tools::Dispatched> {
         let pos = self.applied.iter().position(|a| {
             a.tool == name
                 && a.input_json == input_json
                 && !a.effects.is_empty()
                 && a.effects.iter().all(|e| {
-                    let now = self.ctx.workspace.read(&e.path).ok().map(|b| sha256_hex(&b));
+                    let now = self
+                        .ctx
+                        .workspace
+                        .read(&e.path)
+                        .ok()
+                        .map(|b| sha256_hex(&b));
                     now == e.after
                 })
         })?;

@@ -83,7 +83,10 @@ impl RunError {
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            Self::Contract(_) | Self::NoSuchRun(_) | Self::NotResumable { .. } | Self::ContractMismatch { .. }
+            Self::Contract(_)
+                | Self::NoSuchRun(_)
+                | Self::NotResumable { .. }
+                | Self::ContractMismatch { .. }
         )
     }
 }
@@ -199,7 +202,11 @@ pub async fn run_with(
 
 /// Continues an interrupted or resumable run from its last committed step, with the
 /// stored contract and its budgets carried over.
-pub async fn resume(store: &Store, run_id: i64, provider: &dyn Provider) -> Result<RunResult, RunError> {
+pub async fn resume(
+    store: &Store,
+    run_id: i64,
+    provider: &dyn Provider,
+) -> Result<RunResult, RunError> {
     resume_with(store, run_id, provider, None, RunOptions::default()).await
 }
 

@@ -110,9 +110,25 @@ mod tests {
             (RunOutcome::CostBudgetExceeded, 3),
             (RunOutcome::Stalled, 3),
             (RunOutcome::ContextOverflow, 3),
-            (RunOutcome::Escalated { kind: ProviderErrorKind::Auth, retryable: false }, 4),
-            (RunOutcome::McpRequiredServerFailed { server: "fs".into() }, 4),
-            (RunOutcome::AwaitingApproval { request_id: "r1".into() }, 5),
+            (
+                RunOutcome::Escalated {
+                    kind: ProviderErrorKind::Auth,
+                    retryable: false,
+                },
+                4,
+            ),
+            (
+                RunOutcome::McpRequiredServerFailed {
+                    server: "fs".into(),
+                },
+                4,
+            ),
+            (
+                RunOutcome::AwaitingApproval {
+                    request_id: "r1".into(),
+                },
+                5,
+            ),
             (RunOutcome::Cancelled, 130),
         ];
         for (o, code) in table {

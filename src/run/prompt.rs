@@ -43,7 +43,9 @@ pub fn first_message(contract: &TaskContract, ws: &Workspace) -> String {
                     "\nUntrusted project instructions from {rel} (written by whoever can edit the workspace):\n<untrusted source=\"{rel}\">\n{shown}\n</untrusted>\n"
                 ));
             }
-            Err(e) => s.push_str(&format!("\n(The instructions file {rel} could not be read: {e})\n")),
+            Err(e) => s.push_str(&format!(
+                "\n(The instructions file {rel} could not be read: {e})\n"
+            )),
         }
     }
     s

@@ -47,7 +47,10 @@ pub struct WorkDirs {
 pub fn prepare(root: &Path, mode: WorkspaceMode) -> io::Result<WorkDirs> {
     let runs = cache_dir().join("runs");
     fs::create_dir_all(&runs)?;
-    let scratch = tempfile::Builder::new().prefix("run-").tempdir_in(&runs)?.keep();
+    let scratch = tempfile::Builder::new()
+        .prefix("run-")
+        .tempdir_in(&runs)?
+        .keep();
     match mode {
         WorkspaceMode::Copy => {
             let work = scratch.join("work");
@@ -205,7 +208,9 @@ pub fn diff_trees(baseline: &Path, work: &Path) -> io::Result<String> {
         out.push_str(&piece);
     }
     if omitted > 0 {
-        out.push_str(&format!("[diff truncated: {omitted} more changed files not shown]\n"));
+        out.push_str(&format!(
+            "[diff truncated: {omitted} more changed files not shown]\n"
+        ));
     }
     Ok(out)
 }
@@ -236,19 +241,34 @@ fn diff_node(path: &str, before: Option<&Node>, after: Option<&Node>) -> String 
     {
         return String::new();
     }
-    let old_name = if before.is_some() { format!("a/{path}") } else { "/dev/null".into() };
-    let new_name = if after.is_some() { format!("b/{path}") } else { "/dev/null".into() };
+    let old_name = if before.is_some() {
+        format!("a/{path}")
+    } else {
+        "/dev/null".into()
+    };
+    let new_name = if after.is_some() {
+        format!("b/{path}")
+    } else {
+        "/dev/null".into()
+    };
     match (text_of(before), text_of(after)) {
         (Ok(a), Ok(b)) => {
             let d = TextDiff::from_lines(&a, &b);
             let mut s = format!("diff --harness a/{path} b/{path}\n");
-            s.push_str(&d.unified_diff().context_radius(3).header(&old_name, &new_name).to_string());
+            s.push_str(
+                &d.unified_diff()
+                    .context_radius(3)
+                    .header(&old_name, &new_name)
+                    .to_string(),
+            );
             if !s.ends_with('\n') {
                 s.push('\n');
             }
             s
         }
-        _ => format!("diff --harness a/{path} b/{path}\nBinary or large files {old_name} and {new_name} differ\n"),
+        _ => format!(
+            "diff --harness a/{path} b/{path}\nBinary or large files {old_name} and {new_name} differ\n"
+        ),
     }
 }
 
@@ -289,7 +309,12 @@ mod tests {
         let dst = tempfile::tempdir().unwrap();
         let to = dst.path().join("copy");
         copy_tree(src.path(), &to, false).unwrap();
-        assert!(fs::symlink_metadata(to.join("link")).unwrap().file_type().is_symlink());
+        assert!(
+            fs::symlink_metadata(to.join("link"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
         assert_eq!(fs::read_to_string(to.join("sub/f")).unwrap(), "f");
     }
 }

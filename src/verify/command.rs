@@ -64,7 +64,15 @@ pub struct CommandRun {
 
 /// Host variables a gate command may see.
 const PASSED_ENV: &[&str] = &[
-    "PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER", "TMPDIR", "CARGO_HOME", "RUSTUP_HOME",
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "USER",
+    "TMPDIR",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
     "RUSTUP_TOOLCHAIN",
 ];
 
@@ -142,7 +150,10 @@ impl CommandGate {
     }
 }
 
-async fn read_some<R: tokio::io::AsyncRead + Unpin>(r: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut Option<R>,
+    buf: &mut [u8],
+) -> Option<usize> {
     let r = r.as_mut()?;
     match r.read(buf).await {
         Ok(0) | Err(_) => None,
@@ -188,7 +199,9 @@ mod tests {
 
     #[tokio::test]
     async fn exit_codes_and_output_are_captured() {
-        let r = gate(&["sh", "-c", "echo out; echo err >&2; exit 3"], 10_000).run().await;
+        let r = gate(&["sh", "-c", "echo out; echo err >&2; exit 3"], 10_000)
+            .run()
+            .await;
         assert_eq!(r.status, CommandStatus::Exited(3));
         let text = r.output.render();
         assert!(text.contains("out") && text.contains("err"), "{text}");
@@ -197,7 +210,10 @@ mod tests {
     #[tokio::test]
     async fn missing_program_is_not_found_not_failed() {
         let r = gate(&["io-harness-no-such-program"], 10_000).run().await;
-        assert_eq!(r.status, CommandStatus::NotFound("io-harness-no-such-program".into()));
+        assert_eq!(
+            r.status,
+            CommandStatus::NotFound("io-harness-no-such-program".into())
+        );
     }
 
     #[tokio::test]
@@ -207,10 +223,16 @@ mod tests {
         let script = format!("(sleep 2; touch {}) & sleep 30", marker.display());
         let started = std::time::Instant::now();
         let r = gate(&["sh", "-c", &script], 300).run().await;
-        assert_eq!(r.status, CommandStatus::TimedOut(Duration::from_millis(300)));
+        assert_eq!(
+            r.status,
+            CommandStatus::TimedOut(Duration::from_millis(300))
+        );
         assert!(started.elapsed() < Duration::from_secs(5));
         tokio::time::sleep(Duration::from_millis(2500)).await;
-        assert!(!marker.exists(), "a grandchild of the timed-out gate survived");
+        assert!(
+            !marker.exists(),
+            "a grandchild of the timed-out gate survived"
+        );
     }
 
     #[tokio::test]
@@ -231,7 +253,9 @@ mod tests {
 
     #[tokio::test]
     async fn flood_is_bounded() {
-        let r = gate(&["sh", "-c", "yes | head -c 2000000"], 20_000).run().await;
+        let r = gate(&["sh", "-c", "yes | head -c 2000000"], 20_000)
+            .run()
+            .await;
         assert_eq!(r.status, CommandStatus::Exited(0));
         assert_eq!(r.output.total(), 2_000_000);
         assert!(r.output.render().len() < 200);

@@ -84,15 +84,19 @@ pub async fn check(criteria: &[Verification], workspace: &Workspace) -> VerifyRe
 async fn check_one(c: &Verification, ws: &Workspace) -> CriterionResult {
     let label = c.label();
     match c {
-        Verification::FileContains { file, needle } => {
-            content_check(label, ws, file, |text| {
-                if text.contains(needle.as_str()) {
-                    (true, format!("{} contains the expected text", file.display()))
-                } else {
-                    (false, format!("{} does not contain {needle:?}", file.display()))
-                }
-            })
-        }
+        Verification::FileContains { file, needle } => content_check(label, ws, file, |text| {
+            if text.contains(needle.as_str()) {
+                (
+                    true,
+                    format!("{} contains the expected text", file.display()),
+                )
+            } else {
+                (
+                    false,
+                    format!("{} does not contain {needle:?}", file.display()),
+                )
+            }
+        }),
         Verification::FileEquals { file, content } => content_check(label, ws, file, |text| {
             if text == content.as_str() {
                 (true, format!("{} has the expected content", file.display()))

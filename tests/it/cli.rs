@@ -56,16 +56,39 @@ fn quickstart_runs_offline_to_success_and_show_tells_the_story() {
     let task = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart/task.toml");
     let out = f.cmd(&["run", task.to_str().unwrap(), "--json"]);
     let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
-    let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        text(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let kinds: Vec<&str> = lines.iter().filter_map(|v| v["event"].as_str()).collect();
-    for k in ["run_started", "step_started", "model_replied", "tool_called", "tool_finished", "policy_decision", "verified", "step_committed", "finished"] {
+    for k in [
+        "run_started",
+        "step_started",
+        "model_replied",
+        "tool_called",
+        "tool_finished",
+        "policy_decision",
+        "verified",
+        "step_committed",
+        "finished",
+    ] {
         assert!(kinds.contains(&k), "missing event {k}: {kinds:?}");
     }
     let result = &lines.last().unwrap()["result"];
     assert_eq!(result["outcome"]["outcome"], "success");
     assert_eq!(result["steps"], 6);
-    assert!(result["diff"].as_str().unwrap().contains("+        .filter(|part| !part.trim().is_empty())"));
+    assert!(
+        result["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+        .filter(|part| !part.trim().is_empty())")
+    );
     // One failed verification fed back, then a pass.
     let verdicts: Vec<bool> = lines
         .iter()
@@ -74,14 +97,24 @@ fn quickstart_runs_offline_to_success_and_show_tells_the_story() {
         .collect();
     assert_eq!(verdicts, [false, true]);
     // The example itself is untouched: the run worked on a copy.
-    let original = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart/project/src/lib.rs")).unwrap();
+    let original = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart/project/src/lib.rs"),
+    )
+    .unwrap();
     assert!(!original.contains(".filter("));
 
     let run_id = result["run_id"].as_i64().unwrap().to_string();
     let show = f.cmd(&["show", &run_id]);
     let s = text(&show.stdout);
     assert_eq!(show.status.code(), Some(0), "{}", text(&show.stderr));
-    for needle in ["step 6", "tool edit_file", "Verification failed", "final message", "diff:", "outcome"] {
+    for needle in [
+        "step 6",
+        "tool edit_file",
+        "Verification failed",
+        "final message",
+        "diff:",
+        "outcome",
+    ] {
         assert!(s.contains(needle), "show lacks {needle:?}:\n{s}");
     }
     let runs = f.cmd(&["runs", "--json"]);
@@ -95,28 +128,51 @@ fn quickstart_runs_offline_to_success_and_show_tells_the_story() {
 #[test]
 fn malformed_task_exits_2_naming_file_line_and_key() {
     let f = Fixture::new();
-    let task = f.write("t/task.toml", "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_stepz = 4\n");
+    let task = f.write(
+        "t/task.toml",
+        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_stepz = 4\n",
+    );
     let out = f.cmd(&["run", task.to_str().unwrap(), "--provider", "openai"]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
-    assert!(err.contains("task.toml:5") && err.contains("max_stepz"), "{err}");
+    assert!(
+        err.contains("task.toml:5") && err.contains("max_stepz"),
+        "{err}"
+    );
     assert!(!f.store().exists(), "nothing ran, nothing was stored");
 }
 
 #[test]
 fn missing_provider_key_is_a_usage_error() {
     let f = Fixture::new();
-    let task = f.write("t/task.toml", "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n");
-    let out = f.cmd(&["run", task.to_str().unwrap(), "--provider", "anthropic", "--model", "claude-sonnet-4-5"]);
+    let task = f.write(
+        "t/task.toml",
+        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n",
+    );
+    let out = f.cmd(&[
+        "run",
+        task.to_str().unwrap(),
+        "--provider",
+        "anthropic",
+        "--model",
+        "claude-sonnet-4-5",
+    ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("ANTHROPIC_API_KEY"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("ANTHROPIC_API_KEY"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
 fn verification_failure_exits_1() {
     let f = Fixture::new();
     f.write("t/ws/a.txt", "a\n");
-    f.write("t/script.jsonl", "{\"text\": \"done\"}\n{\"text\": \"done\"}\n");
+    f.write(
+        "t/script.jsonl",
+        "{\"text\": \"done\"}\n{\"text\": \"done\"}\n",
+    );
     let task = f.write(
         "t/task.toml",
         "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"a.txt\", needle = \"b\" }\nmax_attempts = 2\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
@@ -149,22 +205,46 @@ fn killed_mid_step_resumes_without_double_applying() {
         .env("IO_HARNESS_FAILPOINT", "step.before_commit:2")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), None, "aborted by the failpoint: {}", text(&out.stderr));
-    assert_eq!(std::fs::read_to_string(f.path().join("t/ws/counter.txt")).unwrap(), "count = 2\n");
+    assert_eq!(
+        out.status.code(),
+        None,
+        "aborted by the failpoint: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.path().join("t/ws/counter.txt")).unwrap(),
+        "count = 2\n"
+    );
 
-    let runs: serde_json::Value = serde_json::from_slice(&f.cmd(&["runs", "--json"]).stdout).unwrap();
+    let runs: serde_json::Value =
+        serde_json::from_slice(&f.cmd(&["runs", "--json"]).stdout).unwrap();
     assert_eq!(runs[0]["status"], "running");
     assert_eq!(runs[0]["steps"], 1);
     let id = runs[0]["id"].as_i64().unwrap().to_string();
 
     let out = f.cmd(&["resume", &id, "--json"]);
     let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", text(&out.stderr));
-    assert_eq!(std::fs::read_to_string(f.path().join("t/ws/counter.txt")).unwrap(), "count = 2\n");
-    let show: serde_json::Value = serde_json::from_slice(&f.cmd(&["show", &id, "--json"]).stdout).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.path().join("t/ws/counter.txt")).unwrap(),
+        "count = 2\n"
+    );
+    let show: serde_json::Value =
+        serde_json::from_slice(&f.cmd(&["show", &id, "--json"]).stdout).unwrap();
     let step2 = &show["steps"][1]["tool_calls"][0];
     assert_eq!(step2["is_error"], false, "{step2}");
-    assert!(step2["output"].as_str().unwrap().contains("already applied"), "{step2}");
+    assert!(
+        step2["output"]
+            .as_str()
+            .unwrap()
+            .contains("already applied"),
+        "{step2}"
+    );
 }
 
 #[test]

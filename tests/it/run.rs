@@ -40,16 +40,27 @@ async fn success_is_recorded_with_steps_tool_calls_policy_and_diff() {
     let store = Store::memory().unwrap();
     let provider = Scripted::new(vec![
         with_usage(write_turn("hello.txt", "hello\n"), 100, 10, Some(0.001)),
-        with_usage(ScriptTurn::text("Done: wrote hello.txt."), 120, 5, Some(0.002)),
+        with_usage(
+            ScriptTurn::text("Done: wrote hello.txt."),
+            120,
+            5,
+            Some(0.002),
+        ),
     ]);
     let r = run(&contract(dir.path()), &provider, &store).await.unwrap();
     assert_eq!(r.outcome, RunOutcome::Success);
     assert_eq!(r.steps, 2);
-    assert_eq!((r.input_tokens, r.output_tokens, r.total_tokens), (220, 15, 235));
+    assert_eq!(
+        (r.input_tokens, r.output_tokens, r.total_tokens),
+        (220, 15, 235)
+    );
     assert!((r.cost_usd.unwrap() - 0.003).abs() < 1e-12);
     assert_eq!(r.final_message, "Done: wrote hello.txt.");
     assert!(r.diff.contains("+hello"), "{}", r.diff);
-    assert_eq!(std::fs::read_to_string(dir.path().join("hello.txt")).unwrap(), "hello\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("hello.txt")).unwrap(),
+        "hello\n"
+    );
 
     let rec = store.run(r.run_id).unwrap().unwrap();
     assert_eq!(rec.status, "finished");
@@ -58,10 +69,21 @@ async fn success_is_recorded_with_steps_tool_calls_policy_and_diff() {
     assert!(rec.diff.unwrap().contains("+hello"));
     let steps = store.steps(r.run_id).unwrap();
     assert_eq!(steps[0].tool_calls[0].name, "write_file");
-    assert!(!steps[0].tool_calls[0].is_error, "{}", steps[0].tool_calls[0].output);
-    assert!(steps[0].request_hash.is_some(), "the exact request is stored");
+    assert!(
+        !steps[0].tool_calls[0].is_error,
+        "{}",
+        steps[0].tool_calls[0].output
+    );
+    assert!(
+        steps[0].request_hash.is_some(),
+        "the exact request is stored"
+    );
     let policy = store.policy_events(r.run_id).unwrap();
-    assert!(policy.iter().any(|p| p.act == "write" && p.target == "hello.txt" && p.decision == "allow"));
+    assert!(
+        policy
+            .iter()
+            .any(|p| p.act == "write" && p.target == "hello.txt" && p.decision == "allow")
+    );
 }
 
 #[tokio::test]
@@ -77,15 +99,26 @@ async fn failed_verification_is_the_next_observation_and_the_run_goes_on() {
     let r = run(&contract(dir.path()), &provider, &store).await.unwrap();
     assert_eq!(r.outcome, RunOutcome::Success);
     let steps = store.steps(r.run_id).unwrap();
-    assert!(steps[1].messages_json.contains("Verification failed"), "{}", steps[1].messages_json);
-    assert!(steps[1].messages_json.contains("does not contain"), "{}", steps[1].messages_json);
+    assert!(
+        steps[1].messages_json.contains("Verification failed"),
+        "{}",
+        steps[1].messages_json
+    );
+    assert!(
+        steps[1].messages_json.contains("does not contain"),
+        "{}",
+        steps[1].messages_json
+    );
 }
 
 #[tokio::test]
 async fn verification_attempts_run_out() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::memory().unwrap();
-    let provider = Scripted::new(vec![ScriptTurn::text("done"), ScriptTurn::text("really done")]);
+    let provider = Scripted::new(vec![
+        ScriptTurn::text("done"),
+        ScriptTurn::text("really done"),
+    ]);
     let c = contract(dir.path()).max_verify_attempts(2);
     let r = run(&c, &provider, &store).await.unwrap();
     assert_eq!(
@@ -101,10 +134,16 @@ async fn verification_attempts_run_out() {
 async fn step_cap_ends_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::memory().unwrap();
-    let turns = (0..10).map(|_| ScriptTurn::tool("list_dir", json!({}))).collect();
-    let r = run(&contract(dir.path()).max_steps(3), &Scripted::new(turns), &store)
-        .await
-        .unwrap();
+    let turns = (0..10)
+        .map(|_| ScriptTurn::tool("list_dir", json!({})))
+        .collect();
+    let r = run(
+        &contract(dir.path()).max_steps(3),
+        &Scripted::new(turns),
+        &store,
+    )
+    .await
+    .unwrap();
     assert_eq!(r.outcome, RunOutcome::StepCapReached);
     assert_eq!(r.steps, 3);
 }
@@ -116,13 +155,21 @@ async fn token_and_cost_budgets_have_their_own_outcomes() {
     let turns: Vec<_> = (0..5)
         .map(|_| with_usage(ScriptTurn::tool("list_dir", json!({})), 400, 100, Some(0.4)))
         .collect();
-    let r = run(&contract(dir.path()).max_tokens(1000), &Scripted::new(turns.clone()), &store)
-        .await
-        .unwrap();
+    let r = run(
+        &contract(dir.path()).max_tokens(1000),
+        &Scripted::new(turns.clone()),
+        &store,
+    )
+    .await
+    .unwrap();
     assert_eq!((r.outcome, r.steps), (RunOutcome::TokenBudgetExceeded, 2));
-    let r = run(&contract(dir.path()).max_cost_usd(1.0), &Scripted::new(turns), &store)
-        .await
-        .unwrap();
+    let r = run(
+        &contract(dir.path()).max_cost_usd(1.0),
+        &Scripted::new(turns),
+        &store,
+    )
+    .await
+    .unwrap();
     assert_eq!((r.outcome, r.steps), (RunOutcome::CostBudgetExceeded, 3));
 }
 
@@ -136,10 +183,17 @@ impl Provider for Slow {
             base_url: None,
         }
     }
-    fn complete<'a>(&'a self, _: &'a CompletionRequest) -> BoxFuture<'a, Result<Completion, ProviderError>> {
+    fn complete<'a>(
+        &'a self,
+        _: &'a CompletionRequest,
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>> {
         Box::pin(async {
             tokio::time::sleep(Duration::from_secs(3600)).await;
-            Err(ProviderError::new(ProviderErrorKind::Timeout, "slow", "never"))
+            Err(ProviderError::new(
+                ProviderErrorKind::Timeout,
+                "slow",
+                "never",
+            ))
         })
     }
 }
@@ -163,7 +217,10 @@ impl Provider for Failing {
             base_url: None,
         }
     }
-    fn complete<'a>(&'a self, _: &'a CompletionRequest) -> BoxFuture<'a, Result<Completion, ProviderError>> {
+    fn complete<'a>(
+        &'a self,
+        _: &'a CompletionRequest,
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>> {
         let k = self.0;
         Box::pin(async move { Err(ProviderError::new(k, "failing", "no")) })
     }
@@ -173,7 +230,13 @@ impl Provider for Failing {
 async fn provider_failures_escalate_with_their_kind() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::memory().unwrap();
-    let r = run(&contract(dir.path()), &Failing(ProviderErrorKind::Auth), &store).await.unwrap();
+    let r = run(
+        &contract(dir.path()),
+        &Failing(ProviderErrorKind::Auth),
+        &store,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         r.outcome,
         RunOutcome::Escalated {
@@ -182,9 +245,13 @@ async fn provider_failures_escalate_with_their_kind() {
         }
     );
     assert_eq!(r.outcome.exit_code(), 4);
-    let r = run(&contract(dir.path()), &Failing(ProviderErrorKind::ContextOverflow), &store)
-        .await
-        .unwrap();
+    let r = run(
+        &contract(dir.path()),
+        &Failing(ProviderErrorKind::ContextOverflow),
+        &store,
+    )
+    .await
+    .unwrap();
     assert_eq!(r.outcome, RunOutcome::ContextOverflow);
 }
 
@@ -207,17 +274,34 @@ async fn observer_cancels_then_resume_finishes_from_the_last_committed_step() {
         }
     };
     let c = contract(dir.path());
-    let r = run_with(&c, &provider, &store, RunOptions::default().observer(Arc::new(observer)))
-        .await
-        .unwrap();
+    let r = run_with(
+        &c,
+        &provider,
+        &store,
+        RunOptions::default().observer(Arc::new(observer)),
+    )
+    .await
+    .unwrap();
     assert_eq!((r.outcome.clone(), r.steps), (RunOutcome::Cancelled, 1));
     assert_eq!(r.outcome.exit_code(), 130);
-    assert!(seen.lock().unwrap().iter().any(|e| matches!(e, RunEvent::Finished { outcome: RunOutcome::Cancelled, .. })));
+    assert!(seen.lock().unwrap().iter().any(|e| matches!(
+        e,
+        RunEvent::Finished {
+            outcome: RunOutcome::Cancelled,
+            ..
+        }
+    )));
 
     let other = contract(dir.path()).max_steps(7);
-    let err = io_harness::run::resume_with(&store, r.run_id, &provider, Some(&other), RunOptions::default())
-        .await
-        .unwrap_err();
+    let err = io_harness::run::resume_with(
+        &store,
+        r.run_id,
+        &provider,
+        Some(&other),
+        RunOptions::default(),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, RunError::ContractMismatch { .. }), "{err}");
 
     let r2 = resume(&store, r.run_id, &provider).await.unwrap();
@@ -232,12 +316,27 @@ async fn copy_mode_leaves_the_original_untouched() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("hello.txt"), "old\n").unwrap();
     let store = Store::memory().unwrap();
-    let provider = Scripted::new(vec![write_turn("hello.txt", "hello\n"), ScriptTurn::text("done")]);
-    let r = run(&contract(dir.path()).on_copy(), &provider, &store).await.unwrap();
+    let provider = Scripted::new(vec![
+        write_turn("hello.txt", "hello\n"),
+        ScriptTurn::text("done"),
+    ]);
+    let r = run(&contract(dir.path()).on_copy(), &provider, &store)
+        .await
+        .unwrap();
     assert_eq!(r.outcome, RunOutcome::Success);
-    assert_eq!(std::fs::read_to_string(dir.path().join("hello.txt")).unwrap(), "old\n");
-    assert!(r.diff.contains("-old") && r.diff.contains("+hello"), "{}", r.diff);
-    assert_eq!(std::fs::read_to_string(std::path::Path::new(&r.work_dir).join("hello.txt")).unwrap(), "hello\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("hello.txt")).unwrap(),
+        "old\n"
+    );
+    assert!(
+        r.diff.contains("-old") && r.diff.contains("+hello"),
+        "{}",
+        r.diff
+    );
+    assert_eq!(
+        std::fs::read_to_string(std::path::Path::new(&r.work_dir).join("hello.txt")).unwrap(),
+        "hello\n"
+    );
     assert_ne!(std::path::Path::new(&r.work_dir), dir.path());
 }
 
@@ -255,14 +354,25 @@ async fn refusals_are_observations_and_records_not_crashes() {
     ]);
     let r = run(&contract(dir.path()), &provider, &store).await.unwrap();
     assert_eq!(r.outcome, RunOutcome::Success);
-    assert_eq!(std::fs::read_to_string(dir.path().join(".git/config")).unwrap(), "[core]\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".git/config")).unwrap(),
+        "[core]\n"
+    );
     let steps = store.steps(r.run_id).unwrap();
     let git = &steps[0].tool_calls[0];
-    assert!(git.is_error && git.output.contains("refused"), "{}", git.output);
+    assert!(
+        git.is_error && git.output.contains("refused"),
+        "{}",
+        git.output
+    );
     let escape = &steps[1].tool_calls[0];
     assert!(escape.confinement_refusal.is_some(), "{escape:?}");
     let policy = store.policy_events(r.run_id).unwrap();
-    assert!(policy.iter().any(|p| p.decision == "deny" && p.target == ".git/config" && p.layer == "builtin"));
+    assert!(
+        policy
+            .iter()
+            .any(|p| p.decision == "deny" && p.target == ".git/config" && p.layer == "builtin")
+    );
     // The model saw both refusals.
     assert!(steps[0].messages_json.contains("refused"));
     assert!(steps[1].messages_json.contains("error"));
@@ -295,17 +405,27 @@ async fn a_command_gate_failure_is_recorded_as_gate_output() {
         Verification::command(["sh", "-c", "echo expected 2 received 1; exit 1"]),
     )
     .max_verify_attempts(1);
-    let r = run(&c, &Scripted::new(vec![ScriptTurn::text("done")]), &store).await.unwrap();
+    let r = run(&c, &Scripted::new(vec![ScriptTurn::text("done")]), &store)
+        .await
+        .unwrap();
     assert!(matches!(r.outcome, RunOutcome::VerificationFailed { .. }));
     let events = store.sandbox_events(r.run_id).unwrap();
-    assert!(events.iter().any(|e| e.kind == "gate_output"
-        && e.detail.as_deref().is_some_and(|d| d.contains("expected 2 received 1"))));
+    assert!(events.iter().any(|e| {
+        e.kind == "gate_output"
+            && e.detail
+                .as_deref()
+                .is_some_and(|d| d.contains("expected 2 received 1"))
+    }));
 }
 
 #[tokio::test]
 async fn invalid_contract_is_refused_before_anything_runs() {
     let store = Store::memory().unwrap();
-    let c = TaskContract::workspace("g", "/definitely/not/here", Verification::file_contains("a", "b"));
+    let c = TaskContract::workspace(
+        "g",
+        "/definitely/not/here",
+        Verification::file_contains("a", "b"),
+    );
     let err = run(&c, &Scripted::new(vec![]), &store).await.unwrap_err();
     assert!(err.is_usage());
     assert!(err.to_string().contains("root"), "{err}");
@@ -321,7 +441,10 @@ impl Provider for Leaky {
     fn secrets(&self) -> Vec<String> {
         vec!["sk-test-0123456789abcdef".into()]
     }
-    fn complete<'a>(&'a self, r: &'a CompletionRequest) -> BoxFuture<'a, Result<Completion, ProviderError>> {
+    fn complete<'a>(
+        &'a self,
+        r: &'a CompletionRequest,
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>> {
         self.0.complete(r)
     }
 }
@@ -345,7 +468,10 @@ async fn held_keys_never_reach_the_store() {
         bytes.extend(wal);
     }
     let needle = b"sk-test-0123456789abcdef";
-    assert!(!bytes.windows(needle.len()).any(|w| w == needle), "the key reached the store file");
+    assert!(
+        !bytes.windows(needle.len()).any(|w| w == needle),
+        "the key reached the store file"
+    );
     let store = Store::open(&db).unwrap();
     let rec = store.run(r.run_id).unwrap().unwrap();
     assert!(rec.final_message.unwrap().contains("[REDACTED]"));
@@ -362,10 +488,14 @@ async fn eight_runs_in_parallel_on_one_store_file() {
         std::fs::create_dir(&ws).unwrap();
         tasks.push(tokio::spawn(async move {
             let store = Store::open(&db).unwrap();
-            let mut turns: Vec<_> = (0..5).map(|_| ScriptTurn::tool("list_dir", json!({}))).collect();
+            let mut turns: Vec<_> = (0..5)
+                .map(|_| ScriptTurn::tool("list_dir", json!({})))
+                .collect();
             turns.push(write_turn("hello.txt", "hello\n"));
             turns.push(ScriptTurn::text("done"));
-            run(&contract(&ws), &Scripted::new(turns), &store).await.unwrap()
+            run(&contract(&ws), &Scripted::new(turns), &store)
+                .await
+                .unwrap()
         }));
     }
     for t in tasks {
@@ -375,7 +505,10 @@ async fn eight_runs_in_parallel_on_one_store_file() {
     let store = Store::open(&db).unwrap();
     let runs = store.runs().unwrap();
     assert_eq!(runs.len(), 8);
-    assert!(runs.iter().all(|r| r.steps == 7 && r.outcome.as_deref() == Some("success")));
+    assert!(
+        runs.iter()
+            .all(|r| r.steps == 7 && r.outcome.as_deref() == Some("success"))
+    );
 }
 
 #[tokio::test]
@@ -398,7 +531,13 @@ async fn thinking_blocks_survive_into_the_next_request() {
     let r = run(&contract(dir.path()), &provider, &store).await.unwrap();
     assert_eq!(r.outcome, RunOutcome::Success);
     let steps = store.steps(r.run_id).unwrap();
-    let body = store.blob(steps[1].request_hash.as_deref().unwrap()).unwrap().unwrap();
+    let body = store
+        .blob(steps[1].request_hash.as_deref().unwrap())
+        .unwrap()
+        .unwrap();
     let text = String::from_utf8(body).unwrap();
-    assert!(text.contains("sig-abc"), "thinking signature passed back unchanged");
+    assert!(
+        text.contains("sig-abc"),
+        "thinking signature passed back unchanged"
+    );
 }

@@ -17,6 +17,7 @@ use super::{
     Budget, ProviderKind, ProviderSpec, TaskContract, Verification, VerifySettings, WorkspaceMode,
 };
 use crate::provider::{ModelPrice, ReasoningEffort};
+use crate::run::StallPolicy;
 
 /// A contract that cannot be run.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +68,7 @@ struct RawFile {
     provider: Option<Spanned<RawProvider>>,
     #[serde(default)]
     prices: BTreeMap<String, ModelPrice>,
+    stall: Option<Spanned<StallPolicy>>,
 }
 
 #[derive(Deserialize)]
@@ -271,6 +273,10 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         providers.push(spec);
     }
 
+    let stall = raw.stall.map_or_else(StallPolicy::default, |s| {
+        note("stall.window", s.span());
+        s.into_inner()
+    });
     let contract = TaskContract {
         goal: raw.goal.into_inner(),
         root,
@@ -285,6 +291,7 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         budget,
         providers,
         prices: raw.prices,
+        stall,
     };
     Ok((contract, spans))
 }
@@ -390,6 +397,9 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
                 format!("{model}: prices must be non-negative numbers"),
             );
         }
+    }
+    if c.stall.window == 0 {
+        return err("stall.window", "must be at least 1".into());
     }
     let table = c.price_table();
     for p in &c.providers {

@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::provider::{ModelPrice, PriceTable, ReasoningEffort};
+use crate::run::StallPolicy;
 
 pub use load::ContractError;
 pub(crate) use load::check_cost_price;
@@ -257,6 +258,9 @@ pub struct TaskContract {
     /// Price table extensions (USD per million tokens by model).
     #[serde(default)]
     pub prices: BTreeMap<String, ModelPrice>,
+    /// Stall detection.
+    #[serde(default)]
+    pub stall: StallPolicy,
 }
 
 impl TaskContract {
@@ -281,6 +285,7 @@ impl TaskContract {
             budget: Budget::default(),
             providers: Vec::new(),
             prices: BTreeMap::new(),
+            stall: StallPolicy::default(),
         }
     }
 
@@ -353,6 +358,12 @@ impl TaskContract {
     /// Adds a provider (the first is primary).
     pub fn provider(mut self, spec: ProviderSpec) -> Self {
         self.providers.push(spec);
+        self
+    }
+
+    /// Sets the stall policy.
+    pub fn stall_policy(mut self, p: StallPolicy) -> Self {
+        self.stall = p;
         self
     }
 

@@ -10,6 +10,7 @@ use super::budget::{self, Totals};
 use super::events::{Flow, RunEvent};
 use super::outcome::RunOutcome;
 use super::prompt;
+use super::stall::{SeenCall, StallDetector, StallVerdict};
 use super::state::LoopState;
 use super::workdir::{self, WorkDirs};
 use super::{RunError, RunOptions, RunResult};
@@ -54,6 +55,7 @@ pub(super) struct Engine<'a> {
     session_start: Instant,
     resumed: bool,
     applied: Vec<AppliedIntent>,
+    stall: StallDetector,
 }
 
 fn now_ms() -> i64 {
@@ -144,6 +146,7 @@ impl<'a> Engine<'a> {
             session_start: Instant::now(),
             resumed: false,
             applied: Vec::new(),
+            stall: StallDetector::default(),
         })
     }
 
@@ -231,8 +234,22 @@ impl<'a> Engine<'a> {
                 })
             })
             .collect();
+        let mut stall = StallDetector::default();
+        for s in &steps {
+            let seen: Vec<SeenCall<'_>> = s
+                .tool_calls
+                .iter()
+                .map(|c| SeenCall {
+                    name: &c.name,
+                    input_json: &c.input_json,
+                    output: &c.output,
+                })
+                .collect();
+            stall.remember(&seen);
+        }
         store.reopen_run(run_id)?;
         Ok(Self {
+            stall,
             totals: Totals::from_steps(&steps),
             contract,
             provider,
@@ -358,17 +375,39 @@ impl<'a> Engine<'a> {
         let mut results = Vec::new();
         let mut tool_records = Vec::new();
         let mut policy_events = Vec::new();
+        let mut effects = Vec::new();
         for (id, name, input) in &calls {
-            let (block, record, decisions) = self.call_tool(step, id, name, input).await;
+            let (block, record, decisions, fx) = self.call_tool(step, id, name, input).await;
             results.push(block);
             tool_records.push(record);
             policy_events.extend(decisions);
+            effects.push(fx);
         }
 
         crate::failpoint::hit("step.after_tools", step);
+        let mut stalled = false;
+        if !calls.is_empty() {
+            let changed = effects.iter().flatten().any(|f| f.before != f.after);
+            let seen: Vec<SeenCall<'_>> = tool_records
+                .iter()
+                .map(|c| SeenCall {
+                    name: &c.name,
+                    input_json: &c.input_json,
+                    output: &c.output,
+                })
+                .collect();
+            match self
+                .stall
+                .observe(&self.contract.stall, &mut self.state.stall, &seen, changed)
+            {
+                StallVerdict::Progress | StallVerdict::Idle => {}
+                StallVerdict::Replan(text) => results.push(ContentBlock::Text { text }),
+                StallVerdict::Stalled => stalled = true,
+            }
+        }
         let done = calls.is_empty();
         let mut verified = None;
-        if done || self.contract.verify.every_step {
+        if !stalled && (done || self.contract.verify.every_step) {
             let report = verify::check(&self.contract.verify.criteria, &self.ctx.workspace).await;
             for r in report.results.iter().filter(|r| !r.passed) {
                 if let Some(out) = &r.output {
@@ -453,6 +492,9 @@ impl<'a> Engine<'a> {
             cost_usd: self.totals.cost_usd(),
         });
 
+        if stalled {
+            return Ok(Some(RunOutcome::Stalled));
+        }
         match verified {
             Some(true) => return Ok(Some(RunOutcome::Success)),
             Some(false) if self.state.verify_failures >= self.contract.verify.max_attempts => {
@@ -472,7 +514,12 @@ impl<'a> Engine<'a> {
         id: &str,
         name: &str,
         input: &serde_json::Value,
-    ) -> (ContentBlock, ToolCallRecord, Vec<PolicyEvent>) {
+    ) -> (
+        ContentBlock,
+        ToolCallRecord,
+        Vec<PolicyEvent>,
+        Vec<FileEffect>,
+    ) {
         let target = ["path", "pattern"]
             .iter()
             .find_map(|k| input.get(k).and_then(|v| v.as_str()).map(str::to_string));
@@ -558,7 +605,7 @@ impl<'a> Engine<'a> {
             content: dispatched.content,
             is_error: dispatched.is_error,
         };
-        (block, record, events)
+        (block, record, events, dispatched.effects)
     }
 
     /// On the first step after an interruption: a write the interrupted session already

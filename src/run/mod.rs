@@ -12,6 +12,7 @@ mod engine;
 mod events;
 mod outcome;
 mod prompt;
+mod stall;
 mod state;
 mod workdir;
 
@@ -27,6 +28,7 @@ use crate::tools::ToolRegistry;
 
 pub use events::{CancelToken, Flow, Observer, RunEvent};
 pub use outcome::{EXIT_USAGE, RunOutcome};
+pub use stall::StallPolicy;
 pub use workdir::{cache_dir, diff_trees};
 
 /// A run could not be started or continued. Runs that started and then failed end with

@@ -11,4 +11,7 @@ pub(crate) struct LoopState {
     pub failing: Vec<String>,
     /// Wall time used by the run up to this commit, across sessions.
     pub elapsed_ms: u64,
+    /// Stall detection counters.
+    #[serde(default)]
+    pub stall: super::stall::StallCounters,
 }

@@ -541,3 +541,26 @@ async fn thinking_blocks_survive_into_the_next_request() {
         "thinking signature passed back unchanged"
     );
 }
+
+#[tokio::test]
+async fn a_looping_agent_is_told_to_replan_then_ends_stalled() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let turns = (0..20)
+        .map(|_| ScriptTurn::tool("list_dir", json!({})))
+        .collect();
+    let c = contract(dir.path()).stall_policy(io_harness::run::StallPolicy {
+        window: 2,
+        max_replans: 1,
+    });
+    let r = run(&c, &Scripted::new(turns), &store).await.unwrap();
+    assert_eq!((r.outcome.clone(), r.steps), (RunOutcome::Stalled, 5));
+    assert_eq!(r.outcome.exit_code(), 3);
+    let steps = store.steps(r.run_id).unwrap();
+    let replans: Vec<u32> = steps
+        .iter()
+        .filter(|s| s.messages_json.contains("appear to be stuck"))
+        .map(|s| s.step)
+        .collect();
+    assert_eq!(replans, [3]);
+}

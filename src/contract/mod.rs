@@ -21,6 +21,7 @@ use crate::run::StallPolicy;
 pub use load::ContractError;
 pub(crate) use load::check_cost_price;
 pub use units::{parse_duration, parse_size};
+pub(crate) use units::serde_duration;
 
 /// How the run treats the workspace directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -411,13 +411,10 @@ impl<'a> Engine<'a> {
             let report = verify::check(&self.contract.verify.criteria, &self.ctx.workspace).await;
             for r in report.results.iter().filter(|r| !r.passed) {
                 if let Some(out) = &r.output {
-                    let _ = self.store.record_sandbox_event(&SandboxEvent {
-                        run_id: self.run_id,
-                        step,
-                        kind: "gate_output".into(),
-                        backend: None,
-                        detail: Some(format!("{}\n{}", r.label, out)),
-                    });
+                    let detail = format!("{}\n{}", r.label, out);
+                    let _ = self
+                        .store
+                        .record_sandbox_event(&SandboxEvent::gate_output(self.run_id, step, &detail));
                 }
             }
             let passed = report.passed();

@@ -71,3 +71,16 @@ pub fn build(spec: &ProviderSpec, prices: &PriceTable) -> Result<Box<dyn Provide
     build_provider(spec, prices, &|k| std::env::var(k).ok())
         .map_err(|e| CliError::Usage(e.to_string()))
 }
+
+/// Builds the fallback providers of a contract (every provider after the first).
+pub fn build_fallbacks(
+    contract: &io_harness::TaskContract,
+) -> Result<Vec<std::sync::Arc<dyn Provider>>, CliError> {
+    let prices = contract.price_table();
+    contract
+        .providers
+        .iter()
+        .skip(1)
+        .map(|s| build(s, &prices).map(std::sync::Arc::from))
+        .collect()
+}

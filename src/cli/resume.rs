@@ -15,7 +15,9 @@ pub async fn execute(args: ResumeArgs) -> Result<i32, CliError> {
     let contract = io_harness::run::stored_contract(&store, args.run_id)?;
     let spec = provider_args::merge(contract.providers.first(), &args.provider)?;
     let provider = provider_args::build(&spec, &contract.price_table())?;
-    let secrets = provider.secrets();
+    let fallbacks = provider_args::build_fallbacks(&contract)?;
+    let mut secrets = provider.secrets();
+    secrets.extend(fallbacks.iter().flat_map(|p| p.secrets()));
     let progress = Arc::new(Progress::new(args.json, secrets.clone()));
     let cancel = CancelToken::new();
     watch_ctrl_c(cancel.clone());

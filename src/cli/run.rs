@@ -21,14 +21,17 @@ pub async fn execute(args: RunArgs) -> Result<i32, CliError> {
     contract
         .validate()
         .map_err(|e| CliError::Usage(e.to_string()))?;
+    let fallbacks = provider_args::build_fallbacks(&contract)?;
     let store = store_path::open(&args.store)?;
-    let secrets = provider.secrets();
+    let mut secrets = provider.secrets();
+    secrets.extend(fallbacks.iter().flat_map(|p| p.secrets()));
     let progress = Arc::new(Progress::new(args.json, secrets.clone()));
     let cancel = CancelToken::new();
     watch_ctrl_c(cancel.clone());
-    let options = RunOptions::default()
+    let mut options = RunOptions::default()
         .observer(progress.clone())
         .cancel_token(cancel);
+    options.fallbacks = fallbacks;
     let result = io_harness::run_with(&contract, provider.as_ref(), &store, options).await;
     progress.finish_line();
     let result = result?;

@@ -13,12 +13,14 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
     let steps = store.steps(args.run_id)?;
     let policy = store.policy_events(args.run_id)?;
     let sandbox = store.sandbox_events(args.run_id)?;
+    let attempts = store.provider_attempts(args.run_id)?;
     if args.json {
         let obj = serde_json::json!({
             "run": run,
             "steps": steps,
             "policy_events": policy,
             "sandbox_events": sandbox,
+            "provider_attempts": attempts,
         });
         println!("{obj}");
         return Ok(0);
@@ -62,6 +64,20 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
             st.cost_usd.map_or("unknown".into(), |c| format!("${c:.6}")),
             st.cost_source
         );
+        for a in attempts.iter().filter(|a| a.step == st.step) {
+            println!(
+                "  provider {} attempt {} failed: {}{} → {} after {} ms",
+                s(&a.provider),
+                a.attempt,
+                a.kind,
+                a.status.map_or(String::new(), |c| format!(" (HTTP {c})")),
+                a.next,
+                a.delay_ms
+            );
+        }
+        if let Some(p) = &st.provider {
+            println!("  served by {}", s(p));
+        }
         if let Ok(msgs) = serde_json::from_str::<Vec<Message>>(&st.messages_json) {
             for m in &msgs {
                 for b in &m.content {

@@ -16,7 +16,7 @@ use super::units::{parse_duration, parse_duration_field};
 use super::{
     Budget, ProviderKind, ProviderSpec, TaskContract, Verification, VerifySettings, WorkspaceMode,
 };
-use crate::provider::{ModelPrice, ReasoningEffort};
+use crate::provider::{ModelPrice, ReasoningEffort, RetryPolicy};
 use crate::run::StallPolicy;
 
 /// A contract that cannot be run.
@@ -69,6 +69,16 @@ struct RawFile {
     #[serde(default)]
     prices: BTreeMap<String, ModelPrice>,
     stall: Option<Spanned<StallPolicy>>,
+    retry: Option<Spanned<RawRetry>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetry {
+    max_attempts: Option<u32>,
+    base: Option<Spanned<String>>,
+    cap: Option<Spanned<String>>,
+    jitter: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -117,6 +127,17 @@ struct RawProvider {
     max_output_tokens: Option<Spanned<u32>>,
     thinking_budget: Option<u32>,
     reasoning_effort: Option<ReasoningEffort>,
+    #[serde(default)]
+    fallback: Vec<RawFallback>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFallback {
+    kind: ProviderKind,
+    model: Option<String>,
+    base_url: Option<String>,
+    script: Option<String>,
 }
 
 /// Where each validated key stands in the file.
@@ -270,9 +291,43 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         }
         spec.thinking_budget = p.thinking_budget;
         spec.reasoning_effort = p.reasoning_effort;
+        let (max_out, thinking, effort) = (
+            spec.max_output_tokens,
+            spec.thinking_budget,
+            spec.reasoning_effort,
+        );
         providers.push(spec);
+        for f in p.fallback {
+            let mut fb = ProviderSpec::new(f.kind);
+            fb.model = f.model;
+            fb.base_url = f.base_url;
+            fb.script = f.script.map(|s| base.join(s));
+            fb.max_output_tokens = max_out;
+            fb.thinking_budget = thinking;
+            fb.reasoning_effort = effort;
+            providers.push(fb);
+        }
     }
 
+    let mut retry = RetryPolicy::default();
+    if let Some(r) = raw.retry {
+        note("retry", r.span());
+        let r = r.into_inner();
+        if let Some(n) = r.max_attempts {
+            retry.max_attempts = n;
+        }
+        if let Some(b) = r.base {
+            retry.base = parse_duration(b.get_ref())
+                .map_err(|m| ("retry.base".to_string(), Some(b.span()), m))?;
+        }
+        if let Some(c) = r.cap {
+            retry.cap = parse_duration(c.get_ref())
+                .map_err(|m| ("retry.cap".to_string(), Some(c.span()), m))?;
+        }
+        if let Some(j) = r.jitter {
+            retry.jitter = j;
+        }
+    }
     let stall = raw.stall.map_or_else(StallPolicy::default, |s| {
         note("stall.window", s.span());
         s.into_inner()
@@ -292,6 +347,7 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         providers,
         prices: raw.prices,
         stall,
+        retry,
     };
     Ok((contract, spans))
 }
@@ -397,6 +453,9 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
                 format!("{model}: prices must be non-negative numbers"),
             );
         }
+    }
+    if c.retry.max_attempts == 0 {
+        return err("retry", "max_attempts must be at least 1".into());
     }
     if c.stall.window == 0 {
         return err("stall.window", "must be at least 1".into());

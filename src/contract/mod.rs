@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::provider::{ModelPrice, PriceTable, ReasoningEffort};
+use crate::provider::{ModelPrice, PriceTable, ReasoningEffort, RetryPolicy};
 use crate::run::StallPolicy;
 
 pub use load::ContractError;
 pub(crate) use load::check_cost_price;
-pub use units::{parse_duration, parse_size};
 pub(crate) use units::serde_duration;
+pub use units::{parse_duration, parse_size};
 
 /// How the run treats the workspace directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -262,6 +262,9 @@ pub struct TaskContract {
     /// Stall detection.
     #[serde(default)]
     pub stall: StallPolicy,
+    /// Retries of failed provider calls (each provider of the chain gets them).
+    #[serde(default)]
+    pub retry: RetryPolicy,
 }
 
 impl TaskContract {
@@ -287,6 +290,7 @@ impl TaskContract {
             providers: Vec::new(),
             prices: BTreeMap::new(),
             stall: StallPolicy::default(),
+            retry: RetryPolicy::default(),
         }
     }
 
@@ -359,6 +363,12 @@ impl TaskContract {
     /// Adds a provider (the first is primary).
     pub fn provider(mut self, spec: ProviderSpec) -> Self {
         self.providers.push(spec);
+        self
+    }
+
+    /// Sets the retry policy.
+    pub fn retry_policy(mut self, p: RetryPolicy) -> Self {
+        self.retry = p;
         self
     }
 

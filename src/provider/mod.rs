@@ -13,6 +13,7 @@
 mod anthropic;
 mod error;
 mod factory;
+mod fallback;
 mod http;
 mod openai;
 mod openrouter;
@@ -26,11 +27,14 @@ mod types;
 pub use anthropic::Anthropic;
 pub use error::{ProviderError, ProviderErrorKind};
 pub use factory::{ProviderFactoryError, build_provider};
+pub use fallback::{ChainAttempt, ChainError, Fallback, complete_chain};
 pub use openai::OpenAi;
 pub use openrouter::OpenRouter;
 pub use price::{ModelPrice, PriceTable};
 pub use record::Record;
-pub use retry::{RetryAttempt, RetryError, RetryPolicy, complete_with_retry, retry_after_from_text};
+pub use retry::{
+    RetryAttempt, RetryError, RetryPolicy, complete_with_retry, retry_after_from_text,
+};
 pub use scripted::{ScriptError, ScriptTurn, Scripted};
 pub use types::{
     Completion, CompletionRequest, ContentBlock, Cost, CostSource, Message, ProviderIdentity,

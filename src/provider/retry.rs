@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use super::Provider;
 use super::error::{ProviderError, ProviderErrorKind};
 use super::types::{Completion, CompletionRequest};
-use super::Provider;
 
 /// How failed provider calls are retried.
 ///
@@ -103,10 +103,16 @@ pub enum RetryError {
 pub fn retry_after_from_text(text: &str) -> Option<Duration> {
     let lower = text.to_ascii_lowercase();
     for marker in ["try again in ", "retry after ", "retry in "] {
-        let Some(at) = lower.find(marker) else { continue };
+        let Some(at) = lower.find(marker) else {
+            continue;
+        };
         let rest = &lower[at + marker.len()..];
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let Ok(n) = rest[..num_len].parse::<f64>() else { continue };
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let Ok(n) = rest[..num_len].parse::<f64>() else {
+            continue;
+        };
         let unit = rest[num_len..].trim_start();
         let secs = if unit.starts_with("ms") {
             n / 1000.0
@@ -128,7 +134,11 @@ pub fn retry_after_from_text(text: &str) -> Option<Duration> {
 pub(crate) fn unit_random() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
     (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
@@ -148,9 +158,14 @@ pub async fn complete_with_retry(
             Err(e) => e,
         };
         if !error.kind.is_retryable() || attempt >= policy.max_attempts.max(1) {
-            return Err(RetryError::Exhausted { error, attempts: attempt });
+            return Err(RetryError::Exhausted {
+                error,
+                attempts: attempt,
+            });
         }
-        let server = error.retry_after.or_else(|| retry_after_from_text(&error.message));
+        let server = error
+            .retry_after
+            .or_else(|| retry_after_from_text(&error.message));
         let delay = policy.delay(attempt, server, unit_random());
         if let Some(d) = deadline
             && Instant::now() + delay >= d
@@ -175,9 +190,18 @@ mod tests {
 
     #[test]
     fn text_hints_are_parsed() {
-        assert_eq!(retry_after_from_text("Rate limit reached. Please try again in 1.5s."), Some(Duration::from_millis(1500)));
-        assert_eq!(retry_after_from_text("try again in 250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(retry_after_from_text("Retry after 20 seconds"), Some(Duration::from_secs(20)));
+        assert_eq!(
+            retry_after_from_text("Rate limit reached. Please try again in 1.5s."),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            retry_after_from_text("try again in 250ms"),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            retry_after_from_text("Retry after 20 seconds"),
+            Some(Duration::from_secs(20))
+        );
         assert_eq!(retry_after_from_text("please wait"), None);
     }
 

@@ -16,11 +16,12 @@ use super::workdir::{self, WorkDirs};
 use super::{RunError, RunOptions, RunResult};
 use crate::contract::{TaskContract, WorkspaceMode};
 use crate::provider::{
-    Completion, CompletionRequest, ContentBlock, Message, Provider, ProviderIdentity, Role,
-    ThinkingSettings,
+    ChainAttempt, ChainError, CompletionRequest, ContentBlock, Message, Provider, ProviderIdentity,
+    Role, ThinkingSettings, complete_chain,
 };
 use crate::store::{
-    NewRun, PolicyEvent, RunFinish, SandboxEvent, StepRecord, Store, ToolCallRecord, ToolIntent,
+    NewRun, PolicyEvent, ProviderAttempt, RunFinish, SandboxEvent, StepRecord, Store,
+    ToolCallRecord, ToolIntent,
 };
 use crate::tools::{FileEffect, ToolContext, ToolLimits, Workspace};
 use crate::verify;
@@ -336,28 +337,63 @@ impl<'a> Engine<'a> {
         });
         let request = self.request();
         let remaining = budget::remaining(&self.contract.budget, self.elapsed());
-        let call = self.provider.complete(&request);
         let model_started = Instant::now();
-        let reply: Completion = tokio::select! {
-            _ = self.opts.cancel.cancelled() => return Err(StepEnd::Outcome(RunOutcome::Cancelled)),
+        let deadline = remaining.map(|d| tokio::time::Instant::now() + d);
+        let chain: Vec<&dyn Provider> = std::iter::once(self.provider)
+            .chain(
+                self.opts
+                    .fallbacks
+                    .iter()
+                    .map(|p| p.as_ref() as &dyn Provider),
+            )
+            .collect();
+        let names: Vec<String> = chain
+            .iter()
+            .map(|p| {
+                let id = p.identity();
+                format!("{}/{}", id.kind, id.model)
+            })
+            .collect();
+        let mut attempts = Vec::new();
+        let mut on_attempt = |a: &ChainAttempt| attempts.push(a.clone());
+        let call = complete_chain(
+            &chain,
+            &request,
+            &self.contract.retry,
+            deadline,
+            &mut on_attempt,
+        );
+        let outcome = tokio::select! {
+            _ = self.opts.cancel.cancelled() => None,
             r = async {
                 match remaining {
-                    Some(d) => tokio::time::timeout(d, call).await.ok(),
-                    None => Some(call.await),
+                    Some(d) => tokio::time::timeout(d, call).await.unwrap_or(Err(ChainError::Deadline)),
+                    None => call.await,
                 }
-            } => match r {
-                None => return Err(StepEnd::Outcome(RunOutcome::TimeBudgetExceeded)),
-                Some(Err(e)) => {
-                    tracing::warn!(run_id = self.run_id, step, error = %e, "provider call failed");
-                    return Err(StepEnd::Outcome(if e.kind == crate::provider::ProviderErrorKind::ContextOverflow {
+            } => Some(r),
+        };
+        self.record_attempts(step, &names, &attempts);
+        let (reply, served) = match outcome {
+            None => return Err(StepEnd::Outcome(RunOutcome::Cancelled)),
+            Some(Err(ChainError::Deadline)) => {
+                return Err(StepEnd::Outcome(RunOutcome::TimeBudgetExceeded));
+            }
+            Some(Err(ChainError::Escalated { error, retryable })) => {
+                tracing::warn!(run_id = self.run_id, step, error = %error, "provider call failed");
+                return Err(StepEnd::Outcome(
+                    if error.kind == crate::provider::ProviderErrorKind::ContextOverflow {
                         RunOutcome::ContextOverflow
                     } else {
-                        RunOutcome::Escalated { kind: e.kind, retryable: e.kind.is_retryable() }
-                    }));
-                }
-                Some(Ok(c)) => c,
-            },
+                        RunOutcome::Escalated {
+                            kind: error.kind,
+                            retryable,
+                        }
+                    },
+                ));
+            }
+            Some(Ok(r)) => r,
         };
+        let served_by = names.get(served).cloned();
         let model_ms = ms(model_started.elapsed());
         let calls: Vec<(String, String, serde_json::Value)> = reply
             .tool_calls()
@@ -412,9 +448,11 @@ impl<'a> Engine<'a> {
             for r in report.results.iter().filter(|r| !r.passed) {
                 if let Some(out) = &r.output {
                     let detail = format!("{}\n{}", r.label, out);
-                    let _ = self
-                        .store
-                        .record_sandbox_event(&SandboxEvent::gate_output(self.run_id, step, &detail));
+                    let _ = self.store.record_sandbox_event(&SandboxEvent::gate_output(
+                        self.run_id,
+                        step,
+                        &detail,
+                    ));
                 }
             }
             let passed = report.passed();
@@ -469,6 +507,7 @@ impl<'a> Engine<'a> {
             tool_calls: tool_records,
             policy_events,
             state_json: serde_json::to_string(&self.state).unwrap_or_default(),
+            provider: served_by,
         };
         crate::failpoint::hit("step.before_commit", step);
         if let Err(e) = self.store.commit_step(&record) {
@@ -502,6 +541,33 @@ impl<'a> Engine<'a> {
             _ => {}
         }
         Ok(budget::after_step(&self.contract.budget, &self.totals))
+    }
+
+    /// Records the failed attempts of a step's model call (best effort: a record that
+    /// cannot be written must not end the run) and tells the observer.
+    fn record_attempts(&self, step: u32, names: &[String], attempts: &[ChainAttempt]) {
+        for a in attempts {
+            let provider = names.get(a.provider_index).cloned().unwrap_or_default();
+            let _ = self.store.record_provider_attempt(&ProviderAttempt {
+                run_id: self.run_id,
+                step,
+                provider: provider.clone(),
+                attempt: a.attempt.attempt,
+                kind: a.attempt.kind.as_str().to_string(),
+                status: a.attempt.status,
+                delay_ms: a.attempt.delay_ms,
+                next: a.next.to_string(),
+            });
+            self.emit(RunEvent::ProviderRetry {
+                run_id: self.run_id,
+                step,
+                provider,
+                attempt: a.attempt.attempt,
+                kind: a.attempt.kind,
+                delay_ms: a.attempt.delay_ms,
+                next: a.next.to_string(),
+            });
+        }
     }
 
     /// Journals, dispatches and records one tool call.

@@ -47,6 +47,23 @@ pub enum RunEvent {
         /// Tool calls requested.
         tool_calls: usize,
     },
+    /// A provider call failed and will be retried, or the next provider tried.
+    ProviderRetry {
+        /// Run id.
+        run_id: i64,
+        /// Step.
+        step: u32,
+        /// `kind/model` of the provider that failed.
+        provider: String,
+        /// Attempt number with that provider.
+        attempt: u32,
+        /// Failure kind.
+        kind: crate::provider::ProviderErrorKind,
+        /// Wait before the next attempt.
+        delay_ms: u64,
+        /// `retry` or `fallback`.
+        next: String,
+    },
     /// A tool is about to run.
     ToolCalled {
         /// Run id.

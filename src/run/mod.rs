@@ -133,6 +133,9 @@ pub struct RunOptions {
     pub tools: ToolRegistry,
     /// The policy check point.
     pub policy: Arc<dyn PolicyGate>,
+    /// Providers tried, in order, when the primary fails with a retryable kind after
+    /// its retries.
+    pub fallbacks: Vec<Arc<dyn Provider>>,
 }
 
 impl Default for RunOptions {
@@ -142,6 +145,7 @@ impl Default for RunOptions {
             cancel: CancelToken::new(),
             tools: ToolRegistry::standard(),
             policy: Arc::new(BuiltinProtection),
+            fallbacks: Vec::new(),
         }
     }
 }
@@ -150,6 +154,12 @@ impl RunOptions {
     /// Sets the observer.
     pub fn observer(mut self, o: Arc<dyn Observer>) -> Self {
         self.observer = Some(o);
+        self
+    }
+
+    /// Adds a fallback provider.
+    pub fn fallback(mut self, p: Arc<dyn Provider>) -> Self {
+        self.fallbacks.push(p);
         self
     }
 

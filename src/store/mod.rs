@@ -43,6 +43,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use rusqlite::Connection;
 
+mod attempts;
 mod blobs;
 mod events;
 mod journal;
@@ -55,8 +56,8 @@ mod schema;
 mod steps;
 
 pub use records::{
-    NewRun, PolicyEvent, RunFinish, RunRecord, StepRecord, ToolCallRecord, ToolIntent,
-    ToolIntentRecord,
+    NewRun, PolicyEvent, ProviderAttempt, RunFinish, RunRecord, StepRecord, ToolCallRecord,
+    ToolIntent, ToolIntentRecord,
 };
 pub use sandbox_event::SandboxEvent;
 pub use schema::SCHEMA_VERSION;

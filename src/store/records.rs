@@ -149,6 +149,30 @@ pub struct StepRecord {
     /// Run-loop counters after this step (verify attempts, elapsed ms…), JSON, for
     /// resume.
     pub state_json: String,
+    /// The provider that served this step (`kind/model`), when known.
+    #[serde(default)]
+    pub provider: Option<String>,
+}
+
+/// A failed provider call that was retried or fallen back from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderAttempt {
+    /// Run.
+    pub run_id: i64,
+    /// The step the call was for.
+    pub step: u32,
+    /// `kind/model` of the provider that failed.
+    pub provider: String,
+    /// Attempt number with that provider (1-based).
+    pub attempt: u32,
+    /// Failure kind (`rate-limited`, `server`…).
+    pub kind: String,
+    /// HTTP status, when there was one.
+    pub status: Option<u16>,
+    /// Wait before the next attempt.
+    pub delay_ms: u64,
+    /// `retry` (same provider again) or `fallback` (the next provider).
+    pub next: String,
 }
 
 /// A tool call about to happen: written before it runs, completed after.

@@ -16,7 +16,26 @@ use super::{Result, StoreError};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migrations in order; `MIGRATIONS[i]` takes version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+
+/// Version 3: which provider served each step, and every failed provider attempt
+/// (retried or fallen back from).
+const V3: &str = "
+ALTER TABLE steps ADD COLUMN provider TEXT;
+CREATE TABLE provider_attempts (
+    id        INTEGER PRIMARY KEY,
+    run_id    INTEGER NOT NULL REFERENCES runs(id),
+    step      INTEGER NOT NULL,
+    provider  TEXT NOT NULL,
+    attempt   INTEGER NOT NULL,
+    kind      TEXT NOT NULL,
+    status    INTEGER,
+    delay_ms  INTEGER NOT NULL,
+    next      TEXT NOT NULL,
+    at_ms     INTEGER NOT NULL
+);
+CREATE INDEX provider_attempts_run ON provider_attempts(run_id, step);
+";
 
 /// Version 2: the run's scratch directory (its workspace copy or baseline), so a resumed
 /// run diffs against the same baseline.
@@ -154,12 +173,18 @@ pub(crate) fn migrate(conn: &mut Connection, migrations: &[&str]) -> Result<u32>
 mod tests {
     use super::*;
 
-    const V2_TEST: &str = "ALTER TABLE runs ADD COLUMN label TEXT NOT NULL DEFAULT 'none';
+    const NEXT_TEST: &str = "ALTER TABLE runs ADD COLUMN label TEXT NOT NULL DEFAULT 'none';
          CREATE TABLE notes (id INTEGER PRIMARY KEY, run_id INTEGER REFERENCES runs(id));";
+
+    fn with_next(next: &'static str) -> Vec<&'static str> {
+        let mut v = MIGRATIONS.to_vec();
+        v.push(next);
+        v
+    }
 
     fn v1_with_a_run() -> Connection {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(migrate(&mut conn, MIGRATIONS).unwrap(), 1);
+        assert_eq!(migrate(&mut conn, &[V1]).unwrap(), 1);
         conn.execute(
             "INSERT INTO runs (goal, root, status, started_at_ms) VALUES ('g', '/r', 'running', 5)",
             [],
@@ -169,10 +194,16 @@ mod tests {
     }
 
     #[test]
-    fn a_v2_migration_moves_a_v1_file_forward_keeping_its_rows() {
+    fn a_v1_file_moves_forward_through_every_migration_keeping_its_rows() {
         let mut conn = v1_with_a_run();
-        assert_eq!(migrate(&mut conn, &[V1, V2_TEST]).unwrap(), 2);
-        assert_eq!(version(&conn).unwrap(), 2);
+        let all = with_next(NEXT_TEST);
+        let top = all.len() as u32;
+        assert_eq!(migrate(&mut conn, &all).unwrap(), top);
+        assert_eq!(version(&conn).unwrap(), top);
+        let scratch: Option<String> = conn
+            .query_row("SELECT scratch_dir FROM runs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(scratch, None, "v2 added the column to the old row");
         let (goal, label): (String, String) = conn
             .query_row("SELECT goal, label FROM runs", [], |r| {
                 Ok((r.get(0)?, r.get(1)?))
@@ -182,15 +213,19 @@ mod tests {
         conn.execute("INSERT INTO notes (run_id) VALUES (1)", [])
             .unwrap();
         // Running again is a no-op.
-        assert_eq!(migrate(&mut conn, &[V1, V2_TEST]).unwrap(), 2);
+        assert_eq!(migrate(&mut conn, &all).unwrap(), top);
     }
 
     #[test]
     fn a_failing_migration_leaves_the_file_at_its_old_version() {
         let mut conn = v1_with_a_run();
         let broken = "ALTER TABLE runs ADD COLUMN x TEXT; THIS IS NOT SQL;";
-        assert!(migrate(&mut conn, &[V1, broken]).is_err());
-        assert_eq!(version(&conn).unwrap(), 1);
+        assert!(migrate(&mut conn, &with_next(broken)).is_err());
+        assert_eq!(
+            version(&conn).unwrap(),
+            SCHEMA_VERSION,
+            "the good migrations landed"
+        );
         // The first half of the broken step was rolled back with it.
         let cols: i64 = conn
             .query_row(
@@ -205,10 +240,10 @@ mod tests {
     #[test]
     fn a_newer_file_is_refused() {
         let mut conn = v1_with_a_run();
-        migrate(&mut conn, &[V1, V2_TEST]).unwrap();
+        migrate(&mut conn, &with_next(NEXT_TEST)).unwrap();
         match migrate(&mut conn, MIGRATIONS) {
             Err(StoreError::TooNew { found, supported }) => {
-                assert_eq!((found, supported), (2, SCHEMA_VERSION));
+                assert_eq!((found, supported), (SCHEMA_VERSION + 1, SCHEMA_VERSION));
             }
             other => panic!("expected TooNew, got {other:?}"),
         }

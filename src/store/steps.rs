@@ -16,7 +16,7 @@ use super::{
 
 const STEP_COLUMNS: &str = "run_id, step, started_at_ms, duration_ms, model_ms, request_hash,
     reply_json, messages_json, usage_json, input_tokens, output_tokens,
-    cached_input_tokens, cost_usd, cost_source, state_json";
+    cached_input_tokens, cost_usd, cost_source, state_json, provider";
 
 impl Store {
     /// Commits a step atomically: the step, its tool calls, its policy events and its
@@ -83,7 +83,7 @@ impl Store {
 fn insert_step(tx: &Connection, red: &Redactor, s: &StepRecord, hash: Option<&str>) -> Result<()> {
     let sql = format!(
         "INSERT INTO steps ({STEP_COLUMNS})
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
     );
     tx.execute(
         &sql,
@@ -103,6 +103,7 @@ fn insert_step(tx: &Connection, red: &Redactor, s: &StepRecord, hash: Option<&st
             s.cost_usd,
             red.text(&s.cost_source),
             red.text(&s.state_json),
+            red.opt(s.provider.as_deref()),
         ],
     )?;
     Ok(())
@@ -173,6 +174,7 @@ fn step_record(r: &Row<'_>) -> rusqlite::Result<StepRecord> {
         cost_usd: r.get(12)?,
         cost_source: r.get(13)?,
         state_json: r.get(14)?,
+        provider: r.get(15)?,
         tool_calls: Vec::new(),
         policy_events: Vec::new(),
     })

@@ -564,3 +564,118 @@ async fn a_looping_agent_is_told_to_replan_then_ends_stalled() {
         .collect();
     assert_eq!(replans, [3]);
 }
+
+/// Fails with `kind` a fixed number of times, then answers from a script.
+struct Flaky {
+    kind: ProviderErrorKind,
+    failures: std::sync::atomic::AtomicU32,
+    then: Scripted,
+}
+impl Provider for Flaky {
+    fn identity(&self) -> ProviderIdentity {
+        ProviderIdentity {
+            kind: "flaky".into(),
+            model: "f1".into(),
+            base_url: None,
+        }
+    }
+    fn complete<'a>(
+        &'a self,
+        r: &'a CompletionRequest,
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>> {
+        use std::sync::atomic::Ordering;
+        if self
+            .failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            let mut e = ProviderError::new(self.kind, "flaky", "slow down");
+            e.status = Some(429);
+            e.retry_after = Some(Duration::from_secs(2));
+            return Box::pin(async move { Err(e) });
+        }
+        self.then.complete(r)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_honour_retry_after_and_every_attempt_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let provider = Flaky {
+        kind: ProviderErrorKind::RateLimited,
+        failures: 2.into(),
+        then: Scripted::new(vec![
+            write_turn("hello.txt", "hello\n"),
+            ScriptTurn::text("done"),
+        ]),
+    };
+    let started = tokio::time::Instant::now();
+    let r = run(&contract(dir.path()), &provider, &store).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(4),
+        "two waits of the server's 2 s"
+    );
+    let attempts = store.provider_attempts(r.run_id).unwrap();
+    assert_eq!(attempts.len(), 2);
+    assert!(attempts.iter().all(|a| a.kind == "rate-limited"
+        && a.delay_ms == 2000
+        && a.next == "retry"
+        && a.status == Some(429)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_primary_falls_back_and_the_step_records_who_served_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let dead = Failing(ProviderErrorKind::Server);
+    let live: Arc<dyn Provider> = Arc::new(Scripted::new(vec![
+        write_turn("hello.txt", "hello\n"),
+        ScriptTurn::text("done"),
+    ]));
+    let c = contract(dir.path()).retry_policy(io_harness::provider::RetryPolicy {
+        max_attempts: 2,
+        ..Default::default()
+    });
+    let r = run_with(&c, &dead, &store, RunOptions::default().fallback(live))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    let steps = store.steps(r.run_id).unwrap();
+    assert!(
+        steps
+            .iter()
+            .all(|s| s.provider.as_deref() == Some("scripted/scripted"))
+    );
+    let nexts: Vec<String> = store
+        .provider_attempts(r.run_id)
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.step == 1)
+        .map(|a| a.next)
+        .collect();
+    assert_eq!(nexts, ["retry", "fallback"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_exhausted_escalate_as_retryable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let c = contract(dir.path()).retry_policy(io_harness::provider::RetryPolicy {
+        max_attempts: 3,
+        ..Default::default()
+    });
+    let r = run(&c, &Failing(ProviderErrorKind::Overloaded), &store)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.outcome,
+        RunOutcome::Escalated {
+            kind: ProviderErrorKind::Overloaded,
+            retryable: true
+        }
+    );
+    assert_eq!(store.provider_attempts(r.run_id).unwrap().len(), 2);
+}

@@ -71,6 +71,7 @@ fn step(run_id: i64, n: u32) -> StepRecord {
             layer: "task".into(),
         }],
         state_json: format!("{{\"verify_attempts\":0,\"step\":{n}}}"),
+        provider: Some("scripted/scripted".into()),
     }
 }
 

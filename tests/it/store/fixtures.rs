@@ -46,7 +46,7 @@ fn populate(store: &Store) {
             contract_json: "{\"goal\":\"fixture: child run\"}".into(),
             provider_json: "{\"kind\":\"scripted\"}".into(),
             parent_run_id: Some(bare),
-        scratch_dir: None,
+            scratch_dir: None,
         })
         .unwrap();
     let mut s = step(child, 1);

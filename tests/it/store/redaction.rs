@@ -21,7 +21,7 @@ fn registered_secrets_never_reach_the_database_file() {
             contract_json: format!("{{\"env\":\"{SECRET}\"}}"),
             provider_json: "{}".into(),
             parent_run_id: None,
-        scratch_dir: None,
+            scratch_dir: None,
         })
         .unwrap();
     let mut s = step(id, 1);

@@ -4,6 +4,10 @@
 //! SIGKILL: no destructors, no flush) when it reaches the named point at that step.
 //! Tests use it instead of racing a `kill -9` against the loop. It can only end the
 //! process, never change what a run does, so it is harmless in a release build.
+//!
+//! Points, in the order a step reaches them: `step.after_reply` (the model answered),
+//! `tool.after_apply` (a tool's effect landed, its journal entry not yet completed),
+//! `step.after_tools`, `verify.before`, `step.before_commit`, `step.after_commit`.
 
 /// Aborts the process if the failpoint `name` is armed for `step`.
 pub(crate) fn hit(name: &str, step: u32) {

@@ -30,7 +30,21 @@ use crate::verify;
 struct AppliedIntent {
     tool: String,
     input_json: String,
+    /// The files it changed, `after` being their content hash now.
     effects: Vec<FileEffect>,
+    /// The journal never recorded the call's completion: the files changed after the
+    /// intent was written, so it is taken as applied, but its result is unknown.
+    uncertain: bool,
+}
+
+/// A planned action as journaled: for writes, the target's content hash before the
+/// call, so an interrupted call can be reconciled from the workspace alone.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct JournalAction {
+    act: crate::policy::Act,
+    target: String,
+    #[serde(default)]
+    before: Option<String>,
 }
 
 /// Why a step ended the run without being committed.
@@ -76,6 +90,49 @@ fn sha256_hex(bytes: &[u8]) -> String {
         s.push_str(&format!("{b:02x}"));
     }
     s
+}
+
+/// Content hash of a workspace file; `None` when it does not exist or cannot be read.
+fn file_hash(ws: &Workspace, rel: &str) -> Option<String> {
+    ws.read(rel).ok().map(|b| sha256_hex(&b))
+}
+
+/// Decides from the journal and the workspace whether a call of an interrupted step
+/// already changed files. A completed call carries its effects; a call whose completion
+/// was never journaled counts as applied exactly when a target it was about to write no
+/// longer has the content it had before.
+fn reconcile(ws: &Workspace, j: crate::store::ToolIntentRecord) -> Option<AppliedIntent> {
+    if j.status == "done" {
+        let effects: Vec<FileEffect> = serde_json::from_str(j.effects_json.as_deref()?).ok()?;
+        return Some(AppliedIntent {
+            tool: j.intent.tool,
+            input_json: j.intent.input_json,
+            effects,
+            uncertain: false,
+        });
+    }
+    if j.status != "pending" {
+        return None;
+    }
+    let actions: Vec<JournalAction> = serde_json::from_str(&j.intent.actions_json).ok()?;
+    let effects: Vec<FileEffect> = actions
+        .into_iter()
+        .filter(|a| a.act == crate::policy::Act::Write)
+        .filter_map(|a| {
+            let now = file_hash(ws, &a.target);
+            (now != a.before).then_some(FileEffect {
+                path: a.target,
+                before: a.before,
+                after: now,
+            })
+        })
+        .collect();
+    (!effects.is_empty()).then_some(AppliedIntent {
+        tool: j.intent.tool,
+        input_json: j.intent.input_json,
+        effects,
+        uncertain: true,
+    })
 }
 
 fn workspace_err(path: &std::path::Path, source: std::io::Error) -> RunError {
@@ -224,16 +281,8 @@ impl<'a> Engine<'a> {
         let applied = store
             .journal(run_id)?
             .into_iter()
-            .filter(|j| j.intent.step == next_step && j.status == "done")
-            .filter_map(|j| {
-                let effects: Vec<FileEffect> =
-                    serde_json::from_str(j.effects_json.as_deref()?).ok()?;
-                Some(AppliedIntent {
-                    tool: j.intent.tool,
-                    input_json: j.intent.input_json,
-                    effects,
-                })
-            })
+            .filter(|j| j.intent.step == next_step)
+            .filter_map(|j| reconcile(&ctx.workspace, j))
             .collect();
         let mut stall = StallDetector::default();
         for s in &steps {
@@ -394,6 +443,7 @@ impl<'a> Engine<'a> {
             Some(Ok(r)) => r,
         };
         let served_by = names.get(served).cloned();
+        crate::failpoint::hit("step.after_reply", step);
         let model_ms = ms(model_started.elapsed());
         let calls: Vec<(String, String, serde_json::Value)> = reply
             .tool_calls()
@@ -444,6 +494,7 @@ impl<'a> Engine<'a> {
         let done = calls.is_empty();
         let mut verified = None;
         if !stalled && (done || self.contract.verify.every_step) {
+            crate::failpoint::hit("verify.before", step);
             let report = verify::check(&self.contract.verify.criteria, &self.ctx.workspace).await;
             for r in report.results.iter().filter(|r| !r.passed) {
                 if let Some(out) = &r.output {
@@ -519,6 +570,7 @@ impl<'a> Engine<'a> {
             tracing::error!(run_id = self.run_id, step, error = %e, "step commit failed");
             return Err(StepEnd::Store(e));
         }
+        crate::failpoint::hit("step.after_commit", step);
         self.messages.extend(added);
         self.applied.clear();
         self.emit(RunEvent::StepCommitted {
@@ -596,12 +648,21 @@ impl<'a> Engine<'a> {
         let dispatched = if let Some(done) = self.already_applied(name, &input_json) {
             done
         } else {
-            let actions = self
+            let actions: Vec<JournalAction> = self
                 .opts
                 .tools
                 .get(name)
                 .and_then(|t| t.plan(&self.ctx, input).ok())
-                .unwrap_or_default();
+                .unwrap_or_default()
+                .into_iter()
+                .map(|a| JournalAction {
+                    before: (a.act == crate::policy::Act::Write)
+                        .then(|| file_hash(&self.ctx.workspace, &a.target))
+                        .flatten(),
+                    act: a.act,
+                    target: a.target,
+                })
+                .collect();
             let intent_id = self
                 .store
                 .journal_intent(&ToolIntent {
@@ -618,6 +679,7 @@ impl<'a> Engine<'a> {
                 .tools
                 .dispatch(&self.ctx, self.opts.policy.as_ref(), name, input)
                 .await;
+            crate::failpoint::hit("tool.after_apply", step);
             if let Some(iid) = intent_id {
                 let _ = self.store.journal_complete(
                     iid,
@@ -682,23 +744,26 @@ impl<'a> Engine<'a> {
             a.tool == name
                 && a.input_json == input_json
                 && !a.effects.is_empty()
-                && a.effects.iter().all(|e| {
-                    let now = self
-                        .ctx
-                        .workspace
-                        .read(&e.path)
-                        .ok()
-                        .map(|b| sha256_hex(&b));
-                    now == e.after
-                })
+                && a.effects
+                    .iter()
+                    .all(|e| file_hash(&self.ctx.workspace, &e.path) == e.after)
         })?;
         let a = self.applied.remove(pos);
         let paths: Vec<&str> = a.effects.iter().map(|e| e.path.as_str()).collect();
-        Some(crate::tools::Dispatched {
-            content: format!(
+        let content = if a.uncertain {
+            format!(
+                "this call was interrupted after it changed {}; the change is in place and was not \
+                 applied again, but its result was not recorded: re-read the file before editing it",
+                paths.join(", ")
+            )
+        } else {
+            format!(
                 "already applied before the run was interrupted (not applied twice): {}",
                 paths.join(", ")
-            ),
+            )
+        };
+        Some(crate::tools::Dispatched {
+            content,
             is_error: false,
             decisions: Vec::new(),
             confinement_refusal: None,

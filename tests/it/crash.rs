@@ -1,0 +1,178 @@
+//! Crash-proof resume: a real `io-harness run` killed at each named failpoint (and once
+//! by SIGKILL at a random moment) resumes to the same workspace as an uninterrupted
+//! run, with no file-tool call applied twice.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const SCRIPT: &[&str] = &[
+    r#"{"tool_calls": [{"name": "read_file", "input": {"path": "log.txt"}}]}"#,
+    r#"{"tool_calls": [{"name": "edit_file", "input": {"path": "log.txt", "old": "entries:\n", "new": "entries:\n- one\n"}}]}"#,
+    r#"{"tool_calls": [{"name": "write_file", "input": {"path": "new.txt", "content": "fresh\n"}}, {"name": "edit_file", "input": {"path": "log.txt", "old": "- one\n", "new": "- one\n- two\n"}}]}"#,
+    r#"{"text": "done"}"#,
+];
+
+const FINAL_LOG: &str = "entries:\n- one\n- two\n";
+
+struct Case {
+    dir: tempfile::TempDir,
+}
+
+impl Case {
+    fn new(verify_delay: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        std::fs::create_dir_all(p.join("t/ws")).unwrap();
+        std::fs::write(p.join("t/ws/log.txt"), "entries:\n").unwrap();
+        std::fs::write(p.join("t/script.jsonl"), SCRIPT.join("\n") + "\n").unwrap();
+        let task = format!(
+            "goal = \"log two entries\"\nroot = \"ws\"\n[verify]\ncommand = [\"sh\", \"-c\", \"sleep {verify_delay}; grep -q two log.txt && test -f new.txt\"]\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n"
+        );
+        std::fs::write(p.join("t/task.toml"), task).unwrap();
+        Self { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_io-harness"));
+        c.args(args)
+            .env("IO_HARNESS_STORE", self.path().join("store.db"))
+            .env("XDG_CACHE_HOME", self.path().join("cache"))
+            .env_remove("IO_HARNESS_FAILPOINT");
+        c
+    }
+
+    fn task(&self) -> PathBuf {
+        self.path().join("t/task.toml")
+    }
+
+    fn run_id(&self) -> String {
+        let out = self.cmd(&["runs", "--json"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0]["id"].as_i64().unwrap().to_string()
+    }
+
+    fn assert_final(&self) {
+        let ws = self.path().join("t/ws");
+        assert_eq!(
+            std::fs::read_to_string(ws.join("log.txt")).unwrap(),
+            FINAL_LOG
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.join("new.txt")).unwrap(),
+            "fresh\n"
+        );
+    }
+}
+
+fn crash_then_resume(point: &str) {
+    let case = Case::new("0");
+    let out = case
+        .cmd(&["run", case.task().to_str().unwrap(), "--json"])
+        .env("IO_HARNESS_FAILPOINT", point)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        None,
+        "{point}: the failpoint should abort the process; stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = case.run_id();
+    let out = case.cmd(&["resume", &id, "--json"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{point}: resume failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    case.assert_final();
+    // No tool call of the resumed session failed: nothing was applied twice (a second
+    // edit would find its text already replaced and fail).
+    let show = case.cmd(&["show", &id, "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    for s in v["steps"].as_array().unwrap() {
+        for c in s["tool_calls"].as_array().unwrap() {
+            assert_eq!(c["is_error"], false, "{point}: {c}");
+        }
+    }
+}
+
+#[test]
+fn uninterrupted_reference_run() {
+    let case = Case::new("0");
+    let out = case
+        .cmd(&["run", case.task().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    case.assert_final();
+}
+
+#[test]
+fn crash_after_the_model_reply() {
+    crash_then_resume("step.after_reply:3");
+}
+
+#[test]
+fn crash_mid_tool_call_after_the_write_landed() {
+    crash_then_resume("tool.after_apply:3");
+}
+
+#[test]
+fn crash_after_tools_before_commit() {
+    crash_then_resume("step.before_commit:3");
+}
+
+#[test]
+fn crash_after_commit() {
+    crash_then_resume("step.after_commit:2");
+}
+
+#[test]
+fn crash_during_verification() {
+    crash_then_resume("verify.before:4");
+}
+
+#[test]
+fn sigkill_at_a_random_moment() {
+    let case = Case::new("0.3");
+    let mut child = case
+        .cmd(&["run", case.task().to_str().unwrap(), "--json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    std::thread::sleep(std::time::Duration::from_millis(
+        20 + u64::from(nanos % 250),
+    ));
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    let id = case.run_id();
+    if status.success() {
+        // It finished before the kill landed: nothing to resume.
+        case.assert_final();
+        return;
+    }
+    let out = case.cmd(&["resume", &id]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    case.assert_final();
+}

@@ -161,6 +161,13 @@ fn sigkill_at_a_random_moment() {
     ));
     let _ = child.kill();
     let status = child.wait().unwrap();
+    let runs = case.cmd(&["runs", "--json"]).output().unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap_or_default();
+    if listed.as_array().is_none_or(|a| a.is_empty()) {
+        // Killed before the run was recorded: nothing happened, nothing to resume.
+        assert_eq!(std::fs::read_to_string(case.path().join("t/ws/log.txt")).unwrap(), "entries:\n");
+        return;
+    }
     let id = case.run_id();
     if status.success() {
         // It finished before the kill landed: nothing to resume.

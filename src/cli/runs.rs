@@ -21,7 +21,7 @@ pub fn execute(args: ListArgs) -> Result<i32, CliError> {
         "id", "outcome", "steps", "tokens", "cost", "started"
     );
     for r in runs {
-        let outcome = r.outcome.clone().unwrap_or_else(|| r.status.clone());
+        let outcome = r.outcome.clone().unwrap_or_else(|| status(&r));
         let total = r.input_tokens + r.output_tokens + r.cached_input_tokens;
         let goal: String = output::sanitize(&r.goal).chars().take(60).collect();
         println!(
@@ -36,6 +36,16 @@ pub fn execute(args: ListArgs) -> Result<i32, CliError> {
         );
     }
     Ok(0)
+}
+
+/// `running` only while a process drives the run; `interrupted` once none does.
+pub fn status(r: &io_harness::store::RunRecord) -> String {
+    match (&*r.status, &r.scratch_dir) {
+        ("running", Some(dir)) if !io_harness::run::is_live(std::path::Path::new(dir)) => {
+            "interrupted".into()
+        }
+        (s, _) => s.to_string(),
+    }
 }
 
 pub fn format_ms(ms: i64) -> String {

@@ -71,6 +71,7 @@ pub(super) struct Engine<'a> {
     resumed: bool,
     applied: Vec<AppliedIntent>,
     stall: StallDetector,
+    _lock: super::liveness::RunLock,
 }
 
 fn now_ms() -> i64 {
@@ -170,6 +171,14 @@ impl<'a> Engine<'a> {
         let dirs = workdir::prepare(&contract.root, contract.workspace)
             .map_err(|e| workspace_err(&contract.root, e))?;
         let ws = Workspace::open(&dirs.work).map_err(|e| workspace_err(&dirs.work, e))?;
+        let lock = super::liveness::acquire(&dirs.scratch)
+            .map_err(|e| workspace_err(&dirs.scratch, e))?
+            .ok_or_else(|| {
+                workspace_err(
+                    &dirs.scratch,
+                    std::io::Error::other("scratch directory locked by another process"),
+                )
+            })?;
         let contract_json = serde_json::to_string(&contract).map_err(|e| RunError::Corrupt {
             run_id: 0,
             what: "contract",
@@ -205,6 +214,7 @@ impl<'a> Engine<'a> {
             resumed: false,
             applied: Vec::new(),
             stall: StallDetector::default(),
+            _lock: lock,
         })
     }
 
@@ -248,6 +258,12 @@ impl<'a> Engine<'a> {
             .ok_or_else(|| RunError::NotResumable {
                 run_id,
                 reason: "it has no scratch directory on record".into(),
+            })?;
+        let lock = super::liveness::acquire(&scratch)
+            .map_err(|e| workspace_err(&scratch, e))?
+            .ok_or_else(|| RunError::NotResumable {
+                run_id,
+                reason: "another process is running it now".into(),
             })?;
         let dirs = workdir::reattach(&contract.root, contract.workspace, &scratch);
         let ws = Workspace::open(&dirs.work).map_err(|e| workspace_err(&dirs.work, e))?;
@@ -299,6 +315,7 @@ impl<'a> Engine<'a> {
         }
         store.reopen_run(run_id)?;
         Ok(Self {
+            _lock: lock,
             stall,
             totals: Totals::from_steps(&steps),
             contract,

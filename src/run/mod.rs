@@ -10,6 +10,7 @@
 mod budget;
 mod engine;
 mod events;
+mod liveness;
 mod outcome;
 mod prompt;
 mod stall;
@@ -27,6 +28,7 @@ use crate::store::{Store, StoreError};
 use crate::tools::ToolRegistry;
 
 pub use events::{CancelToken, Flow, Observer, RunEvent};
+pub use liveness::is_live;
 pub use outcome::{EXIT_USAGE, RunOutcome};
 pub use stall::StallPolicy;
 pub use workdir::{cache_dir, diff_trees};

@@ -218,7 +218,7 @@ fn killed_mid_step_resumes_without_double_applying() {
 
     let runs: serde_json::Value =
         serde_json::from_slice(&f.cmd(&["runs", "--json"]).stdout).unwrap();
-    assert_eq!(runs[0]["status"], "running");
+    assert_eq!(runs[0]["status"], "interrupted");
     assert_eq!(runs[0]["steps"], 1);
     let id = runs[0]["id"].as_i64().unwrap().to_string();
 

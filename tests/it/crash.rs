@@ -165,7 +165,10 @@ fn sigkill_at_a_random_moment() {
     let listed: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap_or_default();
     if listed.as_array().is_none_or(|a| a.is_empty()) {
         // Killed before the run was recorded: nothing happened, nothing to resume.
-        assert_eq!(std::fs::read_to_string(case.path().join("t/ws/log.txt")).unwrap(), "entries:\n");
+        assert_eq!(
+            std::fs::read_to_string(case.path().join("t/ws/log.txt")).unwrap(),
+            "entries:\n"
+        );
         return;
     }
     let id = case.run_id();

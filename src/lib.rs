@@ -2,6 +2,7 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs)]
 
+pub mod audit;
 pub mod contract;
 mod failpoint;
 pub mod policy;

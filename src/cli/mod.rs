@@ -2,6 +2,7 @@
 //! calls in one file per subcommand. Exit codes come from one table
 //! (`RunOutcome::exit_code`, 2 for usage errors).
 
+mod audit;
 mod output;
 mod progress;
 mod provider_args;
@@ -34,6 +35,8 @@ enum Command {
     Runs(ListArgs),
     /// Show one run's trace: steps, tool calls, tokens, cost, outcome, diff.
     Show(ShowArgs),
+    /// Read the audit log of sandbox sessions (every generation).
+    Audit(AuditArgs),
 }
 
 /// Where the store is.
@@ -104,6 +107,16 @@ struct ShowArgs {
     json: bool,
 }
 
+#[derive(Debug, Args)]
+struct AuditArgs {
+    /// Audit directory (default: $XDG_CONFIG_HOME/io-harness/audit).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+}
+
 /// A failure of the command itself (not a run outcome).
 #[derive(Debug, thiserror::Error)]
 enum CliError {
@@ -158,6 +171,7 @@ pub fn main() -> ExitCode {
             Command::Resume(a) => resume::execute(a).await,
             Command::Runs(a) => runs::execute(a),
             Command::Show(a) => show::execute(a),
+            Command::Audit(a) => audit::execute(a),
         }
     });
     match result {

@@ -261,7 +261,11 @@ pub struct TaskContract {
 impl TaskContract {
     /// A contract for `goal` on the workspace at `root`, checked by `verify`, with
     /// default budgets (40 steps, 5 verification attempts), edited in place.
-    pub fn workspace(goal: impl Into<String>, root: impl Into<PathBuf>, verify: Verification) -> Self {
+    pub fn workspace(
+        goal: impl Into<String>,
+        root: impl Into<PathBuf>,
+        verify: Verification,
+    ) -> Self {
         Self {
             goal: goal.into(),
             root: root.into(),

@@ -25,7 +25,11 @@ pub struct HttpConfig {
 
 impl HttpConfig {
     /// A config with default timeouts (connect 30 s, idle 120 s).
-    pub fn new(base_url: impl Into<String>, model: impl Into<String>, api_key: Option<String>) -> Self {
+    pub fn new(
+        base_url: impl Into<String>,
+        model: impl Into<String>,
+        api_key: Option<String>,
+    ) -> Self {
         Self {
             api_key,
             base_url: base_url.into(),

@@ -2,10 +2,10 @@
 
 use futures_util::future::BoxFuture;
 
+use super::Provider;
 use super::error::ProviderError;
 use super::http::HttpConfig;
 use super::types::{Completion, CompletionRequest, ProviderIdentity};
-use super::Provider;
 
 /// STUB.
 pub struct OpenRouter {
@@ -21,9 +21,16 @@ impl OpenRouter {
 
 impl Provider for OpenRouter {
     fn identity(&self) -> ProviderIdentity {
-        ProviderIdentity { kind: "openrouter".into(), model: self.cfg.model.clone(), base_url: Some(self.cfg.base_url.clone()) }
+        ProviderIdentity {
+            kind: "openrouter".into(),
+            model: self.cfg.model.clone(),
+            base_url: Some(self.cfg.base_url.clone()),
+        }
     }
-    fn complete<'a>(&'a self, _request: &'a CompletionRequest) -> BoxFuture<'a, Result<Completion, ProviderError>> {
+    fn complete<'a>(
+        &'a self,
+        _request: &'a CompletionRequest,
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>> {
         todo!()
     }
 }

@@ -2,9 +2,9 @@
 
 use futures_util::future::BoxFuture;
 
+use super::Provider;
 use super::error::ProviderError;
 use super::types::{Completion, CompletionRequest, ProviderIdentity};
-use super::Provider;
 
 /// Wraps a provider and appends every turn it returns to a script file.
 pub struct Record<P> {
@@ -22,7 +22,10 @@ impl<P: Provider> Provider for Record<P> {
     fn identity(&self) -> ProviderIdentity {
         self.inner.identity()
     }
-    fn complete<'a>(&'a self, request: &'a CompletionRequest) -> BoxFuture<'a, Result<Completion, ProviderError>> {
+    fn complete<'a>(
+        &'a self,
+        request: &'a CompletionRequest,
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>> {
         self.inner.complete(request)
     }
 }

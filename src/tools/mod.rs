@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::policy::{Action, Decision, PolicyDecision, PolicyGate};
 use crate::provider::ToolSpec;
 
-pub use confine::{ConfineError, Workspace};
+pub use confine::{ConfineError, DirEntry, EntryKind, Metadata, Resolver, Workspace, WorkspaceDir};
 pub use fs::{EditFile, ListDir, ReadFile, WriteFile};
 pub use search::{Find, Grep};
 
@@ -279,6 +279,8 @@ pub(crate) fn bound_text(text: String, max: usize) -> String {
     }
     let dropped = text.len() - cut;
     let mut s = text[..cut].to_string();
-    s.push_str(&format!("\n[output truncated: {dropped} more bytes not shown]"));
+    s.push_str(&format!(
+        "\n[output truncated: {dropped} more bytes not shown]"
+    ));
     s
 }

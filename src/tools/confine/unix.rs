@@ -334,7 +334,9 @@ impl Dir {
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::CString;
     use std::fs;
+    use std::io;
     use std::os::unix::fs::symlink;
     use std::path::PathBuf;
 
@@ -449,5 +451,82 @@ mod tests {
             a.read_file("b.txt".as_ref(), 3),
             Err(ToolError::TooLarge { size: 6, .. })
         ));
+    }
+
+    /// The walk is race-free too: a directory swapped (atomically, by
+    /// `RENAME_EXCHANGE`) for a symlink to the outside never leads a read or a write
+    /// out, in either resolver.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn swapping_a_directory_for_a_symlink_never_leads_outside_in_either_mode() {
+        use std::os::unix::ffi::OsStrExt;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        fn exchange(a: &std::ffi::CStr, b: &std::ffi::CStr) {
+            // SAFETY: both paths are NUL-terminated and live across the call.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_renameat2,
+                    libc::AT_FDCWD,
+                    a.as_ptr(),
+                    libc::AT_FDCWD,
+                    b.as_ptr(),
+                    libc::RENAME_EXCHANGE,
+                )
+            };
+            assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        }
+
+        for force_walk in [false, true] {
+            let (_tmp, root, outside) = tree();
+            fs::write(outside.join("b.txt"), "SECRET").unwrap();
+            symlink(&outside, root.join("other")).unwrap();
+            let ws = if force_walk {
+                Workspace::open_forcing_walk(&root).unwrap()
+            } else {
+                Workspace::open(&root).unwrap()
+            };
+            let a = CString::new(root.join("a").as_os_str().as_bytes()).unwrap();
+            let b = CString::new(root.join("other").as_os_str().as_bytes()).unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let swapper = {
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) && n < 10_000_000 {
+                        exchange(&a, &b);
+                        n += 1;
+                    }
+                    if n % 2 == 1 {
+                        exchange(&a, &b);
+                    }
+                })
+            };
+            for i in 0..500 {
+                if let Ok(bytes) = ws.read("a/b.txt") {
+                    assert_eq!(bytes, b"inside");
+                }
+                let _ = ws.write(&format!("a/w{i}"), b"w");
+                if let Ok(d) = ws.open_dir("a") {
+                    let _ = d
+                        .read_file("b.txt".as_ref(), 100)
+                        .map(|b| assert_eq!(b, b"inside"));
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+            swapper.join().unwrap();
+            let mut names: Vec<_> = fs::read_dir(&outside)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            names.sort();
+            assert_eq!(
+                names,
+                ["b.txt", "secret.txt"],
+                "written outside (walk: {force_walk})"
+            );
+            assert_eq!(fs::read(outside.join("b.txt")).unwrap(), b"SECRET");
+        }
     }
 }

@@ -89,8 +89,6 @@ pub enum Resolver {
     Openat2,
     /// Component walk with `O_NOFOLLOW`: every symlink is refused.
     Walk,
-    /// No descriptor-relative resolution on this platform: every access fails.
-    Unsupported,
 }
 
 /// What a directory entry or resolved path is.

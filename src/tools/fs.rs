@@ -1,31 +1,148 @@
-//! STUB: read/write/edit/list; being implemented.
+//! The file tools: read, write, edit and list, and the plumbing they share with
+//! `find` and `grep` (argument parsing, planning, running off the async threads).
+//!
+//! Every path goes through [`Workspace`]: lexically in `plan` (so the policy sees the
+//! normalized path and a `..` is refused before any decision), and race-free again
+//! when the call opens it.
+
+mod edit;
+mod list;
+mod read;
+mod write;
+
+use std::borrow::Cow;
+use std::io::{self, Read};
+use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
 
-use super::{Tool, ToolContext, ToolError, ToolOutput};
-use crate::policy::Action;
-use crate::provider::ToolSpec;
+use super::{EntryKind, ToolContext, ToolError, ToolLimits, ToolOutput, Workspace};
+use crate::policy::{Act, Action};
 
-macro_rules! stub_tool {
-    ($t:ident, $name:literal) => {
-        /// STUB.
-        pub struct $t;
-        impl Tool for $t {
-            fn spec(&self) -> ToolSpec {
-                ToolSpec { name: $name.into(), description: String::new(), input_schema: serde_json::json!({"type":"object"}) }
-            }
-            fn plan(&self, _ctx: &ToolContext, _input: &serde_json::Value) -> Result<Vec<Action>, ToolError> {
-                Ok(vec![])
-            }
-            fn call<'a>(&'a self, _ctx: &'a ToolContext, _input: &'a serde_json::Value) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-                todo!()
-            }
-        }
-    };
+pub use edit::EditFile;
+pub use list::ListDir;
+pub use read::ReadFile;
+pub use write::WriteFile;
+
+/// Parses a tool's arguments; the serde message tells the model what was wrong.
+pub(super) fn parse<T: DeserializeOwned>(input: &serde_json::Value) -> Result<T, ToolError> {
+    T::deserialize(input).map_err(|e| ToolError::BadInput(e.to_string()))
 }
-pub(crate) use stub_tool;
 
-stub_tool!(ReadFile, "read_file");
-stub_tool!(WriteFile, "write_file");
-stub_tool!(EditFile, "edit_file");
-stub_tool!(ListDir, "list_dir");
+/// The one action of a single-path tool, on the normalized path.
+pub(super) fn plan_path(ctx: &ToolContext, act: Act, path: &str) -> Result<Vec<Action>, ToolError> {
+    Ok(vec![Action::new(act, ctx.workspace.normalize(path)?)])
+}
+
+/// Parses `input` and runs `f` on the blocking pool: file system work (a grep over a
+/// large tree especially) must not stall the runtime's async threads.
+pub(super) fn run_blocking<A, F>(
+    ctx: &ToolContext,
+    input: &serde_json::Value,
+    f: F,
+) -> BoxFuture<'static, Result<ToolOutput, ToolError>>
+where
+    A: DeserializeOwned + Send + 'static,
+    F: FnOnce(&Workspace, ToolLimits, A) -> Result<ToolOutput, ToolError> + Send + 'static,
+{
+    let args = parse::<A>(input);
+    let ws = Arc::clone(&ctx.workspace);
+    let limits = ctx.limits;
+    Box::pin(async move {
+        let args = args?;
+        tokio::task::spawn_blocking(move || f(&ws, limits, args))
+            .await
+            .unwrap_or_else(|e| {
+                Err(ToolError::Io {
+                    path: String::new(),
+                    source: io::Error::other(format!("tool task failed: {e}")),
+                })
+            })
+    })
+}
+
+/// A text-only result.
+pub(super) fn text(content: String) -> Result<ToolOutput, ToolError> {
+    Ok(ToolOutput {
+        content,
+        effects: Vec::new(),
+    })
+}
+
+/// How an entry is shown in listings: directories end with `/`, symlinks with `@`.
+pub(super) fn display_entry(path: &str, kind: EntryKind) -> String {
+    match kind {
+        EntryKind::Dir => format!("{path}/"),
+        EntryKind::Symlink => format!("{path}@"),
+        _ => path.to_string(),
+    }
+}
+
+/// Cuts one line to `max` bytes (on a char boundary), saying how much was cut.
+pub(super) fn cut_line(line: &str, max: usize) -> Cow<'_, str> {
+    if line.len() <= max {
+        return Cow::Borrowed(line);
+    }
+    let mut cut = max;
+    while !line.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Cow::Owned(format!(
+        "{}… [{} more bytes on this line]",
+        &line[..cut],
+        line.len() - cut
+    ))
+}
+
+/// SHA-256 as lowercase hex.
+pub(super) fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// SHA-256 of everything `r` yields, streamed.
+pub(super) fn sha256_reader(mut r: impl Read) -> io::Result<String> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(hex(&h.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha256_is_lowercase_hex_of_the_digest() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(sha256_reader(&b"abc"[..]).unwrap(), sha256_hex(b"abc"));
+    }
+
+    #[test]
+    fn cut_line_keeps_char_boundaries_and_says_so() {
+        assert_eq!(cut_line("short", 10), "short");
+        let cut = cut_line("ééééé", 3);
+        assert!(cut.starts_with("é…"), "{cut}");
+        assert!(cut.contains("more bytes"), "{cut}");
+    }
+}

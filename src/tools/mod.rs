@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::policy::{Action, Decision, PolicyDecision, PolicyGate};
 use crate::provider::ToolSpec;
 
-pub use confine::{ConfineError, Workspace};
+pub use confine::{ConfineError, DirEntry, EntryKind, Metadata, Resolver, Workspace, WorkspaceDir};
 pub use fs::{EditFile, ListDir, ReadFile, WriteFile};
 pub use search::{Find, Grep};
 

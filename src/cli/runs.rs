@@ -6,10 +6,16 @@ pub fn execute(args: ListArgs) -> Result<i32, CliError> {
     let store = store_path::open(&args.store)?;
     let runs = store.runs()?;
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&runs).map_err(|e| CliError::Failed(e.to_string()))?
-        );
+        let listed: Vec<serde_json::Value> = runs
+            .iter()
+            .map(|r| {
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                v["status"] = status(r).into();
+                v
+            })
+            .collect();
+        let text = serde_json::to_string(&listed).map_err(|e| CliError::Failed(e.to_string()))?;
+        println!("{text}");
         return Ok(0);
     }
     if runs.is_empty() {

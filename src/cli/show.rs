@@ -29,7 +29,7 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
     println!("run {}: {}", run.id, s(&run.goal));
     println!(
         "status: {}   outcome: {}",
-        run.status,
+        super::runs::status(&run),
         run.outcome_json.as_deref().unwrap_or("-")
     );
     println!(

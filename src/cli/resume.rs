@@ -21,9 +21,10 @@ pub async fn execute(args: ResumeArgs) -> Result<i32, CliError> {
     let progress = Arc::new(Progress::new(args.json, secrets.clone()));
     let cancel = CancelToken::new();
     watch_ctrl_c(cancel.clone());
-    let options = RunOptions::default()
+    let mut options = RunOptions::default()
         .observer(progress.clone())
         .cancel_token(cancel);
+    options.fallbacks = fallbacks;
     let result =
         io_harness::run::resume_with(&store, args.run_id, provider.as_ref(), None, options).await;
     progress.finish_line();

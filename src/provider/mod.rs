@@ -25,6 +25,7 @@ mod types;
 pub use anthropic::Anthropic;
 pub use error::{ProviderError, ProviderErrorKind};
 pub use factory::{ProviderFactoryError, build_provider};
+pub use http::HttpConfig;
 pub use openai::OpenAi;
 pub use openrouter::OpenRouter;
 pub use price::{ModelPrice, PriceTable};

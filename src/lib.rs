@@ -3,6 +3,7 @@
 #![deny(missing_docs)]
 
 pub mod contract;
+mod failpoint;
 pub mod policy;
 pub mod provider;
 pub mod store;
@@ -11,3 +12,7 @@ pub mod tools;
 pub use contract::{TaskContract, Verification};
 pub use provider::{Provider, ProviderErrorKind};
 pub use store::{SandboxEvent, Store};
+pub mod run;
+pub mod verify;
+
+pub use run::{RunOptions, RunOutcome, RunResult, resume, run, run_with};

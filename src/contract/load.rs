@@ -17,6 +17,7 @@ use super::{
     Budget, ProviderKind, ProviderSpec, TaskContract, Verification, VerifySettings, WorkspaceMode,
 };
 use crate::provider::{ModelPrice, ReasoningEffort};
+use crate::run::StallPolicy;
 
 /// A contract that cannot be run.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +68,7 @@ struct RawFile {
     provider: Option<Spanned<RawProvider>>,
     #[serde(default)]
     prices: BTreeMap<String, ModelPrice>,
+    stall: Option<Spanned<StallPolicy>>,
 }
 
 #[derive(Deserialize)]
@@ -144,7 +146,8 @@ pub(super) fn from_str(text: &str, file: &Path) -> Result<TaskContract, Contract
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let (contract, spans) = convert(raw, &base).map_err(|(key, span, msg)| invalid(span, &key, msg))?;
+    let (contract, spans) =
+        convert(raw, &base).map_err(|(key, span, msg)| invalid(span, &key, msg))?;
     validate(&contract).map_err(|(key, message)| {
         let span = spans.get(&key).cloned();
         invalid(span, &key, message)
@@ -270,6 +273,10 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         providers.push(spec);
     }
 
+    let stall = raw.stall.map_or_else(StallPolicy::default, |s| {
+        note("stall.window", s.span());
+        s.into_inner()
+    });
     let contract = TaskContract {
         goal: raw.goal.into_inner(),
         root,
@@ -284,6 +291,7 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         budget,
         providers,
         prices: raw.prices,
+        stall,
     };
     Ok((contract, spans))
 }
@@ -310,7 +318,10 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
     {
         return err(
             "instructions",
-            format!("{} must be a relative path inside the workspace", i.display()),
+            format!(
+                "{} must be a relative path inside the workspace",
+                i.display()
+            ),
         );
     }
     if c.verify.criteria.is_empty() {
@@ -336,7 +347,10 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
                 if !relative_inside(file) {
                     return err(
                         "verify.file_contains",
-                        format!("{} must be a relative path inside the workspace", file.display()),
+                        format!(
+                            "{} must be a relative path inside the workspace",
+                            file.display()
+                        ),
                     );
                 }
             }
@@ -344,7 +358,10 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
                 if !relative_inside(file) {
                     return err(
                         "verify.file_equals",
-                        format!("{} must be a relative path inside the workspace", file.display()),
+                        format!(
+                            "{} must be a relative path inside the workspace",
+                            file.display()
+                        ),
                     );
                 }
             }
@@ -363,13 +380,26 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
     if let Some(usd) = b.max_cost_usd
         && !(usd.is_finite() && usd > 0.0)
     {
-        return err("budget.max_cost_usd", format!("{usd} is not a positive amount"));
+        return err(
+            "budget.max_cost_usd",
+            format!("{usd} is not a positive amount"),
+        );
     }
     for (model, p) in &c.prices {
         let prices = [Some(p.input), Some(p.output), p.cached_input, p.cache_write];
-        if prices.iter().flatten().any(|v| !(v.is_finite() && *v >= 0.0)) {
-            return err("prices", format!("{model}: prices must be non-negative numbers"));
+        if prices
+            .iter()
+            .flatten()
+            .any(|v| !(v.is_finite() && *v >= 0.0))
+        {
+            return err(
+                "prices",
+                format!("{model}: prices must be non-negative numbers"),
+            );
         }
+    }
+    if c.stall.window == 0 {
+        return err("stall.window", "must be at least 1".into());
     }
     let table = c.price_table();
     for p in &c.providers {
@@ -378,7 +408,12 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
         }
         if p.kind == ProviderKind::Scripted {
             match &p.script {
-                None => return err("provider.script", "kind = \"scripted\" needs a script file".into()),
+                None => {
+                    return err(
+                        "provider.script",
+                        "kind = \"scripted\" needs a script file".into(),
+                    );
+                }
                 Some(s) if !s.is_file() => {
                     return err("provider.script", format!("{} does not exist", s.display()));
                 }
@@ -397,7 +432,9 @@ pub(crate) fn check_cost_price(
     p: &ProviderSpec,
     table: &crate::provider::PriceTable,
 ) -> Result<(), (String, String)> {
-    if c.budget.max_cost_usd.is_none() || !matches!(p.kind, ProviderKind::Openai | ProviderKind::Anthropic) {
+    if c.budget.max_cost_usd.is_none()
+        || !matches!(p.kind, ProviderKind::Openai | ProviderKind::Anthropic)
+    {
         return Ok(());
     }
     if let Some(model) = &p.model
@@ -428,7 +465,9 @@ mod tests {
 
     fn invalid(text: &str) -> (usize, String, String) {
         match load(text) {
-            Err(ContractError::Invalid { line, key, message, .. }) => (line, key, message),
+            Err(ContractError::Invalid {
+                line, key, message, ..
+            }) => (line, key, message),
             other => panic!("expected Invalid, got {other:?}"),
         }
     }
@@ -442,32 +481,39 @@ mod tests {
         assert_eq!(c.budget.max_steps, 40);
         assert_eq!(c.verify.max_attempts, 5);
         assert_eq!(c.workspace, WorkspaceMode::InPlace);
-        assert!(matches!(&c.verify.criteria[0], Verification::Command { argv, expect_exit: 0, .. } if argv == &["true"]));
+        assert!(
+            matches!(&c.verify.criteria[0], Verification::Command { argv, expect_exit: 0, .. } if argv == &["true"])
+        );
     }
 
     #[test]
     fn unknown_key_is_named_with_its_line() {
-        let (line, key, msg) = invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_stepz = 3\n");
+        let (line, key, msg) =
+            invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_stepz = 3\n");
         assert_eq!((line, key.as_str()), (5, "max_stepz"));
         assert!(msg.contains("unknown field"), "{msg}");
     }
 
     #[test]
     fn wrong_type_names_line() {
-        let (line, _, msg) = invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_steps = \"ten\"\n");
+        let (line, _, msg) = invalid(
+            "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_steps = \"ten\"\n",
+        );
         assert_eq!(line, 5);
         assert!(msg.contains("integer") || msg.contains("u32"), "{msg}");
     }
 
     #[test]
     fn zero_steps_refused_at_its_line() {
-        let (line, key, _) = invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_steps = 0\n");
+        let (line, key, _) =
+            invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_steps = 0\n");
         assert_eq!((line, key.as_str()), (5, "budget.max_steps"));
     }
 
     #[test]
     fn missing_root_refused() {
-        let (line, key, msg) = invalid("goal = \"g\"\nroot = \"nope/not/here\"\n[verify]\ncommand = [\"true\"]\n");
+        let (line, key, msg) =
+            invalid("goal = \"g\"\nroot = \"nope/not/here\"\n[verify]\ncommand = [\"true\"]\n");
         assert_eq!((line, key.as_str()), (2, "root"));
         assert!(msg.contains("nope/not/here"), "{msg}");
     }
@@ -498,7 +544,9 @@ mod tests {
 
     #[test]
     fn hostile_verify_path_refused() {
-        let (_, key, _) = invalid("goal = \"g\"\n[verify]\nfile_contains = { file = \"../etc/passwd\", needle = \"x\" }\n");
+        let (_, key, _) = invalid(
+            "goal = \"g\"\n[verify]\nfile_contains = { file = \"../etc/passwd\", needle = \"x\" }\n",
+        );
         assert_eq!(key, "verify.file_contains");
     }
 
@@ -510,15 +558,21 @@ mod tests {
 
     #[test]
     fn duration_parsed_and_bad_duration_refused() {
-        let c = load("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_duration = \"15m\"\n").unwrap();
+        let c = load(
+            "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_duration = \"15m\"\n",
+        )
+        .unwrap();
         assert_eq!(c.budget.max_duration, Some(Duration::from_secs(900)));
-        let (line, key, _) = invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_duration = \"soon\"\n");
+        let (line, key, _) = invalid(
+            "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_duration = \"soon\"\n",
+        );
         assert_eq!((line, key.as_str()), (5, "budget.max_duration"));
     }
 
     #[test]
     fn unimplemented_sections_are_refused_not_ignored() {
-        let (_, key, _) = invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[mcp]\nname = \"x\"\n");
+        let (_, key, _) =
+            invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[mcp]\nname = \"x\"\n");
         assert_eq!(key, "mcp");
     }
 }

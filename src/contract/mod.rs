@@ -16,9 +16,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::provider::{ModelPrice, PriceTable, ReasoningEffort};
+use crate::run::StallPolicy;
 
 pub use load::ContractError;
+pub(crate) use load::check_cost_price;
 pub use units::{parse_duration, parse_size};
+pub(crate) use units::serde_duration;
 
 /// How the run treats the workspace directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -256,12 +259,19 @@ pub struct TaskContract {
     /// Price table extensions (USD per million tokens by model).
     #[serde(default)]
     pub prices: BTreeMap<String, ModelPrice>,
+    /// Stall detection.
+    #[serde(default)]
+    pub stall: StallPolicy,
 }
 
 impl TaskContract {
     /// A contract for `goal` on the workspace at `root`, checked by `verify`, with
     /// default budgets (40 steps, 5 verification attempts), edited in place.
-    pub fn workspace(goal: impl Into<String>, root: impl Into<PathBuf>, verify: Verification) -> Self {
+    pub fn workspace(
+        goal: impl Into<String>,
+        root: impl Into<PathBuf>,
+        verify: Verification,
+    ) -> Self {
         Self {
             goal: goal.into(),
             root: root.into(),
@@ -276,6 +286,7 @@ impl TaskContract {
             budget: Budget::default(),
             providers: Vec::new(),
             prices: BTreeMap::new(),
+            stall: StallPolicy::default(),
         }
     }
 
@@ -348,6 +359,12 @@ impl TaskContract {
     /// Adds a provider (the first is primary).
     pub fn provider(mut self, spec: ProviderSpec) -> Self {
         self.providers.push(spec);
+        self
+    }
+
+    /// Sets the stall policy.
+    pub fn stall_policy(mut self, p: StallPolicy) -> Self {
+        self.stall = p;
         self
     }
 

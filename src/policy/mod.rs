@@ -144,12 +144,35 @@ mod tests {
     #[test]
     fn builtin_protects_git_and_harness_dirs_only() {
         let g = BuiltinProtection;
-        for t in [".git/config", ".git/hooks/x", ".io-harness/policy.toml", "./.git/HEAD", ".git", "vendor/dep/.git/config"] {
-            assert_eq!(g.decide(&Action::new(Act::Write, t)).decision, Decision::Deny, "{t}");
+        for t in [
+            ".git/config",
+            ".git/hooks/x",
+            ".io-harness/policy.toml",
+            "./.git/HEAD",
+            ".git",
+            "vendor/dep/.git/config",
+        ] {
+            assert_eq!(
+                g.decide(&Action::new(Act::Write, t)).decision,
+                Decision::Deny,
+                "{t}"
+            );
         }
-        for t in ["src/.git-like", "a/io-harness/.io-harness", ".gitignore", "io-harness/x"] {
-            assert_eq!(g.decide(&Action::new(Act::Write, t)).decision, Decision::Allow, "{t}");
+        for t in [
+            "src/.git-like",
+            "a/io-harness/.io-harness",
+            ".gitignore",
+            "io-harness/x",
+        ] {
+            assert_eq!(
+                g.decide(&Action::new(Act::Write, t)).decision,
+                Decision::Allow,
+                "{t}"
+            );
         }
-        assert_eq!(g.decide(&Action::new(Act::Read, ".git/config")).decision, Decision::Allow);
+        assert_eq!(
+            g.decide(&Action::new(Act::Read, ".git/config")).decision,
+            Decision::Allow
+        );
     }
 }

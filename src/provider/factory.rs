@@ -111,19 +111,38 @@ mod tests {
     use std::collections::HashMap;
 
     fn env(map: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: HashMap<String, String> = map.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = map
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |k| m.get(k).cloned()
     }
 
     #[test]
     fn hosted_default_needs_key_and_model() {
         let spec = ProviderSpec::new(ProviderKind::Anthropic);
-        let e = build_provider(&spec, &PriceTable::builtin(), &env(&[])).err().unwrap();
+        let e = build_provider(&spec, &PriceTable::builtin(), &env(&[]))
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("ANTHROPIC_MODEL"), "{e}");
-        let e = build_provider(&spec, &PriceTable::builtin(), &env(&[("ANTHROPIC_MODEL", "m")])).err().unwrap();
+        let e = build_provider(
+            &spec,
+            &PriceTable::builtin(),
+            &env(&[("ANTHROPIC_MODEL", "m")]),
+        )
+        .err()
+        .unwrap();
         assert!(e.to_string().contains("ANTHROPIC_API_KEY"), "{e}");
-        let p = build_provider(&spec, &PriceTable::builtin(), &env(&[("ANTHROPIC_MODEL", "m"), ("ANTHROPIC_API_KEY", "k")])).unwrap();
-        assert_eq!(p.identity().base_url.as_deref(), Some("https://api.anthropic.com"));
+        let p = build_provider(
+            &spec,
+            &PriceTable::builtin(),
+            &env(&[("ANTHROPIC_MODEL", "m"), ("ANTHROPIC_API_KEY", "k")]),
+        )
+        .unwrap();
+        assert_eq!(
+            p.identity().base_url.as_deref(),
+            Some("https://api.anthropic.com")
+        );
     }
 
     #[test]
@@ -131,8 +150,16 @@ mod tests {
         let mut spec = ProviderSpec::new(ProviderKind::Openai);
         spec.model = Some("from-spec".into());
         spec.base_url = Some("http://127.0.0.1:9/v1".into());
-        let p = build_provider(&spec, &PriceTable::builtin(), &env(&[("OPENAI_MODEL", "from-env")])).unwrap();
+        let p = build_provider(
+            &spec,
+            &PriceTable::builtin(),
+            &env(&[("OPENAI_MODEL", "from-env")]),
+        )
+        .unwrap();
         let id = p.identity();
-        assert_eq!((id.model.as_str(), id.base_url.as_deref()), ("from-spec", Some("http://127.0.0.1:9/v1")));
+        assert_eq!(
+            (id.model.as_str(), id.base_url.as_deref()),
+            ("from-spec", Some("http://127.0.0.1:9/v1"))
+        );
     }
 }

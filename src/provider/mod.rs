@@ -18,6 +18,7 @@ mod openai;
 mod openrouter;
 mod price;
 mod record;
+mod retry;
 mod scripted;
 mod sse;
 mod types;
@@ -30,6 +31,7 @@ pub use openai::OpenAi;
 pub use openrouter::OpenRouter;
 pub use price::{ModelPrice, PriceTable};
 pub use record::Record;
+pub use retry::{RetryAttempt, RetryError, RetryPolicy, complete_with_retry, retry_after_from_text};
 pub use scripted::{ScriptError, ScriptTurn, Scripted};
 pub use types::{
     Completion, CompletionRequest, ContentBlock, Cost, CostSource, Message, ProviderIdentity,

@@ -53,8 +53,11 @@ pub struct PriceTable {
     prices: BTreeMap<String, ModelPrice>,
 }
 
+/// Model, input, output, cached input, cache write.
+type PriceRow = (&'static str, f64, f64, Option<f64>, Option<f64>);
+
 /// Published list prices (USD per million tokens) of common models, 2026-11.
-const BUILTIN: &[(&str, f64, f64, Option<f64>, Option<f64>)] = &[
+const BUILTIN: &[PriceRow] = &[
     ("claude-opus-4-5", 5.0, 25.0, Some(0.5), Some(6.25)),
     ("claude-sonnet-4-5", 3.0, 15.0, Some(0.3), Some(3.75)),
     ("claude-haiku-4-5", 1.0, 5.0, Some(0.1), Some(1.25)),

@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+use super::Provider;
 use super::error::{ProviderError, ProviderErrorKind};
 use super::types::{
     Completion, CompletionRequest, ContentBlock, Cost, CostSource, ProviderIdentity, Role,
     StopReason, Usage,
 };
-use super::Provider;
 
 /// One tool call in a script; the id is generated when absent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

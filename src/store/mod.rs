@@ -1,11 +1,67 @@
 //! The run store: one SQLite file (WAL) that holds everything needed to answer, after
 //! the fact, what a run did — and to resume it.
 //!
-//! STUB: the types are final; the method bodies are being implemented.
+//! # Why SQLite, and how it is configured
+//!
+//! A run must survive its own process being killed at any instant (SPEC C8), and an
+//! operator must be able to audit it from the file alone (C7). One SQLite file gives both
+//! with no server. [`Store::open`] sets:
+//!
+//! - `journal_mode = WAL`: readers never block the writer, and several processes (a
+//!   parent run and its sub-agents, or `io-harness runs` while a run is live) share the
+//!   file safely.
+//! - `synchronous = NORMAL`: in WAL mode a transaction is in the WAL file when `COMMIT`
+//!   returns, so a process killed with SIGKILL loses nothing it committed — the kernel
+//!   still holds the written pages and the next opener replays the WAL. What `NORMAL` gives
+//!   up relative to `FULL` is the `fsync` on every commit: only an operating-system crash
+//!   or power loss can lose the last few transactions, and even then the database stays
+//!   consistent (it rolls back to an earlier commit, never to a torn one). A step per
+//!   `fsync` would dominate the cost of fast scripted runs for a guarantee against an
+//!   event that also takes the agent's workspace with it.
+//! - `busy_timeout = 10 s`: concurrent writers wait for each other instead of failing
+//!   with `SQLITE_BUSY`; every write transaction starts `IMMEDIATE` so the wait happens
+//!   at `BEGIN`, where SQLite can honour it, not on a read-to-write upgrade, where it
+//!   cannot.
+//! - `foreign_keys = ON`: a step cannot name a run that does not exist.
+//!
+//! # Layout
+//!
+//! The schema is versioned through `PRAGMA user_version` and moved forward by a small
+//! migration runner (an ordered list of SQL steps, one transaction each); a file written by a newer build is refused
+//! ([`StoreError::TooNew`]) rather than misread. Tables gain columns by migration, and
+//! new event *kinds* are values, not tables (seed 000). One file per record family:
+//! runs, steps (with their tool calls and content-addressed request bodies), the tool
+//! intent journal, and the sandbox and policy event logs.
+//!
+//! # Secrets
+//!
+//! [`Store::redact_secrets`] registers credential values; from then on every text the
+//! store writes, and every request body before it is hashed, has each occurrence
+//! replaced by `[REDACTED]`, so the file can be shared for debugging.
 
-use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use serde::{Deserialize, Serialize};
+use rusqlite::Connection;
+
+mod blobs;
+mod events;
+mod journal;
+mod open;
+mod records;
+mod redact;
+mod runs;
+mod sandbox_event;
+mod schema;
+mod steps;
+
+pub use records::{
+    NewRun, PolicyEvent, RunFinish, RunRecord, StepRecord, ToolCallRecord, ToolIntent,
+    ToolIntentRecord,
+};
+pub use sandbox_event::SandboxEvent;
+pub use schema::SCHEMA_VERSION;
+
+use redact::Redactor;
 
 /// Failure of a store operation.
 #[derive(Debug, thiserror::Error)]
@@ -33,294 +89,114 @@ pub enum StoreError {
     /// A run id that does not exist.
     #[error("no run with id {0}")]
     NoSuchRun(i64),
+    /// The step was already committed; a step is never overwritten, so a resumed run
+    /// cannot apply it twice.
+    #[error("run {run_id} step {step} is already committed")]
+    StepAlreadyCommitted {
+        /// The run.
+        run_id: i64,
+        /// The step.
+        step: u32,
+    },
+    /// A journal row id that does not exist.
+    #[error("no tool intent with id {0}")]
+    NoSuchIntent(i64),
 }
 
 /// A store result.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// One event in the life of a sandboxed execution (seed 000).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SandboxEvent {
-    /// The run.
-    pub run_id: i64,
-    /// The step.
-    pub step: u32,
-    /// The kind.
-    pub kind: String,
-    /// The backend.
-    pub backend: Option<String>,
-    /// Detail.
-    pub detail: Option<String>,
-}
-
-/// One policy decision as recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PolicyEvent {
-    /// The run.
-    pub run_id: i64,
-    /// The step.
-    pub step: u32,
-    /// `read`, `write`, `exec`, `net`.
-    pub act: String,
-    /// Path, command or host.
-    pub target: String,
-    /// `allow`, `ask`, `deny`.
-    pub decision: String,
-    /// The rule that decided.
-    pub rule: String,
-    /// Its layer.
-    pub layer: String,
-}
-
-/// What is known of a run when it starts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NewRun {
-    /// Goal.
-    pub goal: String,
-    /// Workspace root as given.
-    pub root: String,
-    /// Directory the agent actually works in (the copy for `workspace = "copy"`).
-    pub work_dir: String,
-    /// The resolved contract, JSON.
-    pub contract_json: String,
-    /// Provider identity, JSON.
-    pub provider_json: String,
-    /// Parent run for sub-agents.
-    pub parent_run_id: Option<i64>,
-}
-
-/// A run as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunRecord {
-    /// Id.
-    pub id: i64,
-    /// Goal.
-    pub goal: String,
-    /// Workspace root.
-    pub root: String,
-    /// Where the agent worked.
-    pub work_dir: Option<String>,
-    /// `running`, `finished`.
-    pub status: String,
-    /// Outcome name (`success`, `verification_failed`…) once finished.
-    pub outcome: Option<String>,
-    /// Outcome as JSON (with its fields) once finished.
-    pub outcome_json: Option<String>,
-    /// Resolved contract, JSON (absent for runs made by `start_run`).
-    pub contract_json: Option<String>,
-    /// Provider identity, JSON.
-    pub provider_json: Option<String>,
-    /// Parent run.
-    pub parent_run_id: Option<i64>,
-    /// Unix ms.
-    pub started_at_ms: i64,
-    /// Unix ms.
-    pub finished_at_ms: Option<i64>,
-    /// Committed steps.
-    pub steps: u32,
-    /// Summed usage over committed steps.
-    pub input_tokens: u64,
-    /// Summed.
-    pub output_tokens: u64,
-    /// Summed (steps that did not report count as 0 here; see `steps`).
-    pub cached_input_tokens: u64,
-    /// Summed over steps whose cost is known; `None` when no step's cost is known.
-    pub cost_usd: Option<f64>,
-    /// Steps whose cost is unknown.
-    pub cost_unknown_steps: u32,
-    /// The agent's final message.
-    pub final_message: Option<String>,
-    /// Final unified diff of the workspace.
-    pub diff: Option<String>,
-}
-
-/// One tool call of a step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolCallRecord {
-    /// Provider call id.
-    pub call_id: String,
-    /// Tool name.
-    pub name: String,
-    /// Arguments, JSON.
-    pub input_json: String,
-    /// What the model was shown.
-    pub output: String,
-    /// Failed or refused.
-    pub is_error: bool,
-    /// Set when refused for crossing the workspace boundary.
-    pub confinement_refusal: Option<String>,
-    /// Wall time.
-    pub duration_ms: u64,
-}
-
-/// One committed step: everything needed to show it and to resume after it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepRecord {
-    /// Run.
-    pub run_id: i64,
-    /// 1-based step number.
-    pub step: u32,
-    /// Unix ms.
-    pub started_at_ms: i64,
-    /// Whole step wall time.
-    pub duration_ms: u64,
-    /// Model call wall time.
-    pub model_ms: u64,
-    /// Exact request body (stored content-addressed; identical bodies once).
-    #[serde(skip)]
-    pub request_body: Option<Vec<u8>>,
-    /// SHA-256 hex of the request body, filled by the store.
-    pub request_hash: Option<String>,
-    /// The model's reply: `Completion` content blocks, JSON.
-    pub reply_json: String,
-    /// Messages this step appended to the conversation (reply, tool results,
-    /// verification observation), JSON array of `Message` — replayed by resume.
-    pub messages_json: String,
-    /// Usage, JSON of `Usage`.
-    pub usage_json: String,
-    /// Tokens, summed for run totals.
-    pub input_tokens: u64,
-    /// Output tokens.
-    pub output_tokens: u64,
-    /// Cached input tokens.
-    pub cached_input_tokens: Option<u64>,
-    /// Cost when known.
-    pub cost_usd: Option<f64>,
-    /// `reported`, `price_table`, `script`, `unknown`.
-    pub cost_source: String,
-    /// Tool calls.
-    pub tool_calls: Vec<ToolCallRecord>,
-    /// Policy decisions of this step (committed in the same transaction).
-    pub policy_events: Vec<PolicyEvent>,
-    /// Run-loop counters after this step (verify attempts, elapsed ms…), JSON, for
-    /// resume.
-    pub state_json: String,
-}
-
-/// A tool call about to happen: written before it runs, completed after.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolIntent {
-    /// Run.
-    pub run_id: i64,
-    /// Step.
-    pub step: u32,
-    /// Provider call id.
-    pub call_id: String,
-    /// Tool name.
-    pub tool: String,
-    /// Arguments, JSON.
-    pub input_json: String,
-    /// Planned actions, JSON.
-    pub actions_json: String,
-}
-
-/// A journal row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolIntentRecord {
-    /// Row id.
-    pub id: i64,
-    /// The intent.
-    pub intent: ToolIntent,
-    /// `pending`, `done`, `failed`.
-    pub status: String,
-    /// File effects (hashes before/after), JSON, once done.
-    pub effects_json: Option<String>,
-}
-
-/// How a run ended, for [`Store::finish_run`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunFinish {
-    /// Outcome name.
-    pub outcome: String,
-    /// Outcome JSON.
-    pub outcome_json: String,
-    /// Final message.
-    pub final_message: Option<String>,
-    /// Final diff.
-    pub diff: Option<String>,
-}
-
 /// The store handle. Cheap to clone; one connection per handle, shared by its clones.
+///
+/// Clones share the connection (behind a mutex) and the registered secrets. Separate
+/// [`Store::open`] calls on the same path — other threads or processes — each get their
+/// own connection and coordinate through SQLite's locks.
 #[derive(Clone)]
 pub struct Store {
-    _priv: (),
+    conn: Arc<Mutex<Connection>>,
+    redactor: Arc<RwLock<Arc<Redactor>>>,
 }
 
+// The store is handed to the run loop, sub-agents and blocking tasks: it must stay
+// shareable across threads.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Store>();
+};
+
 impl Store {
-    /// Opens (creating if needed) a store file.
-    pub fn open(_path: impl AsRef<Path>) -> Result<Store> {
-        todo!()
+    fn from_connection(conn: Connection) -> Store {
+        Store {
+            conn: Arc::new(Mutex::new(conn)),
+            redactor: Arc::new(RwLock::new(Arc::new(Redactor::default()))),
+        }
     }
-    /// An in-memory store.
-    pub fn memory() -> Result<Store> {
-        todo!()
+
+    /// The connection. A panic while it was held cannot leave it mid-transaction (an
+    /// unfinished `Transaction` rolls back on drop), so a poisoned lock is still usable.
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// The secrets registered so far (a snapshot: cheap, and no lock held while writing).
+    fn redactor(&self) -> Arc<Redactor> {
+        let guard = self.redactor.read().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(&guard)
+    }
+
     /// Values to redact from everything written from now on.
-    pub fn redact_secrets(&self, _values: &[String]) {
-        todo!()
+    ///
+    /// Each value is matched exactly (and in its JSON-escaped form, as it appears inside
+    /// request bodies and JSON columns). Values shorter than 8 characters are ignored:
+    /// they are not plausible credentials, and replacing every occurrence of a short
+    /// string such as `true` or a port number would corrupt unrelated text and JSON.
+    /// Registrations accumulate and are shared by all clones of this handle.
+    pub fn redact_secrets(&self, values: &[String]) {
+        let mut guard = self.redactor.write().unwrap_or_else(|e| e.into_inner());
+        let next = guard.with(values);
+        *guard = Arc::new(next);
     }
-    /// Starts a bare run (seed API).
-    pub fn start_run(&self, _goal: &str, _root: &str) -> Result<i64> {
-        todo!()
-    }
-    /// Starts a run with its resolved contract.
-    pub fn create_run(&self, _run: &NewRun) -> Result<i64> {
-        todo!()
-    }
-    /// One run.
-    pub fn run(&self, _run_id: i64) -> Result<Option<RunRecord>> {
-        todo!()
-    }
-    /// All runs, newest first.
-    pub fn runs(&self) -> Result<Vec<RunRecord>> {
-        todo!()
-    }
-    /// Commits a step atomically.
-    pub fn commit_step(&self, _step: &StepRecord) -> Result<()> {
-        todo!()
-    }
-    /// Committed steps of a run, in order.
-    pub fn steps(&self, _run_id: i64) -> Result<Vec<StepRecord>> {
-        todo!()
-    }
-    /// Marks a run finished.
-    pub fn finish_run(&self, _run_id: i64, _fin: &RunFinish) -> Result<()> {
-        todo!()
-    }
-    /// Marks a finished-but-resumable run running again.
-    pub fn reopen_run(&self, _run_id: i64) -> Result<()> {
-        todo!()
-    }
-    /// Journals an intent; returns its id.
-    pub fn journal_intent(&self, _intent: &ToolIntent) -> Result<i64> {
-        todo!()
-    }
-    /// Completes an intent.
-    pub fn journal_complete(&self, _id: i64, _ok: bool, _effects_json: &str) -> Result<()> {
-        todo!()
-    }
-    /// The journal of a run.
-    pub fn journal(&self, _run_id: i64) -> Result<Vec<ToolIntentRecord>> {
-        todo!()
-    }
-    /// Records a sandbox event.
-    pub fn record_sandbox_event(&self, _e: &SandboxEvent) -> Result<()> {
-        todo!()
-    }
-    /// Sandbox events of a run.
-    pub fn sandbox_events(&self, _run_id: i64) -> Result<Vec<SandboxEvent>> {
-        todo!()
-    }
-    /// Records a policy event outside a step commit.
-    pub fn record_policy_event(&self, _e: &PolicyEvent) -> Result<()> {
-        todo!()
-    }
-    /// Policy events of a run.
-    pub fn policy_events(&self, _run_id: i64) -> Result<Vec<PolicyEvent>> {
-        todo!()
-    }
-    /// A stored blob by hash.
-    pub fn blob(&self, _hash: &str) -> Result<Option<Vec<u8>>> {
-        todo!()
-    }
+}
+
+/// Current wall-clock time in Unix milliseconds (0 if the clock is before 1970).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Starts a write transaction that takes the write lock at `BEGIN`, where
+/// `busy_timeout` applies (see the module docs).
+fn write_tx(conn: &mut Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+}
+
+/// Fails with [`StoreError::NoSuchRun`] unless the run exists.
+fn ensure_run(conn: &Connection, run_id: i64) -> Result<()> {
+    use rusqlite::OptionalExtension;
+    conn.query_row("SELECT 1 FROM runs WHERE id = ?1", [run_id], |_| Ok(()))
+        .optional()?
+        .ok_or(StoreError::NoSuchRun(run_id))
+}
+
+/// A count or duration as SQLite's integer (saturating: no real count reaches 2^63).
+fn sql_u64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Column `i` as a non-negative integer; a negative value is reported, not wrapped.
+fn get_u64(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<u64> {
+    get_opt_u64(r, i)?.ok_or(rusqlite::Error::InvalidColumnType(
+        i,
+        String::new(),
+        rusqlite::types::Type::Null,
+    ))
+}
+
+/// Nullable column `i` as a non-negative integer.
+fn get_opt_u64(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<u64>> {
+    let v: Option<i64> = r.get(i)?;
+    v.map(|v| u64::try_from(v).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(i, v)))
+        .transpose()
 }

@@ -21,7 +21,9 @@ pub struct Workspace {
 impl Workspace {
     /// Opens the root directory.
     pub fn open(root: &Path) -> std::io::Result<Self> {
-        Ok(Self { root: root.to_path_buf() })
+        Ok(Self {
+            root: root.to_path_buf(),
+        })
     }
 
     /// The root path.

@@ -279,6 +279,8 @@ pub(crate) fn bound_text(text: String, max: usize) -> String {
     }
     let dropped = text.len() - cut;
     let mut s = text[..cut].to_string();
-    s.push_str(&format!("\n[output truncated: {dropped} more bytes not shown]"));
+    s.push_str(&format!(
+        "\n[output truncated: {dropped} more bytes not shown]"
+    ));
     s
 }

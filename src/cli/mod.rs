@@ -1,0 +1,182 @@
+//! Command-line front end: clap arguments are parsed here and resolved into library
+//! calls in one file per subcommand. Exit codes come from one table
+//! (`RunOutcome::exit_code`, 2 for usage errors).
+
+mod output;
+mod progress;
+mod provider_args;
+mod resume;
+mod run;
+mod runs;
+mod show;
+mod store_path;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Runs an AI coding agent from a typed task contract to a verified result.
+#[derive(Debug, Parser)]
+#[command(name = "io-harness", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a task file to a verified result.
+    Run(RunArgs),
+    /// Continue an interrupted or cancelled run from its last committed step.
+    Resume(ResumeArgs),
+    /// List runs in the store.
+    Runs(ListArgs),
+    /// Show one run's trace: steps, tool calls, tokens, cost, outcome, diff.
+    Show(ShowArgs),
+}
+
+/// Where the store is.
+#[derive(Debug, Args, Clone)]
+struct StoreArg {
+    /// Store file (default: $XDG_DATA_HOME/io-harness/store.db).
+    #[arg(long, env = "IO_HARNESS_STORE", value_name = "PATH")]
+    store: Option<PathBuf>,
+}
+
+/// Which provider answers, overriding the task file.
+#[derive(Debug, Args, Clone, Default)]
+struct ProviderArgs {
+    /// openai | anthropic | openrouter | scripted:<file>
+    #[arg(long, value_name = "KIND")]
+    provider: Option<String>,
+    /// Model name.
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
+    /// Endpoint base URL (OpenAI style includes /v1; Anthropic's does not).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The task file (TOML).
+    task: PathBuf,
+    #[command(flatten)]
+    provider: ProviderArgs,
+    #[command(flatten)]
+    store: StoreArg,
+    /// Print one JSON event per line and a final result object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ResumeArgs {
+    /// The run to continue.
+    run_id: i64,
+    #[command(flatten)]
+    provider: ProviderArgs,
+    #[command(flatten)]
+    store: StoreArg,
+    /// Print one JSON event per line and a final result object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ListArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// The run.
+    run_id: i64,
+    #[command(flatten)]
+    store: StoreArg,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A failure of the command itself (not a run outcome).
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    /// Bad arguments or configuration: nothing ran (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// Something failed while working (exit 1).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<io_harness::run::RunError> for CliError {
+    fn from(e: io_harness::run::RunError) -> Self {
+        if e.is_usage() {
+            Self::Usage(e.to_string())
+        } else {
+            Self::Failed(e.to_string())
+        }
+    }
+}
+
+impl From<io_harness::store::StoreError> for CliError {
+    fn from(e: io_harness::store::StoreError) -> Self {
+        Self::Failed(e.to_string())
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    if std::env::var_os("IO_HARNESS_LOG").is_some() {
+        init_tracing();
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(a) => run::execute(a).await,
+            Command::Resume(a) => resume::execute(a).await,
+            Command::Runs(a) => runs::execute(a),
+            Command::Show(a) => show::execute(a),
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(CliError::Usage(m)) => {
+            eprintln!("error: {}", output::sanitize(&m));
+            ExitCode::from(2)
+        }
+        Err(CliError::Failed(m)) => {
+            eprintln!("error: {}", output::sanitize(&m));
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::from_env("IO_HARNESS_LOG");
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

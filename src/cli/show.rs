@@ -1,0 +1,145 @@
+//! `io-harness show <run-id>`: the trace of one run, from the store alone.
+
+use io_harness::provider::{ContentBlock, Message};
+
+use super::runs::format_ms;
+use super::{CliError, ShowArgs, output, store_path};
+
+pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
+    let store = store_path::open(&args.store)?;
+    let run = store
+        .run(args.run_id)?
+        .ok_or_else(|| CliError::Usage(format!("no run with id {}", args.run_id)))?;
+    let steps = store.steps(args.run_id)?;
+    let policy = store.policy_events(args.run_id)?;
+    let sandbox = store.sandbox_events(args.run_id)?;
+    if args.json {
+        let obj = serde_json::json!({
+            "run": run,
+            "steps": steps,
+            "policy_events": policy,
+            "sandbox_events": sandbox,
+        });
+        println!("{obj}");
+        return Ok(0);
+    }
+    let s = output::sanitize;
+    println!("run {}: {}", run.id, s(&run.goal));
+    println!(
+        "status: {}   outcome: {}",
+        run.status,
+        run.outcome_json.as_deref().unwrap_or("-")
+    );
+    println!(
+        "workspace: {}   worked in: {}",
+        s(&run.root),
+        s(run.work_dir.as_deref().unwrap_or("-"))
+    );
+    if let Some(p) = &run.provider_json {
+        println!("provider: {}", s(p));
+    }
+    println!(
+        "started: {}   finished: {}",
+        format_ms(run.started_at_ms),
+        run.finished_at_ms.map_or("-".into(), format_ms)
+    );
+    println!(
+        "steps: {}   tokens: in {} out {} cached {}   cost: {}",
+        run.steps,
+        run.input_tokens,
+        run.output_tokens,
+        run.cached_input_tokens,
+        output::cost(run.cost_usd, run.cost_unknown_steps)
+    );
+    for st in &steps {
+        println!(
+            "\n── step {} ({} ms, model {} ms) tokens in {} out {} cost {} [{}]",
+            st.step,
+            st.duration_ms,
+            st.model_ms,
+            st.input_tokens,
+            st.output_tokens,
+            st.cost_usd.map_or("unknown".into(), |c| format!("${c:.6}")),
+            st.cost_source
+        );
+        if let Ok(msgs) = serde_json::from_str::<Vec<Message>>(&st.messages_json) {
+            for m in &msgs {
+                for b in &m.content {
+                    if let ContentBlock::Text { text } = b {
+                        let who = if m.role == io_harness::provider::Role::Assistant {
+                            "model"
+                        } else {
+                            "harness"
+                        };
+                        println!("  {who}: {}", s(&indent(text)));
+                    }
+                }
+            }
+        }
+        for c in &st.tool_calls {
+            let mark = if c.confinement_refusal.is_some() {
+                "REFUSED"
+            } else if c.is_error {
+                "error"
+            } else {
+                "ok"
+            };
+            println!(
+                "  tool {} {} [{mark}, {} ms]",
+                c.name,
+                s(&short(&c.input_json, 160)),
+                c.duration_ms
+            );
+            println!("    → {}", s(&short(&c.output, 240)));
+        }
+        for p in policy
+            .iter()
+            .filter(|p| p.step == st.step && p.decision != "allow")
+        {
+            println!(
+                "  policy {} {} {}: {} ({} layer)",
+                p.decision,
+                p.act,
+                s(&p.target),
+                p.rule,
+                p.layer
+            );
+        }
+        for e in sandbox.iter().filter(|e| e.step == st.step) {
+            println!(
+                "  sandbox {} {}{}",
+                e.kind,
+                e.backend
+                    .as_deref()
+                    .map_or(String::new(), |b| format!("[{b}] ")),
+                s(&short(e.detail.as_deref().unwrap_or(""), 400))
+            );
+        }
+    }
+    let allowed = policy.iter().filter(|p| p.decision == "allow").count();
+    println!("\npolicy decisions: {} ({} allowed)", policy.len(), allowed);
+    if let Some(m) = &run.final_message {
+        println!("\nfinal message:\n{}", s(m));
+    }
+    match run.diff.as_deref() {
+        Some("") => println!("\n(no changes)"),
+        Some(d) => println!("\ndiff:\n{}", s(d)),
+        None => {}
+    }
+    Ok(0)
+}
+
+fn short(text: &str, max: usize) -> String {
+    let one: String = text.replace('\n', "⏎");
+    if one.chars().count() <= max {
+        one
+    } else {
+        let mut s: String = one.chars().take(max).collect();
+        s.push('…');
+        s
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.trim_end().replace('\n', "\n    ")
+}

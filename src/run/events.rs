@@ -1,0 +1,192 @@
+//! Run events for observers (C19): the CLI's live progress line and `--json` stream
+//! are observers like any embedder's.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
+
+use super::outcome::RunOutcome;
+use crate::provider::{Cost, Usage};
+
+/// Something that happened in a run, in the order it happened.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunEvent {
+    /// The run started (or resumed).
+    RunStarted {
+        /// Run id.
+        run_id: i64,
+        /// Goal.
+        goal: String,
+        /// Directory the agent works in.
+        work_dir: String,
+        /// Whether this is a resumed session.
+        resumed: bool,
+    },
+    /// A step is about to call the model.
+    StepStarted {
+        /// Run id.
+        run_id: i64,
+        /// 1-based step.
+        step: u32,
+        /// Step budget.
+        max_steps: u32,
+    },
+    /// The model answered.
+    ModelReplied {
+        /// Run id.
+        run_id: i64,
+        /// Step.
+        step: u32,
+        /// Usage of this call.
+        usage: Usage,
+        /// Cost of this call.
+        cost: Cost,
+        /// Tool calls requested.
+        tool_calls: usize,
+    },
+    /// A tool is about to run.
+    ToolCalled {
+        /// Run id.
+        run_id: i64,
+        /// Step.
+        step: u32,
+        /// Tool name.
+        name: String,
+        /// Its main argument (path or pattern), for display.
+        target: Option<String>,
+    },
+    /// A policy decision was taken.
+    PolicyDecision {
+        /// Run id.
+        run_id: i64,
+        /// Step.
+        step: u32,
+        /// Act.
+        act: String,
+        /// Target.
+        target: String,
+        /// Decision.
+        decision: String,
+        /// Layer that decided.
+        layer: String,
+    },
+    /// A tool finished.
+    ToolFinished {
+        /// Run id.
+        run_id: i64,
+        /// Step.
+        step: u32,
+        /// Tool name.
+        name: String,
+        /// Whether it failed or was refused.
+        is_error: bool,
+        /// Wall time.
+        duration_ms: u64,
+    },
+    /// Verification ran.
+    Verified {
+        /// Run id.
+        run_id: i64,
+        /// Step.
+        step: u32,
+        /// Whether every criterion passed.
+        passed: bool,
+        /// Criteria that failed.
+        failed: Vec<String>,
+        /// Failed attempts so far.
+        attempt: u32,
+    },
+    /// A step was committed to the store.
+    StepCommitted {
+        /// Run id.
+        run_id: i64,
+        /// Step.
+        step: u32,
+        /// Tokens so far.
+        total_tokens: u64,
+        /// Known cost so far.
+        cost_usd: Option<f64>,
+    },
+    /// The run ended.
+    Finished {
+        /// Run id.
+        run_id: i64,
+        /// Outcome.
+        outcome: RunOutcome,
+    },
+}
+
+/// What an observer wants after seeing an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on.
+    Continue,
+    /// Stop the run at the next safe point; it ends `Cancelled` and is resumable.
+    Cancel,
+}
+
+/// Receives every run event; may cancel the run.
+///
+/// ```
+/// use io_harness::run::{Flow, Observer, RunEvent};
+/// struct StopAfterThree;
+/// impl Observer for StopAfterThree {
+///     fn on_event(&self, e: &RunEvent) -> Flow {
+///         match e {
+///             RunEvent::StepStarted { step, .. } if *step > 3 => Flow::Cancel,
+///             _ => Flow::Continue,
+///         }
+///     }
+/// }
+/// ```
+pub trait Observer: Send + Sync {
+    /// Called synchronously, in order; keep it quick.
+    fn on_event(&self, event: &RunEvent) -> Flow;
+}
+
+impl<F: Fn(&RunEvent) -> Flow + Send + Sync> Observer for F {
+    fn on_event(&self, event: &RunEvent) -> Flow {
+        self(event)
+    }
+}
+
+/// A cancellation flag shared between the run and whoever may stop it (a Ctrl-C
+/// handler, another task). Cancelling aborts an in-flight model call; a tool call
+/// already running finishes and its step is committed first.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken {
+    flag: Arc<AtomicBool>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl CancelToken {
+    /// A fresh token.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Requests cancellation.
+    pub fn cancel(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// Whether cancellation was requested.
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once cancellation is requested.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}

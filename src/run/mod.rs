@@ -1,0 +1,239 @@
+//! The agent loop: one step at a time, model → tools → verify → record, until the
+//! criterion passes or a budget ends the run.
+//!
+//! One place checks budgets ([`budget`]), one place emits observer events
+//! ([`engine::Engine::emit`]), one place writes the store (the step commit). A step is
+//! committed atomically at its end; a run killed mid-step resumes from the last
+//! committed step, and the intent journal keeps the interrupted step's file writes from
+//! being applied twice.
+
+mod budget;
+mod engine;
+mod events;
+mod outcome;
+mod prompt;
+mod stall;
+mod state;
+mod workdir;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::contract::{ContractError, TaskContract};
+use crate::policy::{BuiltinProtection, PolicyGate};
+use crate::provider::Provider;
+use crate::store::{Store, StoreError};
+use crate::tools::ToolRegistry;
+
+pub use events::{CancelToken, Flow, Observer, RunEvent};
+pub use outcome::{EXIT_USAGE, RunOutcome};
+pub use stall::StallPolicy;
+pub use workdir::{cache_dir, diff_trees};
+
+/// A run could not be started or continued. Runs that started and then failed end with
+/// a [`RunOutcome`] instead.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The contract is invalid.
+    #[error(transparent)]
+    Contract(#[from] ContractError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The workspace could not be prepared or opened.
+    #[error("workspace {path}: {source}")]
+    Workspace {
+        /// The directory.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The run does not exist.
+    #[error("no run with id {0}")]
+    NoSuchRun(i64),
+    /// The run cannot be resumed (finished with a final outcome, or has no contract).
+    #[error("run {run_id} cannot be resumed: {reason}")]
+    NotResumable {
+        /// The run.
+        run_id: i64,
+        /// Why.
+        reason: String,
+    },
+    /// A contract passed to `resume` differs from the stored one.
+    #[error("run {run_id} was started with a different contract; resume it with the stored one")]
+    ContractMismatch {
+        /// The run.
+        run_id: i64,
+    },
+    /// Stored data could not be decoded.
+    #[error("run {run_id}: stored {what} is unreadable: {message}")]
+    Corrupt {
+        /// The run.
+        run_id: i64,
+        /// Which record.
+        what: &'static str,
+        /// Why.
+        message: String,
+    },
+}
+
+impl RunError {
+    /// Whether this is a configuration problem of the caller (exit 2) rather than an
+    /// internal failure.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Self::Contract(_)
+                | Self::NoSuchRun(_)
+                | Self::NotResumable { .. }
+                | Self::ContractMismatch { .. }
+        )
+    }
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Run id in the store.
+    pub run_id: i64,
+    /// How it ended.
+    pub outcome: RunOutcome,
+    /// Committed steps.
+    pub steps: u32,
+    /// Input tokens (cached excluded).
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Cached input tokens.
+    pub cached_input_tokens: u64,
+    /// All tokens.
+    pub total_tokens: u64,
+    /// Known cost; `None` when no call's cost was known.
+    pub cost_usd: Option<f64>,
+    /// Steps whose cost is unknown (the known total is then a lower bound).
+    pub cost_unknown_steps: u32,
+    /// Final unified diff of the workspace.
+    pub diff: String,
+    /// The agent's last message.
+    pub final_message: String,
+    /// Where the agent worked.
+    pub work_dir: String,
+}
+
+/// Everything a run may be given besides contract, provider and store.
+#[derive(Clone)]
+pub struct RunOptions {
+    /// Receives every event; may cancel.
+    pub observer: Option<Arc<dyn Observer>>,
+    /// Cancels the run from outside.
+    pub cancel: CancelToken,
+    /// Tools offered to the model.
+    pub tools: ToolRegistry,
+    /// The policy check point.
+    pub policy: Arc<dyn PolicyGate>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            observer: None,
+            cancel: CancelToken::new(),
+            tools: ToolRegistry::standard(),
+            policy: Arc::new(BuiltinProtection),
+        }
+    }
+}
+
+impl RunOptions {
+    /// Sets the observer.
+    pub fn observer(mut self, o: Arc<dyn Observer>) -> Self {
+        self.observer = Some(o);
+        self
+    }
+
+    /// Sets the cancellation token.
+    pub fn cancel_token(mut self, c: CancelToken) -> Self {
+        self.cancel = c;
+        self
+    }
+}
+
+/// Runs `contract` with `provider`, recording into `store`.
+///
+/// ```
+/// use io_harness::provider::{Scripted, ScriptTurn};
+/// use io_harness::{run, RunOutcome, Store, TaskContract, Verification};
+/// use serde_json::json;
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let dir = tempfile::tempdir().unwrap();
+/// let contract = TaskContract::workspace(
+///     "write hello.txt",
+///     dir.path(),
+///     Verification::file_contains("hello.txt", "hello"),
+/// );
+/// let provider = Scripted::new(vec![
+///     ScriptTurn::tool("write_file", json!({"path": "hello.txt", "content": "hello\n"})),
+///     ScriptTurn::text("Wrote hello.txt."),
+/// ]);
+/// let store = Store::memory().unwrap();
+/// let result = run(&contract, &provider, &store).await.unwrap();
+/// assert_eq!(result.outcome, RunOutcome::Success);
+/// assert!(result.diff.contains("+hello"));
+/// # });
+/// ```
+pub async fn run(
+    contract: &TaskContract,
+    provider: &dyn Provider,
+    store: &Store,
+) -> Result<RunResult, RunError> {
+    run_with(contract, provider, store, RunOptions::default()).await
+}
+
+/// [`run`] with an observer, a cancellation token, tools and a policy.
+pub async fn run_with(
+    contract: &TaskContract,
+    provider: &dyn Provider,
+    store: &Store,
+    options: RunOptions,
+) -> Result<RunResult, RunError> {
+    let engine = engine::Engine::start(contract, provider, store, options).await?;
+    engine.drive().await
+}
+
+/// Continues an interrupted or resumable run from its last committed step, with the
+/// stored contract and its budgets carried over.
+pub async fn resume(
+    store: &Store,
+    run_id: i64,
+    provider: &dyn Provider,
+) -> Result<RunResult, RunError> {
+    resume_with(store, run_id, provider, None, RunOptions::default()).await
+}
+
+/// [`resume`] with options; `contract`, when given, must equal the stored one.
+pub async fn resume_with(
+    store: &Store,
+    run_id: i64,
+    provider: &dyn Provider,
+    contract: Option<&TaskContract>,
+    options: RunOptions,
+) -> Result<RunResult, RunError> {
+    let engine = engine::Engine::reopen(store, run_id, provider, contract, options).await?;
+    engine.drive().await
+}
+
+/// The stored contract of a run.
+pub fn stored_contract(store: &Store, run_id: i64) -> Result<TaskContract, RunError> {
+    let rec = store.run(run_id)?.ok_or(RunError::NoSuchRun(run_id))?;
+    let json = rec.contract_json.ok_or_else(|| RunError::NotResumable {
+        run_id,
+        reason: "it has no stored contract".into(),
+    })?;
+    serde_json::from_str(&json).map_err(|e| RunError::Corrupt {
+        run_id,
+        what: "contract",
+        message: e.to_string(),
+    })
+}

@@ -1,0 +1,17 @@
+//! Loop counters kept with every committed step so a resumed run continues with them.
+
+use serde::{Deserialize, Serialize};
+
+/// What the loop needs besides the conversation and the totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LoopState {
+    /// Failed verifications so far.
+    pub verify_failures: u32,
+    /// Criteria that failed at the last verification (empty when it passed or none ran).
+    pub failing: Vec<String>,
+    /// Wall time used by the run up to this commit, across sessions.
+    pub elapsed_ms: u64,
+    /// Stall detection counters.
+    #[serde(default)]
+    pub stall: super::stall::StallCounters,
+}

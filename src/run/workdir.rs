@@ -1,0 +1,320 @@
+//! Where the agent works, and how the final diff is found.
+//!
+//! `copy` runs on a copy of the workspace under the harness's cache directory; the
+//! original is the baseline. `in-place` runs on the workspace itself, and a baseline
+//! copy of its tracked (not ignored) files is taken first. Either way the final diff is
+//! baseline against work tree, and both directories outlive a crash so a resumed run
+//! diffs against the same baseline. Nothing here follows a symlink: links are copied
+//! as links and compared by target.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use similar::TextDiff;
+
+use crate::contract::WorkspaceMode;
+
+/// Largest diff kept; the rest is summarized.
+const MAX_DIFF_BYTES: usize = 1 << 20;
+/// Largest file compared as text.
+const MAX_TEXT_FILE: u64 = 1 << 20;
+
+/// The harness's cache directory (`$XDG_CACHE_HOME/io-harness`, else
+/// `~/.cache/io-harness`, else the system temp dir).
+pub fn cache_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(x).join("io-harness");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(h).join(".cache").join("io-harness");
+    }
+    std::env::temp_dir().join("io-harness")
+}
+
+/// The directories of one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkDirs {
+    /// Where the agent works.
+    pub work: PathBuf,
+    /// What the final diff compares against.
+    pub baseline: PathBuf,
+    /// The run's scratch directory (holds the copy or the baseline).
+    pub scratch: PathBuf,
+}
+
+/// Prepares the directories for a new run.
+pub fn prepare(root: &Path, mode: WorkspaceMode) -> io::Result<WorkDirs> {
+    let runs = cache_dir().join("runs");
+    fs::create_dir_all(&runs)?;
+    let scratch = tempfile::Builder::new()
+        .prefix("run-")
+        .tempdir_in(&runs)?
+        .keep();
+    match mode {
+        WorkspaceMode::Copy => {
+            let work = scratch.join("work");
+            copy_tree(root, &work, false)?;
+            Ok(WorkDirs {
+                work,
+                baseline: root.to_path_buf(),
+                scratch,
+            })
+        }
+        WorkspaceMode::InPlace => {
+            let baseline = scratch.join("baseline");
+            copy_tree(root, &baseline, true)?;
+            Ok(WorkDirs {
+                work: root.to_path_buf(),
+                baseline,
+                scratch,
+            })
+        }
+    }
+}
+
+/// The directories of a run being resumed, from what the store kept.
+pub fn reattach(root: &Path, mode: WorkspaceMode, scratch: &Path) -> WorkDirs {
+    match mode {
+        WorkspaceMode::Copy => WorkDirs {
+            work: scratch.join("work"),
+            baseline: root.to_path_buf(),
+            scratch: scratch.to_path_buf(),
+        },
+        WorkspaceMode::InPlace => WorkDirs {
+            work: root.to_path_buf(),
+            baseline: scratch.join("baseline"),
+            scratch: scratch.to_path_buf(),
+        },
+    }
+}
+
+fn walker(root: &Path) -> ignore::Walk {
+    ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .git_ignore(true)
+        .git_exclude(false)
+        .git_global(false)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .build()
+}
+
+/// Copies `src` into `dst` (which must not exist). With `tracked_only`, ignored files
+/// and `.git` are skipped; otherwise everything is copied. Symlinks are recreated, never
+/// followed; special files are skipped.
+pub fn copy_tree(src: &Path, dst: &Path, tracked_only: bool) -> io::Result<()> {
+    fs::create_dir_all(dst)?;
+    if tracked_only {
+        for entry in walker(src) {
+            let entry = entry.map_err(io::Error::other)?;
+            let rel = match entry.path().strip_prefix(src) {
+                Ok(r) if !r.as_os_str().is_empty() => r.to_path_buf(),
+                _ => continue,
+            };
+            copy_entry(entry.path(), &dst.join(rel))?;
+        }
+        return Ok(());
+    }
+    copy_all(src, dst)
+}
+
+fn copy_all(src: &Path, dst: &Path) -> io::Result<()> {
+    for entry in fs::read_dir(src)? {
+        let entry = entry?;
+        let to = dst.join(entry.file_name());
+        let ft = entry.file_type()?;
+        if ft.is_dir() {
+            fs::create_dir(&to)?;
+            copy_all(&entry.path(), &to)?;
+        } else {
+            copy_entry(&entry.path(), &to)?;
+        }
+    }
+    Ok(())
+}
+
+fn copy_entry(from: &Path, to: &Path) -> io::Result<()> {
+    let meta = fs::symlink_metadata(from)?;
+    let ft = meta.file_type();
+    if ft.is_dir() {
+        fs::create_dir_all(to)
+    } else if ft.is_symlink() {
+        std::os::unix::fs::symlink(fs::read_link(from)?, to)
+    } else if ft.is_file() {
+        fs::copy(from, to).map(|_| ())
+    } else {
+        Ok(())
+    }
+}
+
+enum Node {
+    File(Vec<u8>),
+    Link(PathBuf),
+    TooLarge(u64),
+}
+
+fn snapshot(root: &Path) -> io::Result<std::collections::BTreeMap<String, Node>> {
+    let mut out = std::collections::BTreeMap::new();
+    if !root.exists() {
+        return Ok(out);
+    }
+    for entry in walker(root) {
+        let entry = entry.map_err(io::Error::other)?;
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        if rel.as_os_str().is_empty() {
+            continue;
+        }
+        let meta = fs::symlink_metadata(entry.path())?;
+        let key = rel.to_string_lossy().replace('\\', "/");
+        let node = if meta.file_type().is_symlink() {
+            Node::Link(fs::read_link(entry.path())?)
+        } else if meta.is_file() {
+            if meta.len() > MAX_TEXT_FILE {
+                Node::TooLarge(meta.len())
+            } else {
+                Node::File(fs::read(entry.path())?)
+            }
+        } else {
+            continue;
+        };
+        out.insert(key, node);
+    }
+    Ok(out)
+}
+
+/// The unified diff from `baseline` to `work` (ignored files and `.git` excluded),
+/// bounded to 1 MiB.
+pub fn diff_trees(baseline: &Path, work: &Path) -> io::Result<String> {
+    let before = snapshot(baseline)?;
+    let after = snapshot(work)?;
+    let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut out = String::new();
+    let mut omitted = 0usize;
+    for k in keys {
+        let piece = diff_node(k, before.get(k), after.get(k));
+        if piece.is_empty() {
+            continue;
+        }
+        if out.len() + piece.len() > MAX_DIFF_BYTES {
+            omitted += 1;
+            continue;
+        }
+        out.push_str(&piece);
+    }
+    if omitted > 0 {
+        out.push_str(&format!(
+            "[diff truncated: {omitted} more changed files not shown]\n"
+        ));
+    }
+    Ok(out)
+}
+
+fn text_of(n: Option<&Node>) -> Result<String, String> {
+    match n {
+        None => Ok(String::new()),
+        Some(Node::File(b)) => match std::str::from_utf8(b) {
+            Ok(s) => Ok(s.to_string()),
+            Err(_) => Err("binary".into()),
+        },
+        Some(Node::Link(t)) => Ok(format!("symlink -> {}\n", t.display())),
+        Some(Node::TooLarge(n)) => Err(format!("{n} bytes")),
+    }
+}
+
+fn same(a: &Node, b: &Node) -> bool {
+    match (a, b) {
+        (Node::File(x), Node::File(y)) => x == y,
+        (Node::Link(x), Node::Link(y)) => x == y,
+        _ => false,
+    }
+}
+
+fn diff_node(path: &str, before: Option<&Node>, after: Option<&Node>) -> String {
+    if let (Some(a), Some(b)) = (before, after)
+        && same(a, b)
+    {
+        return String::new();
+    }
+    let old_name = if before.is_some() {
+        format!("a/{path}")
+    } else {
+        "/dev/null".into()
+    };
+    let new_name = if after.is_some() {
+        format!("b/{path}")
+    } else {
+        "/dev/null".into()
+    };
+    match (text_of(before), text_of(after)) {
+        (Ok(a), Ok(b)) => {
+            let d = TextDiff::from_lines(&a, &b);
+            let mut s = format!("diff --harness a/{path} b/{path}\n");
+            s.push_str(
+                &d.unified_diff()
+                    .context_radius(3)
+                    .header(&old_name, &new_name)
+                    .to_string(),
+            );
+            if !s.ends_with('\n') {
+                s.push('\n');
+            }
+            s
+        }
+        _ => format!(
+            "diff --harness a/{path} b/{path}\nBinary or large files {old_name} and {new_name} differ\n"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_shows_changes_additions_deletions_and_skips_ignored() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        for d in [a.path(), b.path()] {
+            fs::write(d.join(".gitignore"), "target/\n").unwrap();
+            fs::create_dir_all(d.join("target")).unwrap();
+        }
+        fs::write(a.path().join("same.txt"), "x\n").unwrap();
+        fs::write(b.path().join("same.txt"), "x\n").unwrap();
+        fs::write(a.path().join("changed.txt"), "one\ntwo\n").unwrap();
+        fs::write(b.path().join("changed.txt"), "one\nthree\n").unwrap();
+        fs::write(a.path().join("gone.txt"), "bye\n").unwrap();
+        fs::write(b.path().join("new.txt"), "hi\n").unwrap();
+        fs::write(b.path().join("target/junk"), "ignored\n").unwrap();
+        let d = diff_trees(a.path(), b.path()).unwrap();
+        assert!(d.contains("-two\n+three"), "{d}");
+        assert!(d.contains("+++ /dev/null") && d.contains("-bye"), "{d}");
+        assert!(d.contains("--- /dev/null") && d.contains("+hi"), "{d}");
+        assert!(!d.contains("same.txt") && !d.contains("junk"), "{d}");
+    }
+
+    #[test]
+    fn copy_keeps_symlinks_as_links() {
+        let src = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), src.path().join("link")).unwrap();
+        fs::create_dir(src.path().join("sub")).unwrap();
+        fs::write(src.path().join("sub/f"), "f").unwrap();
+        let dst = tempfile::tempdir().unwrap();
+        let to = dst.path().join("copy");
+        copy_tree(src.path(), &to, false).unwrap();
+        assert!(
+            fs::symlink_metadata(to.join("link"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(fs::read_to_string(to.join("sub/f")).unwrap(), "f");
+    }
+}

@@ -1,0 +1,83 @@
+//! The tool intent journal: each tool call is written down *before* it runs and
+//! completed after, with the file effects it had. A run killed between the two leaves a
+//! `pending` row, which tells resume exactly which call may have half-happened and what
+//! it was about to touch.
+
+use rusqlite::params;
+
+use super::{
+    Result, Store, StoreError, ToolIntent, ToolIntentRecord, ensure_run, now_ms, write_tx,
+};
+
+impl Store {
+    /// Journals an intent as `pending`; returns its id for [`Store::journal_complete`].
+    pub fn journal_intent(&self, intent: &ToolIntent) -> Result<i64> {
+        let red = self.redactor();
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        ensure_run(&tx, intent.run_id)?;
+        let now = now_ms();
+        tx.execute(
+            "INSERT INTO tool_intents (run_id, step, call_id, tool, input_json, actions_json,
+                                       status, created_at_ms, updated_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?7)",
+            params![
+                intent.run_id,
+                intent.step,
+                red.text(&intent.call_id),
+                red.text(&intent.tool),
+                red.text(&intent.input_json),
+                red.text(&intent.actions_json),
+                now,
+            ],
+        )?;
+        let id = tx.last_insert_rowid();
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Completes an intent: `done` when `ok`, else `failed`, with its file effects.
+    /// Fails with [`StoreError::NoSuchIntent`] for an unknown id.
+    pub fn journal_complete(&self, id: i64, ok: bool, effects_json: &str) -> Result<()> {
+        let red = self.redactor();
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        let status = if ok { "done" } else { "failed" };
+        let changed = tx.execute(
+            "UPDATE tool_intents SET status = ?2, effects_json = ?3, updated_at_ms = ?4
+             WHERE id = ?1",
+            params![id, status, red.text(effects_json), now_ms()],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NoSuchIntent(id));
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The journal of a run, in the order the intents were written.
+    pub fn journal(&self, run_id: i64) -> Result<Vec<ToolIntentRecord>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT id, run_id, step, call_id, tool, input_json, actions_json, status,
+                    effects_json
+             FROM tool_intents WHERE run_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([run_id], |r| {
+            Ok(ToolIntentRecord {
+                id: r.get(0)?,
+                intent: ToolIntent {
+                    run_id: r.get(1)?,
+                    step: r.get(2)?,
+                    call_id: r.get(3)?,
+                    tool: r.get(4)?,
+                    input_json: r.get(5)?,
+                    actions_json: r.get(6)?,
+                },
+                status: r.get(7)?,
+                effects_json: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}

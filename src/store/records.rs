@@ -1,0 +1,195 @@
+//! The records the store writes and reads: plain data, shared with the run loop, the
+//! CLI's `show` and `runs`, and resume.
+
+use serde::{Deserialize, Serialize};
+
+/// One policy decision as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyEvent {
+    /// The run.
+    pub run_id: i64,
+    /// The step.
+    pub step: u32,
+    /// `read`, `write`, `exec`, `net`.
+    pub act: String,
+    /// Path, command or host.
+    pub target: String,
+    /// `allow`, `ask`, `deny`.
+    pub decision: String,
+    /// The rule that decided.
+    pub rule: String,
+    /// Its layer.
+    pub layer: String,
+}
+
+/// What is known of a run when it starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewRun {
+    /// Goal.
+    pub goal: String,
+    /// Workspace root as given.
+    pub root: String,
+    /// Directory the agent actually works in (the copy for `workspace = "copy"`).
+    pub work_dir: String,
+    /// The resolved contract, JSON.
+    pub contract_json: String,
+    /// Provider identity, JSON.
+    pub provider_json: String,
+    /// Parent run for sub-agents.
+    pub parent_run_id: Option<i64>,
+    /// The run's scratch directory (workspace copy or baseline), kept for resume.
+    pub scratch_dir: Option<String>,
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Id.
+    pub id: i64,
+    /// Goal.
+    pub goal: String,
+    /// Workspace root.
+    pub root: String,
+    /// Where the agent worked.
+    pub work_dir: Option<String>,
+    /// `running`, `finished`.
+    pub status: String,
+    /// Outcome name (`success`, `verification_failed`…) once finished.
+    pub outcome: Option<String>,
+    /// Outcome as JSON (with its fields) once finished.
+    pub outcome_json: Option<String>,
+    /// Resolved contract, JSON (absent for runs made by `start_run`).
+    pub contract_json: Option<String>,
+    /// Provider identity, JSON.
+    pub provider_json: Option<String>,
+    /// Parent run.
+    pub parent_run_id: Option<i64>,
+    /// Scratch directory (workspace copy or baseline).
+    pub scratch_dir: Option<String>,
+    /// Unix ms.
+    pub started_at_ms: i64,
+    /// Unix ms.
+    pub finished_at_ms: Option<i64>,
+    /// Committed steps.
+    pub steps: u32,
+    /// Summed usage over committed steps.
+    pub input_tokens: u64,
+    /// Summed.
+    pub output_tokens: u64,
+    /// Summed (steps that did not report count as 0 here; see `steps`).
+    pub cached_input_tokens: u64,
+    /// Summed over steps whose cost is known; `None` when no step's cost is known.
+    pub cost_usd: Option<f64>,
+    /// Steps whose cost is unknown.
+    pub cost_unknown_steps: u32,
+    /// The agent's final message.
+    pub final_message: Option<String>,
+    /// Final unified diff of the workspace.
+    pub diff: Option<String>,
+}
+
+/// One tool call of a step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRecord {
+    /// Provider call id.
+    pub call_id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments, JSON.
+    pub input_json: String,
+    /// What the model was shown.
+    pub output: String,
+    /// Failed or refused.
+    pub is_error: bool,
+    /// Set when refused for crossing the workspace boundary.
+    pub confinement_refusal: Option<String>,
+    /// Wall time.
+    pub duration_ms: u64,
+}
+
+/// One committed step: everything needed to show it and to resume after it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Run.
+    pub run_id: i64,
+    /// 1-based step number.
+    pub step: u32,
+    /// Unix ms.
+    pub started_at_ms: i64,
+    /// Whole step wall time.
+    pub duration_ms: u64,
+    /// Model call wall time.
+    pub model_ms: u64,
+    /// Exact request body (stored content-addressed; identical bodies once).
+    #[serde(skip)]
+    pub request_body: Option<Vec<u8>>,
+    /// SHA-256 hex of the request body, filled by the store.
+    pub request_hash: Option<String>,
+    /// The model's reply: `Completion` content blocks, JSON.
+    pub reply_json: String,
+    /// Messages this step appended to the conversation (reply, tool results,
+    /// verification observation), JSON array of `Message` — replayed by resume.
+    pub messages_json: String,
+    /// Usage, JSON of `Usage`.
+    pub usage_json: String,
+    /// Tokens, summed for run totals.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Cached input tokens.
+    pub cached_input_tokens: Option<u64>,
+    /// Cost when known.
+    pub cost_usd: Option<f64>,
+    /// `reported`, `price_table`, `script`, `unknown`.
+    pub cost_source: String,
+    /// Tool calls.
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// Policy decisions of this step (committed in the same transaction).
+    pub policy_events: Vec<PolicyEvent>,
+    /// Run-loop counters after this step (verify attempts, elapsed ms…), JSON, for
+    /// resume.
+    pub state_json: String,
+}
+
+/// A tool call about to happen: written before it runs, completed after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolIntent {
+    /// Run.
+    pub run_id: i64,
+    /// Step.
+    pub step: u32,
+    /// Provider call id.
+    pub call_id: String,
+    /// Tool name.
+    pub tool: String,
+    /// Arguments, JSON.
+    pub input_json: String,
+    /// Planned actions, JSON.
+    pub actions_json: String,
+}
+
+/// A journal row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolIntentRecord {
+    /// Row id.
+    pub id: i64,
+    /// The intent.
+    pub intent: ToolIntent,
+    /// `pending`, `done`, `failed`.
+    pub status: String,
+    /// File effects (hashes before/after), JSON, once done.
+    pub effects_json: Option<String>,
+}
+
+/// How a run ended, for [`Store::finish_run`](crate::store::Store::finish_run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFinish {
+    /// Outcome name.
+    pub outcome: String,
+    /// Outcome JSON.
+    pub outcome_json: String,
+    /// Final message.
+    pub final_message: Option<String>,
+    /// Final diff.
+    pub diff: Option<String>,
+}

@@ -1,0 +1,154 @@
+//! Runs: creation, the end of a run, and reading runs back with totals computed from
+//! their committed steps (never stored twice, so they cannot disagree).
+
+use rusqlite::{OptionalExtension, Row, params};
+
+use super::{NewRun, Result, RunFinish, RunRecord, Store, StoreError, get_u64, now_ms, write_tx};
+
+/// A run with its step totals. Every step counts once; `SUM(cost_usd)` skips unknown
+/// costs and is NULL when none is known, which is exactly `RunRecord::cost_usd`.
+const RUN_SELECT: &str = "
+SELECT r.id, r.goal, r.root, r.work_dir, r.status, r.outcome, r.outcome_json,
+       r.contract_json, r.provider_json, r.parent_run_id, r.started_at_ms,
+       r.finished_at_ms, r.final_message, r.diff,
+       COUNT(s.id),
+       COALESCE(SUM(s.input_tokens), 0),
+       COALESCE(SUM(s.output_tokens), 0),
+       COALESCE(SUM(s.cached_input_tokens), 0),
+       SUM(s.cost_usd),
+       COALESCE(SUM(s.id IS NOT NULL AND s.cost_usd IS NULL), 0),
+       r.scratch_dir
+FROM runs r LEFT JOIN steps s ON s.run_id = r.id";
+
+impl Store {
+    /// Starts a bare run (seed API): goal and root only, no contract or provider.
+    pub fn start_run(&self, goal: &str, root: &str) -> Result<i64> {
+        let red = self.redactor();
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        tx.execute(
+            "INSERT INTO runs (goal, root, status, started_at_ms) VALUES (?1, ?2, 'running', ?3)",
+            params![red.text(goal), red.text(root), now_ms()],
+        )?;
+        let id = tx.last_insert_rowid();
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Starts a run with its resolved contract and provider identity, so it can be
+    /// resumed from the store alone.
+    ///
+    /// Fails with [`StoreError::NoSuchRun`] if `parent_run_id` names no run.
+    pub fn create_run(&self, run: &NewRun) -> Result<i64> {
+        let red = self.redactor();
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        if let Some(parent) = run.parent_run_id {
+            super::ensure_run(&tx, parent)?;
+        }
+        tx.execute(
+            "INSERT INTO runs (goal, root, work_dir, status, contract_json, provider_json,
+                               parent_run_id, started_at_ms, scratch_dir)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8)",
+            params![
+                red.text(&run.goal),
+                red.text(&run.root),
+                red.text(&run.work_dir),
+                red.text(&run.contract_json),
+                red.text(&run.provider_json),
+                run.parent_run_id,
+                now_ms(),
+                run.scratch_dir.as_deref().map(|d| red.text(d)),
+            ],
+        )?;
+        let id = tx.last_insert_rowid();
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// One run, or `None` if there is no such id.
+    pub fn run(&self, run_id: i64) -> Result<Option<RunRecord>> {
+        let conn = self.conn();
+        let sql = format!("{RUN_SELECT} WHERE r.id = ?1 GROUP BY r.id");
+        Ok(conn.query_row(&sql, [run_id], run_record).optional()?)
+    }
+
+    /// All runs, newest first (ids grow with creation order).
+    pub fn runs(&self) -> Result<Vec<RunRecord>> {
+        let conn = self.conn();
+        let sql = format!("{RUN_SELECT} GROUP BY r.id ORDER BY r.id DESC");
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map([], run_record)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Marks a run finished with its outcome, final message and diff.
+    pub fn finish_run(&self, run_id: i64, fin: &RunFinish) -> Result<()> {
+        let red = self.redactor();
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        let changed = tx.execute(
+            "UPDATE runs SET status = 'finished', outcome = ?2, outcome_json = ?3,
+                             final_message = ?4, diff = ?5, finished_at_ms = ?6
+             WHERE id = ?1",
+            params![
+                run_id,
+                red.text(&fin.outcome),
+                red.text(&fin.outcome_json),
+                red.opt(fin.final_message.as_deref()),
+                red.opt(fin.diff.as_deref()),
+                now_ms(),
+            ],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NoSuchRun(run_id));
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Marks a finished-but-resumable run (awaiting approval, out of budget…) running
+    /// again: clears everything [`Store::finish_run`] set, keeps its steps. Idempotent.
+    pub fn reopen_run(&self, run_id: i64) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        let changed = tx.execute(
+            "UPDATE runs SET status = 'running', outcome = NULL, outcome_json = NULL,
+                             final_message = NULL, diff = NULL, finished_at_ms = NULL
+             WHERE id = ?1",
+            [run_id],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NoSuchRun(run_id));
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+/// Maps a [`RUN_SELECT`] row.
+fn run_record(r: &Row<'_>) -> rusqlite::Result<RunRecord> {
+    Ok(RunRecord {
+        id: r.get(0)?,
+        goal: r.get(1)?,
+        root: r.get(2)?,
+        work_dir: r.get(3)?,
+        status: r.get(4)?,
+        outcome: r.get(5)?,
+        outcome_json: r.get(6)?,
+        contract_json: r.get(7)?,
+        provider_json: r.get(8)?,
+        parent_run_id: r.get(9)?,
+        scratch_dir: r.get(20)?,
+        started_at_ms: r.get(10)?,
+        finished_at_ms: r.get(11)?,
+        final_message: r.get(12)?,
+        diff: r.get(13)?,
+        steps: r.get(14)?,
+        input_tokens: get_u64(r, 15)?,
+        output_tokens: get_u64(r, 16)?,
+        cached_input_tokens: get_u64(r, 17)?,
+        cost_usd: r.get(18)?,
+        cost_unknown_steps: r.get(19)?,
+    })
+}

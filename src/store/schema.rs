@@ -1,0 +1,216 @@
+//! The schema and the migration runner.
+//!
+//! The version lives in `PRAGMA user_version` (0 for a new file). [`MIGRATIONS`] is an
+//! ordered list: entry `i` moves a file from version `i` to `i + 1`. Each entry runs in
+//! its own `IMMEDIATE` transaction together with the version bump, so a migration is
+//! applied entirely or not at all, and two processes opening an old file at once
+//! serialise: the second sees the new version and does nothing. Entries are never edited
+//! once released — a change is a new entry — so every store ever written can be walked
+//! forward to the current layout.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::{Result, StoreError};
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Migrations in order; `MIGRATIONS[i]` takes version `i` to `i + 1`.
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+
+/// Version 2: the run's scratch directory (its workspace copy or baseline), so a resumed
+/// run diffs against the same baseline.
+const V2: &str = "ALTER TABLE runs ADD COLUMN scratch_dir TEXT;";
+
+/// Version 1: runs, steps with their tool calls, content-addressed blobs, the tool
+/// intent journal, sandbox and policy events.
+const V1: &str = "
+CREATE TABLE runs (
+    id              INTEGER PRIMARY KEY,
+    goal            TEXT NOT NULL,
+    root            TEXT NOT NULL,
+    work_dir        TEXT,
+    status          TEXT NOT NULL CHECK (status IN ('running', 'finished')),
+    outcome         TEXT,
+    outcome_json    TEXT,
+    contract_json   TEXT,
+    provider_json   TEXT,
+    parent_run_id   INTEGER REFERENCES runs(id),
+    started_at_ms   INTEGER NOT NULL,
+    finished_at_ms  INTEGER,
+    final_message   TEXT,
+    diff            TEXT
+);
+CREATE INDEX runs_parent ON runs(parent_run_id);
+
+CREATE TABLE blobs (
+    hash  TEXT PRIMARY KEY,
+    bytes BLOB NOT NULL,
+    size  INTEGER NOT NULL
+);
+
+CREATE TABLE steps (
+    id                  INTEGER PRIMARY KEY,
+    run_id              INTEGER NOT NULL REFERENCES runs(id),
+    step                INTEGER NOT NULL,
+    started_at_ms       INTEGER NOT NULL,
+    duration_ms         INTEGER NOT NULL,
+    model_ms            INTEGER NOT NULL,
+    request_hash        TEXT REFERENCES blobs(hash),
+    reply_json          TEXT NOT NULL,
+    messages_json       TEXT NOT NULL,
+    usage_json          TEXT NOT NULL,
+    input_tokens        INTEGER NOT NULL,
+    output_tokens       INTEGER NOT NULL,
+    cached_input_tokens INTEGER,
+    cost_usd            REAL,
+    cost_source         TEXT NOT NULL,
+    state_json          TEXT NOT NULL,
+    UNIQUE (run_id, step)
+);
+
+CREATE TABLE tool_calls (
+    id                  INTEGER PRIMARY KEY,
+    run_id              INTEGER NOT NULL,
+    step                INTEGER NOT NULL,
+    seq                 INTEGER NOT NULL,
+    call_id             TEXT NOT NULL,
+    name                TEXT NOT NULL,
+    input_json          TEXT NOT NULL,
+    output              TEXT NOT NULL,
+    is_error            INTEGER NOT NULL CHECK (is_error IN (0, 1)),
+    confinement_refusal TEXT,
+    duration_ms         INTEGER NOT NULL,
+    UNIQUE (run_id, step, seq),
+    FOREIGN KEY (run_id, step) REFERENCES steps(run_id, step)
+);
+
+CREATE TABLE tool_intents (
+    id             INTEGER PRIMARY KEY,
+    run_id         INTEGER NOT NULL REFERENCES runs(id),
+    step           INTEGER NOT NULL,
+    call_id        TEXT NOT NULL,
+    tool           TEXT NOT NULL,
+    input_json     TEXT NOT NULL,
+    actions_json   TEXT NOT NULL,
+    status         TEXT NOT NULL CHECK (status IN ('pending', 'done', 'failed')),
+    effects_json   TEXT,
+    created_at_ms  INTEGER NOT NULL,
+    updated_at_ms  INTEGER NOT NULL
+);
+CREATE INDEX tool_intents_run ON tool_intents(run_id);
+
+CREATE TABLE sandbox_events (
+    id      INTEGER PRIMARY KEY,
+    run_id  INTEGER NOT NULL REFERENCES runs(id),
+    step    INTEGER NOT NULL,
+    kind    TEXT NOT NULL,
+    backend TEXT,
+    detail  TEXT,
+    at_ms   INTEGER NOT NULL
+);
+CREATE INDEX sandbox_events_run ON sandbox_events(run_id);
+
+CREATE TABLE policy_events (
+    id       INTEGER PRIMARY KEY,
+    run_id   INTEGER NOT NULL REFERENCES runs(id),
+    step     INTEGER NOT NULL,
+    act      TEXT NOT NULL,
+    target   TEXT NOT NULL,
+    decision TEXT NOT NULL,
+    rule     TEXT NOT NULL,
+    layer    TEXT NOT NULL,
+    at_ms    INTEGER NOT NULL
+);
+CREATE INDEX policy_events_run ON policy_events(run_id, step);
+";
+
+/// The version recorded in the file.
+pub(crate) fn version(conn: &Connection) -> Result<u32> {
+    Ok(conn.pragma_query_value(None, "user_version", |r| r.get(0))?)
+}
+
+/// Brings the file up to `migrations.len()`, one transaction per migration.
+/// Returns the version the file is at afterwards.
+pub(crate) fn migrate(conn: &mut Connection, migrations: &[&str]) -> Result<u32> {
+    let supported = migrations.len() as u32;
+    loop {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let found = version(&tx)?;
+        if found > supported {
+            return Err(StoreError::TooNew { found, supported });
+        }
+        if found == supported {
+            tx.commit()?;
+            return Ok(found);
+        }
+        tx.execute_batch(migrations[found as usize])?;
+        tx.pragma_update(None, "user_version", found + 1)?;
+        tx.commit()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V2_TEST: &str = "ALTER TABLE runs ADD COLUMN label TEXT NOT NULL DEFAULT 'none';
+         CREATE TABLE notes (id INTEGER PRIMARY KEY, run_id INTEGER REFERENCES runs(id));";
+
+    fn v1_with_a_run() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        assert_eq!(migrate(&mut conn, MIGRATIONS).unwrap(), 1);
+        conn.execute(
+            "INSERT INTO runs (goal, root, status, started_at_ms) VALUES ('g', '/r', 'running', 5)",
+            [],
+        )
+        .unwrap();
+        conn
+    }
+
+    #[test]
+    fn a_v2_migration_moves_a_v1_file_forward_keeping_its_rows() {
+        let mut conn = v1_with_a_run();
+        assert_eq!(migrate(&mut conn, &[V1, V2_TEST]).unwrap(), 2);
+        assert_eq!(version(&conn).unwrap(), 2);
+        let (goal, label): (String, String) = conn
+            .query_row("SELECT goal, label FROM runs", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((goal.as_str(), label.as_str()), ("g", "none"));
+        conn.execute("INSERT INTO notes (run_id) VALUES (1)", [])
+            .unwrap();
+        // Running again is a no-op.
+        assert_eq!(migrate(&mut conn, &[V1, V2_TEST]).unwrap(), 2);
+    }
+
+    #[test]
+    fn a_failing_migration_leaves_the_file_at_its_old_version() {
+        let mut conn = v1_with_a_run();
+        let broken = "ALTER TABLE runs ADD COLUMN x TEXT; THIS IS NOT SQL;";
+        assert!(migrate(&mut conn, &[V1, broken]).is_err());
+        assert_eq!(version(&conn).unwrap(), 1);
+        // The first half of the broken step was rolled back with it.
+        let cols: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'x'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(cols, 0);
+    }
+
+    #[test]
+    fn a_newer_file_is_refused() {
+        let mut conn = v1_with_a_run();
+        migrate(&mut conn, &[V1, V2_TEST]).unwrap();
+        match migrate(&mut conn, MIGRATIONS) {
+            Err(StoreError::TooNew { found, supported }) => {
+                assert_eq!((found, supported), (2, SCHEMA_VERSION));
+            }
+            other => panic!("expected TooNew, got {other:?}"),
+        }
+    }
+}

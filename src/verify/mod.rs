@@ -1,0 +1,161 @@
+//! Execution-based verification: the criteria of a contract checked against the
+//! workspace the agent produced.
+//!
+//! Content checks read through the confined [`Workspace`](crate::tools::Workspace), so a
+//! symlink the agent planted cannot point a check at a file outside the workspace.
+//! Command gates run a program without a shell in the workspace root with a wall-clock
+//! limit; a timeout, a signal or a missing program never passes.
+
+mod command;
+mod output;
+
+use std::path::Path;
+
+use crate::contract::Verification;
+use crate::tools::{ToolError, Workspace};
+
+pub use command::{CommandGate, CommandStatus};
+pub use output::BoundedOutput;
+
+/// The result of one criterion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CriterionResult {
+    /// The criterion's label (`command cargo test`…).
+    pub label: String,
+    /// Whether it passed.
+    pub passed: bool,
+    /// Why, in a sentence or two, for the model and the record.
+    pub summary: String,
+    /// A command gate's bounded output (head and tail kept, size stated).
+    pub output: Option<String>,
+}
+
+/// The result of checking every criterion of a contract.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// One result per criterion, in contract order.
+    pub results: Vec<CriterionResult>,
+}
+
+impl VerifyReport {
+    /// All criteria passed (and there was at least one).
+    pub fn passed(&self) -> bool {
+        !self.results.is_empty() && self.results.iter().all(|r| r.passed)
+    }
+
+    /// Labels of the criteria that failed.
+    pub fn failed_labels(&self) -> Vec<String> {
+        self.results
+            .iter()
+            .filter(|r| !r.passed)
+            .map(|r| r.label.clone())
+            .collect()
+    }
+
+    /// The observation shown to the model after a failed verification.
+    pub fn observation(&self) -> String {
+        let mut s = String::from("Verification failed. The task is not done yet.\n");
+        for r in &self.results {
+            let mark = if r.passed { "PASS" } else { "FAIL" };
+            s.push_str(&format!("[{mark}] {}: {}\n", r.label, r.summary));
+            if !r.passed
+                && let Some(out) = &r.output
+            {
+                s.push_str("output:\n");
+                s.push_str(out);
+                if !out.ends_with('\n') {
+                    s.push('\n');
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Checks every criterion (all are run, so the model learns of every failure at once).
+pub async fn check(criteria: &[Verification], workspace: &Workspace) -> VerifyReport {
+    let mut results = Vec::with_capacity(criteria.len());
+    for c in criteria {
+        results.push(check_one(c, workspace).await);
+    }
+    VerifyReport { results }
+}
+
+async fn check_one(c: &Verification, ws: &Workspace) -> CriterionResult {
+    let label = c.label();
+    match c {
+        Verification::FileContains { file, needle } => content_check(label, ws, file, |text| {
+            if text.contains(needle.as_str()) {
+                (
+                    true,
+                    format!("{} contains the expected text", file.display()),
+                )
+            } else {
+                (
+                    false,
+                    format!("{} does not contain {needle:?}", file.display()),
+                )
+            }
+        }),
+        Verification::FileEquals { file, content } => content_check(label, ws, file, |text| {
+            if text == content.as_str() {
+                (true, format!("{} has the expected content", file.display()))
+            } else {
+                (
+                    false,
+                    format!(
+                        "{} differs from the expected content ({} bytes, expected {})",
+                        file.display(),
+                        text.len(),
+                        content.len()
+                    ),
+                )
+            }
+        }),
+        Verification::Command {
+            argv,
+            expect_exit,
+            timeout,
+        } => {
+            let gate = CommandGate {
+                argv: argv.clone(),
+                workdir: ws.root().to_path_buf(),
+                timeout: *timeout,
+                output_limit: output::DEFAULT_LIMIT,
+            };
+            let run = gate.run().await;
+            let passed = matches!(run.status, CommandStatus::Exited(code) if code == *expect_exit);
+            let summary = match &run.status {
+                CommandStatus::Exited(code) if passed => format!("exited {code} as expected"),
+                CommandStatus::Exited(code) => format!("exited {code}, expected {expect_exit}"),
+                other => other.to_string(),
+            };
+            CriterionResult {
+                label,
+                passed,
+                summary,
+                output: (!passed).then(|| run.output.render()),
+            }
+        }
+    }
+}
+
+fn content_check(
+    label: String,
+    ws: &Workspace,
+    file: &Path,
+    judge: impl FnOnce(&str) -> (bool, String),
+) -> CriterionResult {
+    let rel = file.to_string_lossy();
+    let (passed, summary) = match ws.read(&rel) {
+        Ok(bytes) => judge(&String::from_utf8_lossy(&bytes)),
+        Err(ToolError::NotFound(_)) => (false, format!("{} does not exist", file.display())),
+        Err(e) => (false, format!("cannot read: {e}")),
+    };
+    CriterionResult {
+        label,
+        passed,
+        summary,
+        output: None,
+    }
+}

@@ -1,0 +1,257 @@
+//! The `io-harness` binary as an operator uses it, in isolated temp dirs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_io-harness"));
+    c.env_remove("IO_HARNESS_STORE")
+        .env_remove("IO_HARNESS_FAILPOINT")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENROUTER_API_KEY");
+    c
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn store(&self) -> PathBuf {
+        self.path().join("store.db")
+    }
+    fn cmd(&self, args: &[&str]) -> Output {
+        bin()
+            .args(args)
+            .env("XDG_CACHE_HOME", self.path().join("cache"))
+            .env("XDG_DATA_HOME", self.path().join("data"))
+            .env("IO_HARNESS_STORE", self.store())
+            .output()
+            .unwrap()
+    }
+    fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn quickstart_runs_offline_to_success_and_show_tells_the_story() {
+    let f = Fixture::new();
+    let task = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart/task.toml");
+    let out = f.cmd(&["run", task.to_str().unwrap(), "--json"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        text(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = lines.iter().filter_map(|v| v["event"].as_str()).collect();
+    for k in [
+        "run_started",
+        "step_started",
+        "model_replied",
+        "tool_called",
+        "tool_finished",
+        "policy_decision",
+        "verified",
+        "step_committed",
+        "finished",
+    ] {
+        assert!(kinds.contains(&k), "missing event {k}: {kinds:?}");
+    }
+    let result = &lines.last().unwrap()["result"];
+    assert_eq!(result["outcome"]["outcome"], "success");
+    assert_eq!(result["steps"], 6);
+    assert!(
+        result["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+        .filter(|part| !part.trim().is_empty())")
+    );
+    // One failed verification fed back, then a pass.
+    let verdicts: Vec<bool> = lines
+        .iter()
+        .filter(|v| v["event"] == "verified")
+        .map(|v| v["passed"].as_bool().unwrap())
+        .collect();
+    assert_eq!(verdicts, [false, true]);
+    // The example itself is untouched: the run worked on a copy.
+    let original = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart/project/src/lib.rs"),
+    )
+    .unwrap();
+    assert!(!original.contains(".filter("));
+
+    let run_id = result["run_id"].as_i64().unwrap().to_string();
+    let show = f.cmd(&["show", &run_id]);
+    let s = text(&show.stdout);
+    assert_eq!(show.status.code(), Some(0), "{}", text(&show.stderr));
+    for needle in [
+        "step 6",
+        "tool edit_file",
+        "Verification failed",
+        "final message",
+        "diff:",
+        "outcome",
+    ] {
+        assert!(s.contains(needle), "show lacks {needle:?}:\n{s}");
+    }
+    let runs = f.cmd(&["runs", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap();
+    assert_eq!(v[0]["outcome"], "success");
+    let show_json = f.cmd(&["show", &run_id, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&show_json.stdout).unwrap();
+    assert_eq!(v["steps"].as_array().unwrap().len(), 6);
+}
+
+#[test]
+fn malformed_task_exits_2_naming_file_line_and_key() {
+    let f = Fixture::new();
+    let task = f.write(
+        "t/task.toml",
+        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_stepz = 4\n",
+    );
+    let out = f.cmd(&["run", task.to_str().unwrap(), "--provider", "openai"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("task.toml:5") && err.contains("max_stepz"),
+        "{err}"
+    );
+    assert!(!f.store().exists(), "nothing ran, nothing was stored");
+}
+
+#[test]
+fn missing_provider_key_is_a_usage_error() {
+    let f = Fixture::new();
+    let task = f.write(
+        "t/task.toml",
+        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n",
+    );
+    let out = f.cmd(&[
+        "run",
+        task.to_str().unwrap(),
+        "--provider",
+        "anthropic",
+        "--model",
+        "claude-sonnet-4-5",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("ANTHROPIC_API_KEY"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn verification_failure_exits_1() {
+    let f = Fixture::new();
+    f.write("t/ws/a.txt", "a\n");
+    f.write(
+        "t/script.jsonl",
+        "{\"text\": \"done\"}\n{\"text\": \"done\"}\n",
+    );
+    let task = f.write(
+        "t/task.toml",
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"a.txt\", needle = \"b\" }\nmax_attempts = 2\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    );
+    let out = f.cmd(&["run", task.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("verification_failed"));
+}
+
+/// A run killed between its tools and its commit resumes without applying the
+/// interrupted step's edit twice.
+#[test]
+fn killed_mid_step_resumes_without_double_applying() {
+    let f = Fixture::new();
+    f.write("t/ws/counter.txt", "count = 1\n");
+    let script = [
+        r#"{"tool_calls": [{"name": "read_file", "input": {"path": "counter.txt"}}]}"#,
+        r#"{"tool_calls": [{"name": "edit_file", "input": {"path": "counter.txt", "old": "count = 1", "new": "count = 2"}}]}"#,
+        r#"{"text": "bumped"}"#,
+    ];
+    f.write("t/script.jsonl", &(script.join("\n") + "\n"));
+    let task = f.write(
+        "t/task.toml",
+        "goal = \"bump\"\nroot = \"ws\"\n[verify]\nfile_equals = { file = \"counter.txt\", content = \"count = 2\\n\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    );
+    let out = bin()
+        .args(["run", task.to_str().unwrap(), "--json"])
+        .env("IO_HARNESS_STORE", f.store())
+        .env("XDG_CACHE_HOME", f.path().join("cache"))
+        .env("IO_HARNESS_FAILPOINT", "step.before_commit:2")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        None,
+        "aborted by the failpoint: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.path().join("t/ws/counter.txt")).unwrap(),
+        "count = 2\n"
+    );
+
+    let runs: serde_json::Value =
+        serde_json::from_slice(&f.cmd(&["runs", "--json"]).stdout).unwrap();
+    assert_eq!(runs[0]["status"], "running");
+    assert_eq!(runs[0]["steps"], 1);
+    let id = runs[0]["id"].as_i64().unwrap().to_string();
+
+    let out = f.cmd(&["resume", &id, "--json"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.path().join("t/ws/counter.txt")).unwrap(),
+        "count = 2\n"
+    );
+    let show: serde_json::Value =
+        serde_json::from_slice(&f.cmd(&["show", &id, "--json"]).stdout).unwrap();
+    let step2 = &show["steps"][1]["tool_calls"][0];
+    assert_eq!(step2["is_error"], false, "{step2}");
+    assert!(
+        step2["output"]
+            .as_str()
+            .unwrap()
+            .contains("already applied"),
+        "{step2}"
+    );
+}
+
+#[test]
+fn unknown_run_is_a_usage_error() {
+    let f = Fixture::new();
+    let out = f.cmd(&["show", "999"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = f.cmd(&["resume", "999"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}

@@ -130,10 +130,10 @@ impl HttpClient {
 
     /// `e` with the API key replaced wherever it appears in the message.
     pub(crate) fn redact(&self, mut e: ProviderError) -> ProviderError {
-        if let Some(key) = self.cfg.key() {
-            if e.message.contains(key) {
-                e.message = e.message.replace(key, "[REDACTED]");
-            }
+        if let Some(key) = self.cfg.key()
+            && e.message.contains(key)
+        {
+            e.message = e.message.replace(key, "[REDACTED]");
         }
         e
     }

@@ -74,6 +74,9 @@ impl SseParser {
         mut chunk: &[u8],
         out: &mut Vec<SseEvent>,
     ) -> Result<(), SseError> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
         if self.after_cr {
             self.after_cr = false;
             if let Some(rest) = chunk.strip_prefix(b"\n") {

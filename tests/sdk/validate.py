@@ -48,18 +48,35 @@ def forbid_extra_everywhere(tp, seen):
         forbid_extra_everywhere(arg, seen)
 
 
-def drain(value):
-    """Consumes the lazy iterators pydantic returns for `Iterable[...]` fields: their
-    items are validated only when iterated, so an error hides until then."""
-    if isinstance(value, dict):
-        for v in value.values():
-            drain(v)
+class UnknownKeys(ValueError):
+    """Keys that only a lenient response model accepted."""
+
+
+def drain(value, path="body"):
+    """Walks a validated body, for two things pydantic leaves unchecked.
+
+    * The lazy iterators it returns for `Iterable[...]` fields: their items are
+      validated only when iterated, so an error hides until then.
+    * Response models: some params also accept the SDK's response classes (the
+      Anthropic content blocks), pydantic models that allow unknown keys. A dict that
+      no TypedDict took but such a model did had unknown keys; they are in its
+      `model_extra`.
+    """
+    if isinstance(value, pydantic.BaseModel):
+        if value.model_extra:
+            keys = ", ".join(repr(k) for k in sorted(value.model_extra))
+            raise UnknownKeys(f"offending key(s): {keys} (at {path})")
+        for name in type(value).model_fields:
+            drain(getattr(value, name), f"{path}.{name}")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            drain(v, f"{path}.{k}")
     elif isinstance(value, (list, tuple)):
-        for v in value:
-            drain(v)
+        for i, v in enumerate(value):
+            drain(v, f"{path}.{i}")
     elif hasattr(value, "__next__"):
-        for v in value:
-            drain(v)
+        for i, v in enumerate(value):
+            drain(v, f"{path}.{i}")
 
 
 OPENROUTER_USAGE = {"include"}
@@ -123,6 +140,9 @@ def main():
         except pydantic.ValidationError as err:
             failures += 1
             print(f"line {lineno} ({item['api']}): invalid body\n{describe(err)}", file=sys.stderr)
+        except UnknownKeys as err:
+            failures += 1
+            print(f"line {lineno} ({item['api']}): invalid body\n{err}", file=sys.stderr)
         except (ValueError, KeyError, TypeError) as err:
             failures += 1
             print(f"line {lineno}: {err!r}", file=sys.stderr)

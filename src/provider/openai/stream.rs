@@ -189,10 +189,10 @@ impl Assembler {
             self.calls.len() - 1
         });
         let call = &mut self.calls[pos];
-        if let Some(id) = id {
-            if call.id.is_empty() {
-                call.id = id;
-            }
+        if let Some(id) = id
+            && call.id.is_empty()
+        {
+            call.id = id;
         }
         if let Some(f) = d.function {
             merge_name(&mut call.name, f.name.as_deref().unwrap_or(""));

@@ -6,27 +6,28 @@
 //! * **No redirects.** A model API never redirects a POST; following one would send
 //!   the API key to wherever the `Location` points. A 3xx is an error of kind
 //!   `Request` that names the target.
-//! * **Two timeouts.** `connect_timeout` bounds connecting *and* waiting for the
-//!   response headers; `idle_timeout` bounds the silence between two body chunks (a
-//!   stream may legitimately run for minutes, but not stall). No overall deadline: the
-//!   run's time budget owns that.
+//! * **Two timeouts.** `connect_timeout` bounds connecting (a failure there is
+//!   `Transport`, like a refused connection) *and* waiting for the response headers
+//!   (`Timeout`); `idle_timeout` bounds the silence between two body chunks
+//!   (`Timeout`: a stream may legitimately run for minutes, but not stall). No
+//!   overall deadline: the run's time budget owns that.
 //! * **No secret in an error.** Every message built from a server's words or a
 //!   transport error passes through [`HttpClient::redact`], which replaces the exact
 //!   API key wherever it appears.
 
+mod reader;
 mod status;
 
-use std::collections::VecDeque;
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 
+pub(crate) use reader::EventReader;
 pub(crate) use status::classify_error_object;
 use status::{classify_status, retry_after};
 
 use super::error::{ProviderError, ProviderErrorKind};
 use super::price::PriceTable;
-use super::sse::{SseEvent, SseParser};
 
 /// What every HTTP provider needs.
 #[derive(Debug, Clone)]
@@ -157,7 +158,9 @@ impl HttpClient {
                 return Err(self.error(ProviderErrorKind::Timeout, msg));
             }
             Ok(Err(e)) => {
-                let kind = if e.is_timeout() {
+                // A connection that could not be made (refused, DNS, TLS, or reqwest's
+                // own connect timeout) is Transport; only a slow answer is Timeout.
+                let kind = if e.is_timeout() && !e.is_connect() {
                     ProviderErrorKind::Timeout
                 } else {
                     ProviderErrorKind::Transport
@@ -181,15 +184,11 @@ impl HttpClient {
         if !content_type.is_empty() && !content_type.starts_with("text/event-stream") {
             return Err(self.not_a_stream(response, content_type).await);
         }
-        Ok(EventReader {
+        Ok(EventReader::new(
             response,
-            parser: SseParser::new(),
-            queue: VecDeque::new(),
-            idle: self.cfg.idle_timeout,
-            provider: self.provider,
-            tail: None,
-            ended: false,
-        })
+            self.cfg.idle_timeout,
+            self.provider,
+        ))
     }
 
     fn with_status(&self, kind: ProviderErrorKind, status: u16, message: String) -> ProviderError {
@@ -299,84 +298,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     out
-}
-
-/// The events of a streaming reply, read chunk by chunk under the idle timeout.
-#[derive(Debug)]
-pub(crate) struct EventReader {
-    response: reqwest::Response,
-    parser: SseParser,
-    queue: VecDeque<SseEvent>,
-    idle: Duration,
-    provider: &'static str,
-    tail: Option<&'static str>,
-    ended: bool,
-}
-
-impl EventReader {
-    /// The next event; `None` when the body has ended.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: a chunk is parsed in full before any await, so dropping the future
-    /// loses nothing already received.
-    pub(crate) async fn next(&mut self) -> Result<Option<SseEvent>, ProviderError> {
-        loop {
-            if let Some(e) = self.queue.pop_front() {
-                return Ok(Some(e));
-            }
-            if self.ended {
-                return Ok(None);
-            }
-            match tokio::time::timeout(self.idle, self.response.chunk()).await {
-                Err(_) => {
-                    let msg = format!("no data for {:?} (idle timeout between chunks)", self.idle);
-                    return Err(ProviderError::new(
-                        ProviderErrorKind::Timeout,
-                        self.provider,
-                        msg,
-                    ));
-                }
-                Ok(Err(e)) => {
-                    let msg = format!("the stream broke: {}", error_chain(&e));
-                    return Err(ProviderError::new(
-                        ProviderErrorKind::Transport,
-                        self.provider,
-                        msg,
-                    ));
-                }
-                Ok(Ok(None)) => {
-                    self.ended = true;
-                    self.tail = self.parser.finish();
-                }
-                Ok(Ok(Some(chunk))) => {
-                    let mut events = Vec::new();
-                    self.parser.push(&chunk, &mut events).map_err(|e| {
-                        ProviderError::new(
-                            ProviderErrorKind::Malformed,
-                            self.provider,
-                            e.to_string(),
-                        )
-                    })?;
-                    self.queue.extend(events);
-                }
-            }
-        }
-    }
-
-    /// The error for a body that ended before the protocol's `terminator`.
-    ///
-    /// Kind `Transport`, not `Malformed`: everything received parsed, the reply is
-    /// only incomplete, which is what a connection cut by a proxy or a restarting
-    /// server looks like, and a second attempt usually succeeds. `Malformed` is kept
-    /// for replies that are wrong in themselves, which retrying would not fix.
-    pub(crate) fn cut_short(&self, terminator: &str) -> ProviderError {
-        let tail = self
-            .tail
-            .map(|t| format!(", leaving {t}"))
-            .unwrap_or_default();
-        let msg = format!("the stream ended before {terminator}{tail}");
-        ProviderError::new(ProviderErrorKind::Transport, self.provider, msg)
-    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 use io_harness::provider::{Anthropic, ContentBlock, CostSource, Provider, StopReason};
 use serde_json::json;
 
-use super::fake_server::{FakeServer, Reply, every, whole};
+use std::time::Duration;
+
+use super::fake_server::{FakeServer, Reply, awkward, every, whole};
 use super::{KEY, anthropic_stream, anthropic_text, config, fixtures, message_start};
 
 #[tokio::test]
@@ -40,13 +42,22 @@ async fn anthropic_streams_thinking_text_and_tool_use() {
         json!({"type": "message_stop"}),
     ]);
     let sse = anthropic_stream(&events).replace('\n', "\r\n");
-    let server = FakeServer::start(vec![Reply::sse(every(&sse, 7))]).await;
+    let replies = vec![
+        Reply::sse(every(&sse, 7)),
+        Reply::sse(awkward(&sse)).paced(Duration::from_millis(1)),
+    ];
+    let server = FakeServer::start(replies).await;
     let p = Anthropic::new(config(&server.url(), "claude-sonnet-4-5")).unwrap();
     let mut request = fixtures::with_tools();
     request.model = "claude-sonnet-4-5".into();
     let turn = p.complete(&request).await.unwrap();
+    assert_eq!(
+        p.complete(&request).await.unwrap(),
+        turn,
+        "the same turn however the bytes are cut"
+    );
 
-    let sent = server.only_request();
+    let sent = server.requests().remove(0);
     assert_eq!(
         (sent.method.as_str(), sent.path.as_str()),
         ("POST", "/v1/messages")

@@ -48,7 +48,7 @@ impl Reply {
             ],
             pieces,
             chunked: true,
-            delay: Duration::from_millis(1),
+            delay: Duration::ZERO,
             end: End::Complete,
         }
     }
@@ -69,6 +69,13 @@ impl Reply {
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Waits `delay` before each piece, so the client most likely reads each one on
+    /// its own (nothing depends on it: the result must be the same either way).
+    pub fn paced(mut self, delay: Duration) -> Self {
+        self.delay = delay;
         self
     }
 
@@ -299,4 +306,23 @@ pub fn every(text: &str, n: usize) -> Vec<Vec<u8>> {
 /// `text` as one piece.
 pub fn whole(text: &str) -> Vec<Vec<u8>> {
     vec![text.as_bytes().to_vec()]
+}
+
+/// `text` cut at the awkward places: inside every `data` field name, between every
+/// `\r` and `\n`, and after the first byte of every multi-byte character.
+pub fn awkward(text: &str) -> Vec<Vec<u8>> {
+    let bytes = text.as_bytes();
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for i in 0..bytes.len() {
+        let cut = bytes[i] == b'\r'
+            || bytes[i] >= 0xC0
+            || (bytes[i..].starts_with(b"ta:") && i >= 2 && &bytes[i - 2..i] == b"da");
+        if cut {
+            pieces.push(bytes[start..=i].to_vec());
+            start = i + 1;
+        }
+    }
+    pieces.push(bytes[start..].to_vec());
+    pieces
 }

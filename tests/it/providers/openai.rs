@@ -3,7 +3,9 @@
 use io_harness::provider::{ContentBlock, CostSource, OpenAi, Provider, StopReason};
 use serde_json::json;
 
-use super::fake_server::{FakeServer, Reply, every, whole};
+use std::time::Duration;
+
+use super::fake_server::{FakeServer, Reply, awkward, every, whole};
 use super::{KEY, config, delta, fixtures, openai_stream, openai_text, usage_chunk};
 
 #[tokio::test]
@@ -80,7 +82,8 @@ async fn openai_streams_text_with_bearer_auth_usage_and_price() {
 /// The arguments text is cut every 3 characters (inside strings, escapes and
 /// `\u` sequences), the id and name arrive late and are repeated, fields are
 /// `null`, the stream uses CRLF with keepalive comments, and the bytes on the wire
-/// are cut every 5 bytes (inside `data:` lines, characters and CRLFs).
+/// are cut every 5 bytes, then at each awkward place (inside `data:`, characters
+/// and CRLFs) with a pause before each piece.
 #[tokio::test]
 async fn openai_assembles_tool_calls_cut_anywhere() {
     let args = r#"{"path": "src/caf\u00e9.rs", "note": "say \"hi\" \ud83d\ude00 ü"}"#;
@@ -112,9 +115,18 @@ async fn openai_assembles_tool_calls_cut_anywhere() {
     let sse = openai_stream(&chunks)
         .replace("\n\n", "\r\n: keepalive\r\n\r\n")
         .replace("data: {\"id\"", ":\r\ndata: {\"id\"");
-    let server = FakeServer::start(vec![Reply::sse(every(&sse, 5))]).await;
+    let replies = vec![
+        Reply::sse(every(&sse, 5)),
+        Reply::sse(awkward(&sse)).paced(Duration::from_millis(1)),
+    ];
+    let server = FakeServer::start(replies).await;
     let p = OpenAi::new(config(&format!("{}/v1", server.url()), "gpt-4o-mini")).unwrap();
     let turn = p.complete(&fixtures::with_tools()).await.unwrap();
+    let again = p.complete(&fixtures::with_tools()).await.unwrap();
+    assert_eq!(
+        turn, again,
+        "cut every 5 bytes or at each awkward place, the same turn"
+    );
 
     assert_eq!(
         turn.content,

@@ -87,35 +87,40 @@ async fn sdk_accepts_every_request_body() {
 
 #[test]
 fn sdk_validator_rejects_unknown_keys() {
-    let openai = json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}], "temprature": 0.5});
-    let out = validate(&line("openai", openai));
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("'temprature'"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-
-    let anthropic = json!({"model": "m", "stream": true, "max_tokens": 10,
-        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "colour": "red"}]}]});
-    let out = validate(&line("anthropic", anthropic));
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("'colour'"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-
-    let openrouter = json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}], "usage": {"include": true, "extra": 1}});
-    let out = validate(&line("openrouter", openrouter));
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("extra"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-
-    // And a valid body passes, so the failures above are about the keys.
-    let ok = json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
-    assert!(validate(&line("openai", ok)).status.success());
+    let lines = [
+        line(
+            "openai",
+            json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}], "temprature": 0.5}),
+        ),
+        line(
+            "anthropic",
+            json!({"model": "m", "stream": true, "max_tokens": 10,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "colour": "red"}]}]}),
+        ),
+        line(
+            "openrouter",
+            json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}],
+            "usage": {"include": true, "extra": 1}}),
+        ),
+        // A valid body among them is not reported: the failures are about the keys.
+        line(
+            "openai",
+            json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+        ),
+    ];
+    let out = validate(&lines.concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    for want in [
+        "line 1 (openai)",
+        "'temprature'",
+        "line 2 (anthropic)",
+        "'colour'",
+        "line 3: ",
+        "'extra'",
+        "3 of 4 bodies invalid",
+    ] {
+        assert!(stderr.contains(want), "{want:?} not in:\n{stderr}");
+    }
+    assert!(!stderr.contains("line 4"), "{stderr}");
 }

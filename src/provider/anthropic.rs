@@ -15,7 +15,6 @@ use reqwest::header::{HeaderMap, HeaderName};
 use super::Provider;
 use super::error::{ProviderError, ProviderErrorKind};
 use super::http::{HttpClient, HttpConfig, header_value};
-use super::openai::price;
 use super::types::{Completion, CompletionRequest, ProviderIdentity};
 
 /// The API version this client speaks.
@@ -86,7 +85,7 @@ impl Anthropic {
         }
         let turn = assembler.finish()?;
         Ok(Completion {
-            cost: price(cfg, turn.model.as_deref(), model, &turn.usage),
+            cost: cfg.price(turn.model.as_deref(), model, &turn.usage),
             content: turn.content,
             stop_reason: turn.stop_reason,
             usage: turn.usage,

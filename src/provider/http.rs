@@ -28,6 +28,7 @@ use status::{classify_status, retry_after};
 
 use super::error::{ProviderError, ProviderErrorKind};
 use super::price::PriceTable;
+use super::types::{Cost, Usage};
 
 /// What every HTTP provider needs.
 #[derive(Debug, Clone)]
@@ -66,6 +67,15 @@ impl HttpConfig {
     /// `base_url` joined with `path` (which starts with `/`), with no doubled slash.
     pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url.trim_end_matches('/'))
+    }
+
+    /// The price-table cost of a call: by the model that answered (a dated name
+    /// falls back to its undated one), else by the model asked for, else unknown.
+    pub(crate) fn price(&self, answered: Option<&str>, asked: &str, usage: &Usage) -> Cost {
+        match answered.map(|m| self.prices.cost(m, usage)) {
+            Some(c) if c.usd.is_some() => c,
+            _ => self.prices.cost(asked, usage),
+        }
     }
 
     /// The API key, unless it is absent or blank.

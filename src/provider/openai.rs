@@ -119,7 +119,7 @@ impl ChatClient {
                 usd: Some(usd),
                 source: CostSource::Reported,
             },
-            None => price(cfg, turn.model.as_deref(), model, &turn.usage),
+            None => cfg.price(turn.model.as_deref(), model, &turn.usage),
         };
         Ok(Completion {
             content: turn.content,
@@ -129,21 +129,6 @@ impl ChatClient {
             model: turn.model.unwrap_or_else(|| model.to_string()),
             request_body: Some(body),
         })
-    }
-}
-
-/// The price-table cost: by the model that answered (a dated name falls back to its
-/// undated one), else by the model asked for, else unknown.
-pub(crate) fn price(
-    cfg: &HttpConfig,
-    answered: Option<&str>,
-    asked: &str,
-    usage: &super::Usage,
-) -> Cost {
-    let by_answer = answered.map(|m| cfg.prices.cost(m, usage));
-    match by_answer {
-        Some(c) if c.usd.is_some() => c,
-        _ => cfg.prices.cost(asked, usage),
     }
 }
 

@@ -1,10 +1,34 @@
-//! Shared HTTP plumbing of the wire clients.
+//! Shared HTTP plumbing of the wire clients: one POST that answers with an SSE
+//! stream, and everything that can go wrong on the way turned into a
+//! [`ProviderError`] of the right kind.
 //!
-//! STUB: being implemented (client construction, status classification, SSE reading).
+//! Choices that hold for every provider:
+//! * **No redirects.** A model API never redirects a POST; following one would send
+//!   the API key to wherever the `Location` points. A 3xx is an error of kind
+//!   `Request` that names the target.
+//! * **Two timeouts.** `connect_timeout` bounds connecting (a failure there is
+//!   `Transport`, like a refused connection) *and* waiting for the response headers
+//!   (`Timeout`); `idle_timeout` bounds the silence between two body chunks
+//!   (`Timeout`: a stream may legitimately run for minutes, but not stall). No
+//!   overall deadline: the run's time budget owns that.
+//! * **No secret in an error.** Every message built from a server's words or a
+//!   transport error passes through [`HttpClient::redact`], which replaces the exact
+//!   API key wherever it appears.
 
-use std::time::Duration;
+mod reader;
+mod status;
 
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+pub(crate) use reader::EventReader;
+pub(crate) use status::classify_error_object;
+use status::{classify_status, retry_after};
+
+use super::error::{ProviderError, ProviderErrorKind};
 use super::price::PriceTable;
+use super::types::{Cost, Usage};
 
 /// What every HTTP provider needs.
 #[derive(Debug, Clone)]
@@ -38,5 +62,285 @@ impl HttpConfig {
             idle_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(30),
         }
+    }
+
+    /// `base_url` joined with `path` (which starts with `/`), with no doubled slash.
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url.trim_end_matches('/'))
+    }
+
+    /// The price-table cost of a call: by the model that answered (a dated name
+    /// falls back to its undated one), else by the model asked for, else unknown.
+    pub(crate) fn price(&self, answered: Option<&str>, asked: &str, usage: &Usage) -> Cost {
+        match answered.map(|m| self.prices.cost(m, usage)) {
+            Some(c) if c.usd.is_some() => c,
+            _ => self.prices.cost(asked, usage),
+        }
+    }
+
+    /// The API key, unless it is absent or blank.
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.api_key.as_deref().filter(|k| !k.is_empty())
+    }
+}
+
+/// How much of an error body is read and echoed: enough for any provider's error
+/// object, not enough for a misbehaving server to fill memory or the trace.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+const ERROR_ECHO_CHARS: usize = 2000;
+
+/// A reqwest client set up for one provider.
+#[derive(Debug)]
+pub(crate) struct HttpClient {
+    client: reqwest::Client,
+    cfg: HttpConfig,
+    provider: &'static str,
+}
+
+impl HttpClient {
+    /// A client sending `headers` (authentication, versions) with every request.
+    pub(crate) fn new(
+        cfg: HttpConfig,
+        provider: &'static str,
+        headers: HeaderMap,
+    ) -> Result<Self, ProviderError> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(cfg.connect_timeout)
+            .user_agent(concat!("io-harness/", env!("CARGO_PKG_VERSION")))
+            .default_headers(headers)
+            .build()
+            .map_err(|e| {
+                ProviderError::new(ProviderErrorKind::Transport, provider, error_chain(&e))
+            })?;
+        Ok(Self {
+            client,
+            cfg,
+            provider,
+        })
+    }
+
+    /// The configuration.
+    pub(crate) fn cfg(&self) -> &HttpConfig {
+        &self.cfg
+    }
+
+    /// The provider's name, for errors.
+    pub(crate) fn provider(&self) -> &'static str {
+        self.provider
+    }
+
+    /// An error of this provider.
+    pub(crate) fn error(
+        &self,
+        kind: ProviderErrorKind,
+        message: impl Into<String>,
+    ) -> ProviderError {
+        ProviderError::new(kind, self.provider, message)
+    }
+
+    /// `e` with the API key replaced wherever it appears in the message.
+    pub(crate) fn redact(&self, mut e: ProviderError) -> ProviderError {
+        if let Some(key) = self.cfg.key()
+            && e.message.contains(key)
+        {
+            e.message = e.message.replace(key, "[REDACTED]");
+        }
+        e
+    }
+
+    /// POSTs `body` (JSON) to `url` and returns the reply's event stream, or the
+    /// classified failure when the server did not answer with one.
+    pub(crate) async fn post_sse(
+        &self,
+        url: &str,
+        body: Vec<u8>,
+    ) -> Result<EventReader, ProviderError> {
+        let request = self
+            .client
+            .post(url)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "text/event-stream")
+            .body(body);
+        let response = match tokio::time::timeout(self.cfg.connect_timeout, request.send()).await {
+            Err(_) => {
+                let msg = format!("no response headers within {:?}", self.cfg.connect_timeout);
+                return Err(self.error(ProviderErrorKind::Timeout, msg));
+            }
+            Ok(Err(e)) => {
+                // A connection that could not be made (refused, DNS, TLS, or reqwest's
+                // own connect timeout) is Transport; only a slow answer is Timeout.
+                let kind = if e.is_timeout() && !e.is_connect() {
+                    ProviderErrorKind::Timeout
+                } else {
+                    ProviderErrorKind::Transport
+                };
+                return Err(self.error(kind, error_chain(&e)));
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status();
+        if status.is_redirection() {
+            let to = header_str(response.headers(), header::LOCATION).unwrap_or("(no Location)");
+            let msg = format!("HTTP {status}: redirect to {to} not followed");
+            return Err(self.with_status(ProviderErrorKind::Request, status.as_u16(), msg));
+        }
+        if !status.is_success() {
+            return Err(self.status_error(response).await);
+        }
+        let content_type = header_str(response.headers(), header::CONTENT_TYPE)
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if !content_type.is_empty() && !content_type.starts_with("text/event-stream") {
+            return Err(self.not_a_stream(response, content_type).await);
+        }
+        Ok(EventReader::new(
+            response,
+            self.cfg.idle_timeout,
+            self.provider,
+        ))
+    }
+
+    fn with_status(&self, kind: ProviderErrorKind, status: u16, message: String) -> ProviderError {
+        let mut e = self.error(kind, message);
+        e.status = Some(status);
+        e
+    }
+
+    async fn status_error(&self, response: reqwest::Response) -> ProviderError {
+        let status = response.status().as_u16();
+        let headers = response.headers();
+        let wait = retry_after(
+            header_str(headers, HeaderName::from_static("retry-after-ms")),
+            header_str(headers, header::RETRY_AFTER),
+            SystemTime::now(),
+        );
+        let body = self.read_capped(response).await;
+        let mut e = self.with_status(
+            classify_status(status, &body),
+            status,
+            format!("HTTP {status}: {}", excerpt(&body)),
+        );
+        e.retry_after = wait;
+        e
+    }
+
+    /// A success status without an event stream: a server that ignored `stream`, or
+    /// one that reports errors in a JSON body with status 200.
+    async fn not_a_stream(
+        &self,
+        response: reqwest::Response,
+        content_type: String,
+    ) -> ProviderError {
+        let status = response.status().as_u16();
+        let body = self.read_capped(response).await;
+        let parsed: Option<serde_json::Value> = serde_json::from_str(&body).ok();
+        if let Some(err) = parsed
+            .as_ref()
+            .and_then(|v| v.get("error"))
+            .filter(|e| e.is_object())
+        {
+            let msg = format!("error reported with HTTP {status}: {}", excerpt(&body));
+            return self.with_status(classify_error_object(err), status, msg);
+        }
+        let msg = format!(
+            "expected an event stream, got {content_type}: {}",
+            excerpt(&body)
+        );
+        self.with_status(ProviderErrorKind::Malformed, status, msg)
+    }
+
+    /// Reads up to [`ERROR_BODY_LIMIT`] bytes of a body, each chunk under the idle
+    /// timeout; what cannot be read is left out (the status still classifies).
+    async fn read_capped(&self, mut response: reqwest::Response) -> String {
+        let mut buf = Vec::new();
+        while buf.len() < ERROR_BODY_LIMIT {
+            match tokio::time::timeout(self.cfg.idle_timeout, response.chunk()).await {
+                Ok(Ok(Some(chunk))) => buf.extend_from_slice(&chunk),
+                _ => break,
+            }
+        }
+        buf.truncate(ERROR_BODY_LIMIT);
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+}
+
+/// A header made from a configured value; `secret` keeps it out of debug output.
+pub(crate) fn header_value(
+    provider: &str,
+    name: &str,
+    value: &str,
+    secret: bool,
+) -> Result<HeaderValue, ProviderError> {
+    let mut v = HeaderValue::from_str(value).map_err(|_| {
+        // Never echo the value: it may be the API key.
+        ProviderError::new(
+            ProviderErrorKind::Request,
+            provider,
+            format!("the {name} header value is not valid in HTTP"),
+        )
+    })?;
+    v.set_sensitive(secret);
+    Ok(v)
+}
+
+fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The first [`ERROR_ECHO_CHARS`] characters of `body`, trimmed.
+fn excerpt(body: &str) -> String {
+    let body = body.trim();
+    match body.char_indices().nth(ERROR_ECHO_CHARS) {
+        Some((cut, _)) => format!("{}…", &body[..cut]),
+        None => body.to_string(),
+    }
+}
+
+/// An error with its causes, which is where reqwest says what really failed
+/// (connection refused, reset, TLS).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_joins_and_key_filters_blank() {
+        let mut cfg = HttpConfig::new("http://h/v1/", "m", Some(String::new()));
+        assert_eq!(cfg.url("/chat/completions"), "http://h/v1/chat/completions");
+        assert_eq!(cfg.key(), None);
+        cfg.api_key = Some("sk-1".into());
+        assert_eq!(cfg.key(), Some("sk-1"));
+    }
+
+    #[test]
+    fn redaction_and_excerpt() {
+        let client = HttpClient::new(
+            HttpConfig::new("http://h", "m", Some("sk-secret".into())),
+            "openai",
+            HeaderMap::new(),
+        )
+        .unwrap();
+        let e =
+            client.redact(client.error(ProviderErrorKind::Auth, "bad key sk-secret (sk-secret)"));
+        assert_eq!(e.message, "bad key [REDACTED] ([REDACTED])");
+        let long = "é".repeat(ERROR_ECHO_CHARS + 5);
+        assert_eq!(excerpt(&long).chars().count(), ERROR_ECHO_CHARS + 1);
+        assert!(
+            header_value("openai", "authorization", "Bearer a\nb", true)
+                .unwrap_err()
+                .message
+                .contains("authorization")
+        );
     }
 }

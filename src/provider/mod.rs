@@ -28,6 +28,7 @@ pub use anthropic::Anthropic;
 pub use error::{ProviderError, ProviderErrorKind};
 pub use factory::{ProviderFactoryError, build_provider};
 pub use fallback::{ChainAttempt, ChainError, Fallback, complete_chain};
+pub use http::HttpConfig;
 pub use openai::OpenAi;
 pub use openrouter::OpenRouter;
 pub use price::{ModelPrice, PriceTable};

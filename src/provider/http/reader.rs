@@ -1,0 +1,99 @@
+//! Reads the events of a streaming reply, one body chunk at a time, each under the
+//! idle timeout, and tells a body that ended early from a complete one.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::error_chain;
+use crate::provider::error::{ProviderError, ProviderErrorKind};
+use crate::provider::sse::{SseEvent, SseParser};
+
+/// The events of a streaming reply, read chunk by chunk under the idle timeout.
+#[derive(Debug)]
+pub(crate) struct EventReader {
+    response: reqwest::Response,
+    parser: SseParser,
+    queue: VecDeque<SseEvent>,
+    idle: Duration,
+    provider: &'static str,
+    tail: Option<&'static str>,
+    ended: bool,
+}
+
+impl EventReader {
+    pub(super) fn new(response: reqwest::Response, idle: Duration, provider: &'static str) -> Self {
+        Self {
+            response,
+            parser: SseParser::new(),
+            queue: VecDeque::new(),
+            idle,
+            provider,
+            tail: None,
+            ended: false,
+        }
+    }
+
+    /// The next event; `None` when the body has ended.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a chunk is parsed in full before any await, so dropping the future
+    /// loses nothing already received.
+    pub(crate) async fn next(&mut self) -> Result<Option<SseEvent>, ProviderError> {
+        loop {
+            if let Some(e) = self.queue.pop_front() {
+                return Ok(Some(e));
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            match tokio::time::timeout(self.idle, self.response.chunk()).await {
+                Err(_) => {
+                    let msg = format!("no data for {:?} (idle timeout between chunks)", self.idle);
+                    return Err(ProviderError::new(
+                        ProviderErrorKind::Timeout,
+                        self.provider,
+                        msg,
+                    ));
+                }
+                Ok(Err(e)) => {
+                    let msg = format!("the stream broke: {}", error_chain(&e));
+                    return Err(ProviderError::new(
+                        ProviderErrorKind::Transport,
+                        self.provider,
+                        msg,
+                    ));
+                }
+                Ok(Ok(None)) => {
+                    self.ended = true;
+                    self.tail = self.parser.finish();
+                }
+                Ok(Ok(Some(chunk))) => {
+                    let mut events = Vec::new();
+                    self.parser.push(&chunk, &mut events).map_err(|e| {
+                        ProviderError::new(
+                            ProviderErrorKind::Malformed,
+                            self.provider,
+                            e.to_string(),
+                        )
+                    })?;
+                    self.queue.extend(events);
+                }
+            }
+        }
+    }
+
+    /// The error for a body that ended before the protocol's `terminator`.
+    ///
+    /// Kind `Transport`, not `Malformed`: everything received parsed, the reply is
+    /// only incomplete, which is what a connection cut by a proxy or a restarting
+    /// server looks like, and a second attempt usually succeeds. `Malformed` is kept
+    /// for replies that are wrong in themselves, which retrying would not fix.
+    pub(crate) fn cut_short(&self, terminator: &str) -> ProviderError {
+        let tail = self
+            .tail
+            .map(|t| format!(", leaving {t}"))
+            .unwrap_or_default();
+        let msg = format!("the stream ended before {terminator}{tail}");
+        ProviderError::new(ProviderErrorKind::Transport, self.provider, msg)
+    }
+}

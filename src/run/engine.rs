@@ -680,17 +680,22 @@ impl<'a> Engine<'a> {
                     target: a.target,
                 })
                 .collect();
-            let intent_id = self
-                .store
-                .journal_intent(&ToolIntent {
-                    run_id: self.run_id,
-                    step,
-                    call_id: id.to_string(),
-                    tool: name.to_string(),
-                    input_json: input_json.clone(),
-                    actions_json: serde_json::to_string(&actions).unwrap_or_default(),
+            // Only calls that can change something need an intent on record: a read
+            // replayed after a crash does no harm, and skipping its two journal writes
+            // is most of a read step's bookkeeping.
+            let effectful = actions.iter().any(|a| a.act != crate::policy::Act::Read);
+            let intent_id = effectful
+                .then(|| {
+                    self.store.journal_intent(&ToolIntent {
+                        run_id: self.run_id,
+                        step,
+                        call_id: id.to_string(),
+                        tool: name.to_string(),
+                        input_json: input_json.clone(),
+                        actions_json: serde_json::to_string(&actions).unwrap_or_default(),
+                    })
                 })
-                .ok();
+                .and_then(Result::ok);
             let d = self
                 .opts
                 .tools
@@ -800,7 +805,7 @@ impl<'a> Engine<'a> {
     }
 
     fn finish(self, outcome: RunOutcome) -> RunResult {
-        let diff = workdir::diff_trees(&self.dirs.baseline, &self.dirs.work)
+        let diff = workdir::diff_against(&self.dirs.baseline, &self.dirs.work)
             .unwrap_or_else(|e| format!("[diff unavailable: {e}]\n"));
         let final_message = self.final_message();
         let fin = RunFinish {

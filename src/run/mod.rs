@@ -13,6 +13,7 @@ mod events;
 mod liveness;
 mod outcome;
 mod prompt;
+mod snapshot_file;
 mod stall;
 mod state;
 mod workdir;

@@ -13,7 +13,12 @@ use std::path::{Path, PathBuf};
 
 use similar::TextDiff;
 
+use super::snapshot_file;
+
 use crate::contract::WorkspaceMode;
+
+/// The in-place baseline's file name in the scratch directory.
+const SNAPSHOT_FILE: &str = "baseline.snapshot";
 
 /// Largest diff kept; the rest is summarized.
 const MAX_DIFF_BYTES: usize = 1 << 20;
@@ -32,13 +37,24 @@ pub fn cache_dir() -> PathBuf {
     std::env::temp_dir().join("io-harness")
 }
 
+/// What the final diff compares against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Baseline {
+    /// A directory tree (the untouched original of a `copy` run).
+    Dir(PathBuf),
+    /// A snapshot file of the tree taken before an `in-place` run: one file written
+    /// instead of a copy of every file, because creating many small files is what a
+    /// copy costs.
+    Snapshot(PathBuf),
+}
+
 /// The directories of one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkDirs {
     /// Where the agent works.
     pub work: PathBuf,
     /// What the final diff compares against.
-    pub baseline: PathBuf,
+    pub baseline: Baseline,
     /// The run's scratch directory (holds the copy or the baseline).
     pub scratch: PathBuf,
 }
@@ -54,19 +70,19 @@ pub fn prepare(root: &Path, mode: WorkspaceMode) -> io::Result<WorkDirs> {
     match mode {
         WorkspaceMode::Copy => {
             let work = scratch.join("work");
-            copy_tree(root, &work, false)?;
+            copy_tree(root, &work)?;
             Ok(WorkDirs {
                 work,
-                baseline: root.to_path_buf(),
+                baseline: Baseline::Dir(root.to_path_buf()),
                 scratch,
             })
         }
         WorkspaceMode::InPlace => {
-            let baseline = scratch.join("baseline");
-            copy_tree(root, &baseline, true)?;
+            let file = scratch.join(SNAPSHOT_FILE);
+            snapshot_file::write(&file, &snapshot(root)?)?;
             Ok(WorkDirs {
                 work: root.to_path_buf(),
-                baseline,
+                baseline: Baseline::Snapshot(file),
                 scratch,
             })
         }
@@ -78,12 +94,12 @@ pub fn reattach(root: &Path, mode: WorkspaceMode, scratch: &Path) -> WorkDirs {
     match mode {
         WorkspaceMode::Copy => WorkDirs {
             work: scratch.join("work"),
-            baseline: root.to_path_buf(),
+            baseline: Baseline::Dir(root.to_path_buf()),
             scratch: scratch.to_path_buf(),
         },
         WorkspaceMode::InPlace => WorkDirs {
             work: root.to_path_buf(),
-            baseline: scratch.join("baseline"),
+            baseline: Baseline::Snapshot(scratch.join(SNAPSHOT_FILE)),
             scratch: scratch.to_path_buf(),
         },
     }
@@ -101,22 +117,11 @@ fn walker(root: &Path) -> ignore::Walk {
         .build()
 }
 
-/// Copies `src` into `dst` (which must not exist). With `tracked_only`, ignored files
-/// and `.git` are skipped; otherwise everything is copied. Symlinks are recreated, never
-/// followed; special files are skipped.
-pub fn copy_tree(src: &Path, dst: &Path, tracked_only: bool) -> io::Result<()> {
+/// Copies `src` into `dst` (created if missing): everything, ignored files and `.git`
+/// included, since the agent works on the copy as on the original. Symlinks are
+/// recreated, never followed; special files are skipped.
+pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
     fs::create_dir_all(dst)?;
-    if tracked_only {
-        for entry in walker(src) {
-            let entry = entry.map_err(io::Error::other)?;
-            let rel = match entry.path().strip_prefix(src) {
-                Ok(r) if !r.as_os_str().is_empty() => r.to_path_buf(),
-                _ => continue,
-            };
-            copy_entry(entry.path(), &dst.join(rel))?;
-        }
-        return Ok(());
-    }
     copy_all(src, dst)
 }
 
@@ -149,14 +154,29 @@ fn copy_entry(from: &Path, to: &Path) -> io::Result<()> {
     }
 }
 
-enum Node {
+/// One entry of a tree snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Node {
+    /// A file small enough to diff: its content.
     File(Vec<u8>),
+    /// A symlink: its target.
     Link(PathBuf),
-    TooLarge(u64),
+    /// A file too large to diff: its size and SHA-256, enough to tell whether it changed.
+    Large(u64, [u8; 32]),
 }
 
-fn snapshot(root: &Path) -> io::Result<std::collections::BTreeMap<String, Node>> {
-    let mut out = std::collections::BTreeMap::new();
+/// Path (relative, `/`-separated) to entry.
+pub(crate) type Snapshot = std::collections::BTreeMap<String, Node>;
+
+fn hash_file(path: &Path) -> io::Result<[u8; 32]> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    io::copy(&mut fs::File::open(path)?, &mut h)?;
+    Ok(h.finalize().into())
+}
+
+fn snapshot(root: &Path) -> io::Result<Snapshot> {
+    let mut out = Snapshot::new();
     if !root.exists() {
         return Ok(out);
     }
@@ -174,7 +194,7 @@ fn snapshot(root: &Path) -> io::Result<std::collections::BTreeMap<String, Node>>
             Node::Link(fs::read_link(entry.path())?)
         } else if meta.is_file() {
             if meta.len() > MAX_TEXT_FILE {
-                Node::TooLarge(meta.len())
+                Node::Large(meta.len(), hash_file(entry.path())?)
             } else {
                 Node::File(fs::read(entry.path())?)
             }
@@ -186,11 +206,22 @@ fn snapshot(root: &Path) -> io::Result<std::collections::BTreeMap<String, Node>>
     Ok(out)
 }
 
-/// The unified diff from `baseline` to `work` (ignored files and `.git` excluded),
-/// bounded to 1 MiB.
+/// The unified diff from the tree at `baseline` to the tree at `work` (ignored files
+/// and `.git` excluded), bounded to 1 MiB.
 pub fn diff_trees(baseline: &Path, work: &Path) -> io::Result<String> {
-    let before = snapshot(baseline)?;
-    let after = snapshot(work)?;
+    Ok(diff_snapshots(&snapshot(baseline)?, &snapshot(work)?))
+}
+
+/// The final diff of a run.
+pub(crate) fn diff_against(baseline: &Baseline, work: &Path) -> io::Result<String> {
+    let before = match baseline {
+        Baseline::Dir(d) => snapshot(d)?,
+        Baseline::Snapshot(f) => snapshot_file::read(f)?,
+    };
+    Ok(diff_snapshots(&before, &snapshot(work)?))
+}
+
+fn diff_snapshots(before: &Snapshot, after: &Snapshot) -> String {
     let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
     keys.sort();
     keys.dedup();
@@ -212,7 +243,7 @@ pub fn diff_trees(baseline: &Path, work: &Path) -> io::Result<String> {
             "[diff truncated: {omitted} more changed files not shown]\n"
         ));
     }
-    Ok(out)
+    out
 }
 
 fn text_of(n: Option<&Node>) -> Result<String, String> {
@@ -223,7 +254,7 @@ fn text_of(n: Option<&Node>) -> Result<String, String> {
             Err(_) => Err("binary".into()),
         },
         Some(Node::Link(t)) => Ok(format!("symlink -> {}\n", t.display())),
-        Some(Node::TooLarge(n)) => Err(format!("{n} bytes")),
+        Some(Node::Large(n, _)) => Err(format!("{n} bytes")),
     }
 }
 
@@ -231,6 +262,7 @@ fn same(a: &Node, b: &Node) -> bool {
     match (a, b) {
         (Node::File(x), Node::File(y)) => x == y,
         (Node::Link(x), Node::Link(y)) => x == y,
+        (Node::Large(n, h), Node::Large(m, g)) => n == m && h == g,
         _ => false,
     }
 }
@@ -299,6 +331,25 @@ mod tests {
     }
 
     #[test]
+    fn in_place_snapshot_diffs_text_and_tells_large_files_apart_by_hash() {
+        let ws = tempfile::tempdir().unwrap();
+        let big = vec![b'x'; (MAX_TEXT_FILE + 10) as usize];
+        fs::write(ws.path().join("same.bin"), &big).unwrap();
+        fs::write(ws.path().join("grow.bin"), &big).unwrap();
+        fs::write(ws.path().join("a.txt"), "1\n").unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let file = scratch.path().join(SNAPSHOT_FILE);
+        snapshot_file::write(&file, &snapshot(ws.path()).unwrap()).unwrap();
+        let mut changed = big.clone();
+        changed[0] = b'y';
+        fs::write(ws.path().join("grow.bin"), &changed).unwrap();
+        fs::write(ws.path().join("a.txt"), "2\n").unwrap();
+        let d = diff_against(&Baseline::Snapshot(file), ws.path()).unwrap();
+        assert!(d.contains("-1\n+2"), "{d}");
+        assert!(d.contains("grow.bin") && !d.contains("same.bin"), "{d}");
+    }
+
+    #[test]
     fn copy_keeps_symlinks_as_links() {
         let src = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
@@ -308,7 +359,7 @@ mod tests {
         fs::write(src.path().join("sub/f"), "f").unwrap();
         let dst = tempfile::tempdir().unwrap();
         let to = dst.path().join("copy");
-        copy_tree(src.path(), &to, false).unwrap();
+        copy_tree(src.path(), &to).unwrap();
         assert!(
             fs::symlink_metadata(to.join("link"))
                 .unwrap()

@@ -16,7 +16,18 @@ use super::{Result, StoreError};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migrations in order; `MIGRATIONS[i]` takes version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+
+/// Version 4: large request bodies stored as content-defined chunks, each chunk once
+/// (a `chunked` blob's bytes are the list of its chunks' SHA-256 digests).
+const V4: &str = "
+ALTER TABLE blobs ADD COLUMN chunked INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE chunks (
+    id    INTEGER PRIMARY KEY,
+    hash  BLOB NOT NULL UNIQUE,
+    bytes BLOB NOT NULL
+);
+";
 
 /// Version 3: which provider served each step, and every failed provider attempt
 /// (retried or fallen back from).

@@ -3,6 +3,7 @@
 //! (`RunOutcome::exit_code`, 2 for usage errors).
 
 mod audit;
+mod drive;
 mod output;
 mod progress;
 mod provider_args;

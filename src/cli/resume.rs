@@ -2,33 +2,15 @@
 //! contract, its budgets and its provider (flags may point the provider elsewhere, for
 //! instance a fresh key or a local server).
 
-use std::sync::Arc;
-
-use io_harness::run::{CancelToken, RunOptions};
-
-use super::progress::Progress;
-use super::run::{report, watch_ctrl_c};
-use super::{CliError, ResumeArgs, provider_args, store_path};
+use super::{CliError, ResumeArgs, drive, provider_args, store_path};
 
 pub async fn execute(args: ResumeArgs) -> Result<i32, CliError> {
     let store = store_path::open(&args.store)?;
     let contract = io_harness::run::stored_contract(&store, args.run_id)?;
     let spec = provider_args::merge(contract.providers.first(), &args.provider)?;
-    let provider = provider_args::build(&spec, &contract.price_table())?;
-    let fallbacks = provider_args::build_fallbacks(&contract)?;
-    let mut secrets = provider.secrets();
-    secrets.extend(fallbacks.iter().flat_map(|p| p.secrets()));
-    let progress = Arc::new(Progress::new(args.json, secrets.clone()));
-    let cancel = CancelToken::new();
-    watch_ctrl_c(cancel.clone());
-    let mut options = RunOptions::default()
-        .observer(progress.clone())
-        .cancel_token(cancel);
-    options.fallbacks = fallbacks;
-    let result =
-        io_harness::run::resume_with(&store, args.run_id, provider.as_ref(), None, options).await;
-    progress.finish_line();
-    let result = result?;
-    report(&result, args.json, &secrets);
-    Ok(result.outcome.exit_code())
+    let chain = drive::chain(&contract, &spec)?;
+    drive::drive(&chain, args.json, |provider, options| {
+        io_harness::run::resume_with(&store, args.run_id, provider, None, options)
+    })
+    .await
 }

@@ -1,0 +1,100 @@
+//! What `run` and `resume` share: build the provider chain, watch Ctrl-C, show
+//! progress, drive the library call, print the result.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use io_harness::TaskContract;
+use io_harness::contract::ProviderSpec;
+use io_harness::provider::Provider;
+use io_harness::run::{CancelToken, RunError, RunOptions, RunResult};
+
+use super::progress::Progress;
+use super::{CliError, output, provider_args};
+
+/// The primary provider (already resolved into `spec`) and the contract's fallbacks.
+pub struct Chain {
+    pub primary: Box<dyn Provider>,
+    pub fallbacks: Vec<Arc<dyn Provider>>,
+    pub secrets: Vec<String>,
+}
+
+pub fn chain(contract: &TaskContract, spec: &ProviderSpec) -> Result<Chain, CliError> {
+    let primary = provider_args::build(spec, &contract.price_table())?;
+    let fallbacks = provider_args::build_fallbacks(contract)?;
+    let mut secrets = primary.secrets();
+    secrets.extend(fallbacks.iter().flat_map(|p| p.secrets()));
+    Ok(Chain {
+        primary,
+        fallbacks,
+        secrets,
+    })
+}
+
+/// Runs `call` with progress, Ctrl-C handling and the fallbacks in its options, then
+/// reports. Returns the exit code of the outcome.
+pub async fn drive<'a, F, Fut>(chain: &'a Chain, json: bool, call: F) -> Result<i32, CliError>
+where
+    F: FnOnce(&'a dyn Provider, RunOptions) -> Fut,
+    Fut: Future<Output = Result<RunResult, RunError>>,
+{
+    let progress = Arc::new(Progress::new(json, chain.secrets.clone()));
+    let cancel = CancelToken::new();
+    watch_ctrl_c(cancel.clone());
+    let mut options = RunOptions::default()
+        .observer(progress.clone())
+        .cancel_token(cancel);
+    options.fallbacks = chain.fallbacks.clone();
+    let result = call(chain.primary.as_ref(), options).await;
+    progress.finish_line();
+    let result = result?;
+    report(&result, json, &chain.secrets);
+    Ok(result.outcome.exit_code())
+}
+
+/// Ctrl-C cancels the run at its next safe point; a second Ctrl-C exits at once.
+fn watch_ctrl_c(cancel: CancelToken) {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+            eprintln!("\ncancelling (the run can be resumed); press Ctrl-C again to exit now");
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+}
+
+/// Prints the result: a JSON object with `--json`, a summary otherwise.
+fn report(r: &RunResult, json: bool, secrets: &[String]) {
+    if json {
+        let obj = serde_json::json!({ "result": r });
+        println!("{}", output::redact(&obj.to_string(), secrets));
+        return;
+    }
+    let c = |t: &str| output::clean(t, secrets);
+    println!(
+        "outcome: {}",
+        serde_json::to_string(&r.outcome).unwrap_or_default()
+    );
+    println!(
+        "run: {}   steps: {}   tokens: {} (in {}, out {}, cached {})   cost: {}",
+        r.run_id,
+        r.steps,
+        r.total_tokens,
+        r.input_tokens,
+        r.output_tokens,
+        r.cached_input_tokens,
+        output::cost(r.cost_usd, r.cost_unknown_steps)
+    );
+    println!("workspace: {}", c(&r.work_dir));
+    if !r.final_message.is_empty() {
+        println!("\nfinal message:\n{}", c(&r.final_message));
+    }
+    if r.diff.is_empty() {
+        println!("\n(no changes)");
+    } else {
+        println!("\ndiff:\n{}", c(&r.diff));
+    }
+    println!("trace: io-harness show {}", r.run_id);
+}

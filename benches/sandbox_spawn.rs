@@ -1,0 +1,2 @@
+//! Spawn latency of `/bin/true` (placeholder; filled in below).
+fn main() {}

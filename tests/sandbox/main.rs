@@ -1,0 +1,2 @@
+//! Sandbox containment suite.
+mod smoke;

@@ -174,7 +174,8 @@ fn v2_parent(parent: &Path) -> Option<V2> {
     })
 }
 
-/// Remove empty `io-harness-<pid>-*` children left by harnesses that died.
+/// Remove `io-harness-<pid>-*` children left by harnesses that died, killing what
+/// still runs in them first (a floor sandbox's grandchildren survive the harness).
 fn sweep(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
@@ -188,7 +189,15 @@ fn sweep(parent: &Path) {
             continue;
         };
         if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = fs::remove_dir(entry.path());
+            let dir = entry.path();
+            let _ = fs::write(dir.join("cgroup.kill"), "1");
+            for p in fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().lines() {
+                if let Ok(p) = p.trim().parse::<i32>() {
+                    // SAFETY: kill(2) of a process in a cgroup named after a dead harness.
+                    unsafe { libc::kill(p, libc::SIGKILL) };
+                }
+            }
+            let _ = fs::remove_dir(&dir);
         }
     }
 }

@@ -128,6 +128,7 @@ pub(crate) struct ChildFds {
 }
 
 /// Where the child is: failures are reported on `exec_w`.
+#[derive(Clone, Copy)]
 struct Ctx {
     required: u32,
     exec_w: RawFd,
@@ -185,7 +186,8 @@ fn close_all_but(keep: &mut [RawFd]) -> Result<(), Errno> {
 
 /// Entry point of the cloned child. Never returns.
 pub(crate) fn child_main(plan: &mut ChildPlan, fds: ChildFds) -> ! {
-    sys::reset_signals();
+    // Signals stay blocked (as on the spawner thread) until the command resets them:
+    // init never runs a handler it inherited from the embedder.
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
     let mut go = [0u8; 1];
     if !matches!(sys::read(fds.sync_r, &mut go), Ok(1)) {
@@ -232,14 +234,18 @@ pub(crate) fn child_main(plan: &mut ChildPlan, fds: ChildFds) -> ! {
         ctx.layer(bit::LOOPBACK, Stage::Loopback, 0, r);
     }
 
-    let plan: &ChildPlan = plan;
     if !plan.pid_ns {
         command(ctx, plan)
     }
     // We are pid 1 of the new namespace. Keep the command from ptracing us.
     let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0, 0);
-    let cmd = match sys::fork_raw() {
-        Ok(0) => command(ctx, plan),
+    let stack: *mut Vec<u8> = &mut plan.vfork_stack;
+    let plan: &ChildPlan = plan;
+    let mut args = CommandArgs { ctx, plan };
+    // SAFETY: the stack Vec is not otherwise borrowed: `plan` is only read through
+    // fields other than `vfork_stack` from here on.
+    let stack = unsafe { &mut *stack };
+    let cmd = match sys::vfork_on(stack, command_entry, (&mut args as *mut CommandArgs).cast()) {
         Ok(pid) => pid,
         Err(e) => ctx.fail(Stage::Fork, 0, e),
     };
@@ -283,8 +289,22 @@ fn init_loop(cmd: libc::pid_t, status_w: RawFd) -> ! {
     }
 }
 
+/// What the vfork'ed command process gets.
+struct CommandArgs<'a> {
+    ctx: Ctx,
+    plan: &'a ChildPlan,
+}
+
+extern "C" fn command_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the CommandArgs on init's stack; init is suspended (vfork)
+    // until this process execs or exits, so it stays valid and unaliased.
+    let args = unsafe { &*(arg as *const CommandArgs<'_>) };
+    command(args.ctx, args.plan)
+}
+
 /// The command process: session, limits, capabilities, Landlock, seccomp, exec.
 fn command(mut ctx: Ctx, plan: &ChildPlan) -> ! {
+    sys::reset_signals();
     if plan.setsid {
         let r = sys::setsid();
         ctx.layer(bit::SETSID, Stage::Setsid, 0, r);

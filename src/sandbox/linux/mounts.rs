@@ -103,6 +103,8 @@ pub(crate) struct MountInputs {
     pub protect: Vec<PathBuf>,
     /// Paths made unreadable (canonical, existing).
     pub masked: Vec<PathBuf>,
+    /// Mount a fresh `/proc` (needs a pid namespace of our own).
+    pub fresh_proc: bool,
 }
 
 /// The steps, the number of detached-tree slots they use, and what they achieve.
@@ -288,7 +290,9 @@ impl MountPlan {
         });
 
         // 4. A fresh /proc for the pid namespace, with the kernel knobs read-only.
-        b.push(Op::Proc);
+        if inputs.fresh_proc {
+            b.push(Op::Proc);
+        }
         for p in PROC_READ_ONLY {
             if Path::new(p).exists() {
                 b.push(Op::BindReadOnly { path: cs(p) });
@@ -368,7 +372,7 @@ impl MountPlan {
             steps: b.steps,
             report: MountReport {
                 root_read_only: true,
-                fresh_proc: true,
+                fresh_proc: inputs.fresh_proc,
                 minimal_dev: true,
                 hidden: applied,
                 read_only: brought_back,

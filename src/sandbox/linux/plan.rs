@@ -139,4 +139,9 @@ pub(crate) struct ChildPlan {
     pub required: u32,
     /// Slots for detached mount trees, sized by the mount plan.
     pub slots: Vec<RawFd>,
+    /// Stack of the command process while it shares init's memory (vfork).
+    pub vfork_stack: Vec<u8>,
 }
+
+/// Size of [`ChildPlan::vfork_stack`].
+pub(crate) const VFORK_STACK: usize = 256 * 1024;

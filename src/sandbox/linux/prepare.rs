@@ -110,6 +110,25 @@ fn candidates(argv0: &str, env: &[(String, String)]) -> Result<Vec<CString>, San
         .collect()
 }
 
+/// Host files only root may read. A sandbox started by root keeps uid 0 (without
+/// any capability), which still owns them, so they are hidden explicitly.
+fn host_secrets() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = ["/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    if let Ok(entries) = fs::read_dir("/etc/ssh") {
+        out.extend(
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.to_string_lossy().ends_with("_key")),
+        );
+    }
+    out.retain(|p| p.is_file());
+    out
+}
+
 /// Listening pathname unix sockets of the host network namespace.
 fn host_sockets() -> Vec<PathBuf> {
     let text = fs::read_to_string("/proc/net/unix").unwrap_or_default();
@@ -218,7 +237,9 @@ pub(crate) fn prepare(
 
     // Mounts.
     let mounts = if has(Namespace::Mount) {
-        Some(MountPlan::build(&mount_inputs(spec, &wd, home.as_deref())))
+        let mut inputs = mount_inputs(spec, &wd, home.as_deref());
+        inputs.fresh_proc = has(Namespace::Pid);
+        Some(MountPlan::build(&inputs))
     } else {
         None
     };
@@ -369,6 +390,11 @@ pub(crate) fn prepare(
         exec,
         required: required_bits,
         slots,
+        vfork_stack: if has(Namespace::Pid) {
+            vec![0; super::plan::VFORK_STACK]
+        } else {
+            Vec::new()
+        },
         mounts,
     };
     Ok(Prepared {
@@ -420,6 +446,7 @@ fn mount_inputs(spec: &RunSpec, wd: &Path, home: Option<&Path>) -> MountInputs {
             .filter_map(|p| fs::canonicalize(p).ok()),
     );
     hide.extend(host_sockets());
+    hide.extend(host_secrets());
     hide.retain(|p| p != Path::new("/"));
     hide.sort();
     hide.dedup();
@@ -473,6 +500,7 @@ fn mount_inputs(spec: &RunSpec, wd: &Path, home: Option<&Path>) -> MountInputs {
         read_only,
         protect,
         masked,
+        fresh_proc: true,
     }
 }
 

@@ -17,6 +17,7 @@
 //! call numbers are refused by a small extra program.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -102,8 +103,21 @@ fn flag_rules(arg: u8) -> Result<Vec<SeccompRule>, SandboxError> {
         .collect()
 }
 
-/// Compile the programs. `deny_inet` also refuses IPv4/IPv6 sockets.
+/// The programs, compiled once per variant. `deny_inet` also refuses IPv4/IPv6
+/// sockets.
 pub(crate) fn programs(deny_inet: bool) -> Result<Vec<Vec<libc::sock_filter>>, SandboxError> {
+    type Compiled = Result<Vec<Vec<libc::sock_filter>>, String>;
+    static CACHE: [OnceLock<Compiled>; 2] = [OnceLock::new(), OnceLock::new()];
+    CACHE[usize::from(deny_inet)]
+        .get_or_init(|| compile(deny_inet).map_err(|e| e.to_string()))
+        .clone()
+        .map_err(|e| SandboxError::Spawn {
+            stage: "seccomp filter",
+            source: std::io::Error::other(e),
+        })
+}
+
+fn compile(deny_inet: bool) -> Result<Vec<Vec<libc::sock_filter>>, SandboxError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for &nr in DENIED {
         rules.insert(nr, Vec::new());

@@ -8,6 +8,12 @@
 //! denied without network) and the seccomp filter (which then also refuses IPv4 and
 //! IPv6 sockets, since there is no network namespace). It never names itself
 //! anything stronger.
+//!
+//! What it does not stop, by construction: metadata changes (chmod, chown, utimes)
+//! on host files the user owns — Landlock does not mediate them; `connect()` to host
+//! pathname unix sockets (before Landlock ABI 9); UDP where Landlock has no UDP
+//! rights (seccomp refuses IPv4/IPv6 sockets instead); reading anything the user can
+//! read; and daemons that leave its process group when no cgroup is usable.
 
 use super::{Backend, RunSpec, Sandbox, SandboxChild, SandboxError, SandboxOutcome};
 

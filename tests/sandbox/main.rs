@@ -23,5 +23,9 @@ macro_rules! backends {
 
 mod common;
 mod fs;
+mod harness;
 mod helper;
+mod lifecycle;
 mod net;
+mod procs;
+mod resources;

@@ -33,7 +33,10 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() {
-    let runs: usize = std::env::var("BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
     let dir = tempfile::tempdir().expect("temp dir");
     let spec = RunSpec::new(["/bin/true"], dir.path());
     let _ = probe(); // the one-time probe is not part of a spawn
@@ -43,14 +46,34 @@ fn main() {
         Ok(n) => cases.push(("io-harness native (all layers)", sandbox(n, spec.clone()))),
         Err(e) => println!("native backend unavailable: {e}"),
     }
-    cases.push(("io-harness floor", sandbox(FloorSandbox::new(), spec.clone())));
-    cases.push(("unshare -Urnpm --fork", command(&["unshare", "-Urnpm", "--fork", "/bin/true"])));
+    cases.push((
+        "io-harness floor",
+        sandbox(FloorSandbox::new(), spec.clone()),
+    ));
+    cases.push((
+        "unshare -Urnpm --fork",
+        command(&["unshare", "-Urnpm", "--fork", "/bin/true"]),
+    ));
     let bwrap = [
-        "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-        "--unshare-all", "--new-session", "/bin/true",
+        "bwrap",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--unshare-all",
+        "--new-session",
+        "/bin/true",
     ];
     if command(&["bwrap", "--version"])() {
-        cases.push(("bwrap --ro-bind / / --dev --proc --tmpfs /tmp --unshare-all --new-session", command(Box::leak(Box::new(bwrap)))));
+        cases.push((
+            "bwrap --ro-bind / / --dev --proc --tmpfs /tmp --unshare-all --new-session",
+            command(Box::leak(Box::new(bwrap))),
+        ));
     } else {
         println!("bwrap not installed: skipping (apt-get install -y bubblewrap)");
     }
@@ -70,9 +93,17 @@ fn main() {
             assert!(ok, "{name} failed");
         }
     }
-    let medians: Vec<(&str, Duration)> =
-        cases.iter().zip(times).map(|((n, _), t)| (*n, median(t))).collect();
-    let find = |prefix: &str| medians.iter().find(|(n, _)| n.starts_with(prefix)).map(|(_, d)| *d);
+    let medians: Vec<(&str, Duration)> = cases
+        .iter()
+        .zip(times)
+        .map(|((n, _), t)| (*n, median(t)))
+        .collect();
+    let find = |prefix: &str| {
+        medians
+            .iter()
+            .find(|(n, _)| n.starts_with(prefix))
+            .map(|(_, d)| *d)
+    };
     println!("median spawn latency of /bin/true over {runs} runs:");
     for (name, d) in &medians {
         println!("  {:>8.3} ms  {name}", d.as_secs_f64() * 1e3);

@@ -43,8 +43,14 @@ impl Fixture {
     pub fn new() -> Fixture {
         let root = visible_root();
         std::fs::create_dir_all(&root).unwrap();
-        let work = tempfile::Builder::new().prefix("work-").tempdir_in(&root).unwrap();
-        let host = tempfile::Builder::new().prefix("host-").tempdir_in(&root).unwrap();
+        let work = tempfile::Builder::new()
+            .prefix("work-")
+            .tempdir_in(&root)
+            .unwrap();
+        let host = tempfile::Builder::new()
+            .prefix("host-")
+            .tempdir_in(&root)
+            .unwrap();
         std::fs::write(host.path().join("canary"), CANARY_TEXT).unwrap();
         Fixture { work, host }
     }
@@ -90,7 +96,8 @@ pub fn sh(code: &str) -> Vec<String> {
 }
 
 pub fn run(sb: &dyn Sandbox, spec: &RunSpec) -> SandboxOutcome {
-    sb.run(spec).unwrap_or_else(|e| panic!("sandbox run failed: {e}"))
+    sb.run(spec)
+        .unwrap_or_else(|e| panic!("sandbox run failed: {e}"))
 }
 
 /// Run and return (exit code, stdout, stderr).
@@ -111,7 +118,10 @@ impl TcpCounter {
     pub fn bind(addr: &str) -> TcpCounter {
         let listener = TcpListener::bind(addr).unwrap();
         listener.set_nonblocking(true).unwrap();
-        TcpCounter { port: listener.local_addr().unwrap().port(), listener }
+        TcpCounter {
+            port: listener.local_addr().unwrap().port(),
+            listener,
+        }
     }
     pub fn hits(&self) -> usize {
         std::iter::from_fn(|| self.listener.accept().ok()).count()
@@ -128,7 +138,10 @@ impl UdpCounter {
     pub fn bind(addr: &str) -> UdpCounter {
         let socket = UdpSocket::bind(addr).unwrap();
         socket.set_nonblocking(true).unwrap();
-        UdpCounter { port: socket.local_addr().unwrap().port(), socket }
+        UdpCounter {
+            port: socket.local_addr().unwrap().port(),
+            socket,
+        }
     }
     pub fn hits(&self) -> usize {
         let mut buf = [0u8; 2048];
@@ -147,7 +160,10 @@ impl UnixCounter {
         let _ = std::fs::remove_file(path);
         let l = UnixListener::bind(path).unwrap();
         l.set_nonblocking(true).unwrap();
-        UnixCounter { listener: l, path: Some(path.to_owned()) }
+        UnixCounter {
+            listener: l,
+            path: Some(path.to_owned()),
+        }
     }
 
     pub fn abstract_name(name: &str) -> UnixCounter {
@@ -155,7 +171,10 @@ impl UnixCounter {
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
         let l = UnixListener::bind_addr(&addr).unwrap();
         l.set_nonblocking(true).unwrap();
-        UnixCounter { listener: l, path: None }
+        UnixCounter {
+            listener: l,
+            path: None,
+        }
     }
 
     pub fn hits(&self) -> usize {
@@ -185,7 +204,13 @@ impl Victim {
     pub fn assert_untouched(&mut self) {
         assert!(self.0.try_wait().unwrap().is_none(), "victim was killed");
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap();
-        let state = stat.rsplit(')').next().unwrap().split_whitespace().next().unwrap();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap();
         assert!(state == "S" || state == "R", "victim state {state}");
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
         assert!(status.contains("TracerPid:\t0"), "victim is traced");
@@ -203,7 +228,9 @@ impl Drop for Victim {
 pub fn processes_with(marker: &str) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline"))
             && String::from_utf8_lossy(&cmd).contains(marker)
         {
@@ -229,15 +256,25 @@ pub fn gone_within(marker: &str, limit: Duration) -> bool {
 
 pub fn unique(tag: &str) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
-    format!("iohx-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst))
+    format!(
+        "iohx-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
 }
 
 /// Re-run this test binary as a helper process in `mode` (see `helper.rs`).
 pub fn helper(mode: &str) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "helper::entry", "--nocapture", "--test-threads=1", "-q"])
-        .env("IO_HARNESS_SANDBOX_HELPER", mode)
-        .stdin(Stdio::null());
+    c.args([
+        "--exact",
+        "helper::entry",
+        "--nocapture",
+        "--test-threads=1",
+        "-q",
+    ])
+    .env("IO_HARNESS_SANDBOX_HELPER", mode)
+    .stdin(Stdio::null());
     c
 }
 

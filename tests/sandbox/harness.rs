@@ -13,7 +13,13 @@ pub fn tiocsti(backend: &str, disable: &str) -> Vec<(String, String)> {
     let (mut master, mut slave) = (0, 0);
     // SAFETY: openpty fills two fds; NULL name, termios and winsize are allowed.
     let r = unsafe {
-        libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null())
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
     };
     assert_eq!(r, 0);
     // SAFETY: openpty returned these fds; we own them from here on.
@@ -45,19 +51,31 @@ pub fn tiocsti(backend: &str, disable: &str) -> Vec<(String, String)> {
     let out = cmd.output().unwrap();
     drop(master);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     helper_lines(&stdout)
 }
 
 fn value<'a>(lines: &'a [(String, String)], key: &str) -> Vec<&'a str> {
-    lines.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect()
+    lines
+        .iter()
+        .filter(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .collect()
 }
 
 fn tiocsti_blocked(backend: &str) {
     let lines = tiocsti(backend, "");
     // The command is in a new session: it has no controlling terminal at all.
     assert_eq!(value(&lines, "adv"), ["open 6"], "{lines:?}");
-    assert_eq!(value(&lines, "injected"), [""], "keystrokes reached the harness terminal");
+    assert_eq!(
+        value(&lines, "injected"),
+        [""],
+        "keystrokes reached the harness terminal"
+    );
 }
 
 #[test]
@@ -82,8 +100,16 @@ fn provider_keys_absent(backend: &str) {
     let lines = helper_lines(&stdout);
     let env = value(&lines, "env");
     assert!(env.iter().any(|l| l.starts_with("PATH=")), "{stdout}");
-    for secret in ["sk-test-openai-secret", "sk-ant-test-secret", "OPENAI_API_KEY", "proxy:3128"] {
-        assert!(!env.iter().any(|l| l.contains(secret)), "{secret} reached the sandbox: {env:?}");
+    for secret in [
+        "sk-test-openai-secret",
+        "sk-ant-test-secret",
+        "OPENAI_API_KEY",
+        "proxy:3128",
+    ] {
+        assert!(
+            !env.iter().any(|l| l.contains(secret)),
+            "{secret} reached the sandbox: {env:?}"
+        );
     }
 }
 
@@ -102,7 +128,10 @@ fn provider_keys_absent_floor() {
 #[test]
 fn unprivileged_user_native() {
     const NOBODY: u32 = 65534;
-    let work = tempfile::Builder::new().prefix("nobody-").tempdir_in(visible_root()).unwrap();
+    let work = tempfile::Builder::new()
+        .prefix("nobody-")
+        .tempdir_in(visible_root())
+        .unwrap();
     std::os::unix::fs::chown(work.path(), Some(NOBODY), Some(NOBODY)).unwrap();
     let out = helper("unprivileged")
         .uid(NOBODY)
@@ -114,12 +143,30 @@ fn unprivileged_user_native() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines = helper_lines(&stdout);
-    let get = |k: &str| value(&lines, k).first().copied().unwrap_or_default().to_owned();
-    assert_eq!(get("uid"), "65534", "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let get = |k: &str| {
+        value(&lines, k)
+            .first()
+            .copied()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(
+        get("uid"),
+        "65534",
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(get("exit"), "Some(0)", "{stdout}");
-    assert!(get("out").starts_with("65534 CapEff:\t0000000000000000"), "{stdout}");
+    assert!(
+        get("out").starts_with("65534 CapEff:\t0000000000000000"),
+        "{stdout}"
+    );
     assert_eq!(get("namespaces"), "6");
-    assert_eq!(get("cgroup"), "0", "an unprivileged user cannot create cgroups here");
+    assert_eq!(
+        get("cgroup"),
+        "0",
+        "an unprivileged user cannot create cgroups here"
+    );
     assert_eq!(get("monitor"), "true");
     assert_eq!(get("rlimits"), "core,cpu,nofile,nproc");
     assert_eq!(get("seccomp"), "true");

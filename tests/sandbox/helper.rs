@@ -34,7 +34,9 @@ fn backend() -> Box<dyn Sandbox> {
 }
 
 fn workdir() -> std::path::PathBuf {
-    std::env::var_os("HELPER_WORKDIR").map(Into::into).unwrap_or_else(|| visible_root())
+    std::env::var_os("HELPER_WORKDIR")
+        .map(Into::into)
+        .unwrap_or_else(visible_root)
 }
 
 #[test]
@@ -108,7 +110,10 @@ fn unprivileged() {
     // SAFETY: geteuid has no preconditions.
     println!("HELPER:uid={}", unsafe { libc::geteuid() });
     let sb = io_harness::sandbox::NativeSandbox::new().unwrap();
-    let mut spec = RunSpec::new(sh("id -u; echo ok > made; cat /proc/self/status | grep CapEff"), workdir());
+    let mut spec = RunSpec::new(
+        sh("id -u; echo ok > made; cat /proc/self/status | grep CapEff"),
+        workdir(),
+    );
     spec.limits.memory_bytes = Some(256 << 20);
     let out = sb.run(&spec).unwrap();
     println!("HELPER:exit={:?}", out.exit_code);

@@ -35,7 +35,10 @@ fn double_forked_daemon_gone(sb: &dyn Sandbox) {
     argv.push(marker.clone());
     let out = run(sb, &f.spec(argv));
     assert_eq!(out.stdout.text(), "detached\n");
-    assert!(processes_with(&marker).is_empty(), "the daemon survived teardown");
+    assert!(
+        processes_with(&marker).is_empty(),
+        "the daemon survived teardown"
+    );
 }
 backends!(double_forked_daemon_gone, [native, floor]);
 
@@ -47,7 +50,10 @@ fn background_job_gone(sb: &dyn Sandbox) {
     )));
     let out = run(sb, &spec);
     assert_eq!(out.stdout.text(), "started\n");
-    assert!(processes_with(&marker).is_empty(), "the background job survived teardown");
+    assert!(
+        processes_with(&marker).is_empty(),
+        "the background job survived teardown"
+    );
 }
 backends!(background_job_gone, [native, floor]);
 
@@ -64,15 +70,24 @@ fn harness_killed_mid_run(backend: &str) {
     let mut stdout = child.stdout.take().unwrap();
     loop {
         let line = read_line(&mut stdout);
-        assert!(!line.is_empty() || child.try_wait().unwrap().is_none(), "helper ended early");
+        assert!(
+            !line.is_empty() || child.try_wait().unwrap().is_none(),
+            "helper ended early"
+        );
         if line == "HELPER:ready=1" {
             break;
         }
     }
-    assert!(!processes_with(&marker).is_empty(), "the sandboxed process is not running");
+    assert!(
+        !processes_with(&marker).is_empty(),
+        "the sandboxed process is not running"
+    );
     child.kill().unwrap(); // SIGKILL: no destructor runs in the harness
     child.wait().unwrap();
-    assert!(gone_within(&marker, Duration::from_secs(10)), "the sandbox outlived its harness");
+    assert!(
+        gone_within(&marker, Duration::from_secs(10)),
+        "the sandbox outlived its harness"
+    );
 }
 
 #[test]
@@ -87,13 +102,18 @@ fn harness_killed_mid_run_floor() {
 
 fn no_core_dumps(sb: &dyn Sandbox) {
     let f = Fixture::new();
-    let (_, out, _) = run_text(sb, &f.spec(sh("ulimit -c; ulimit -c unlimited && echo RAISED")));
+    let (_, out, _) = run_text(
+        sb,
+        &f.spec(sh("ulimit -c; ulimit -c unlimited && echo RAISED")),
+    );
     assert!(out.starts_with("0\n") && !out.contains("RAISED"), "{out}");
     let out = run(sb, &f.spec(sh("kill -SEGV $$")));
     assert_eq!(out.signal, Some(libc::SIGSEGV));
-    assert!(!std::fs::read_dir(f.workdir()).unwrap().any(|e| {
-        e.unwrap().file_name().to_string_lossy().starts_with("core")
-    }));
+    assert!(
+        !std::fs::read_dir(f.workdir())
+            .unwrap()
+            .any(|e| { e.unwrap().file_name().to_string_lossy().starts_with("core") })
+    );
 }
 backends!(no_core_dumps, [native, floor]);
 
@@ -130,7 +150,10 @@ fn spawn_handle_killed_on_drop(sb: &dyn Sandbox) {
     assert_eq!(read_line(child.stdout.as_mut().unwrap()), "up");
     assert!(!processes_with(&marker).is_empty());
     drop(child);
-    assert!(processes_with(&marker).is_empty(), "dropping the handle left the process");
+    assert!(
+        processes_with(&marker).is_empty(),
+        "dropping the handle left the process"
+    );
 }
 backends!(spawn_handle_killed_on_drop, [native, floor]);
 
@@ -145,7 +168,10 @@ fn spawn_handle_wall_clock_without_waiting(sb: &dyn Sandbox) {
     let mut child = sb.spawn(&spec).unwrap();
     assert_eq!(read_line(child.stdout.as_mut().unwrap()), "up");
     // Nobody waits: the watchdog alone must enforce the deadline.
-    assert!(gone_within(&marker, Duration::from_secs(15)), "the deadline was not enforced");
+    assert!(
+        gone_within(&marker, Duration::from_secs(15)),
+        "the deadline was not enforced"
+    );
     let out = child.wait().unwrap();
     assert_eq!(out.cap_hit, Some(Cap::Wall));
 }
@@ -177,7 +203,8 @@ fn concurrent_spawns_while_allocating() {
                 let sb = native();
                 for i in 0..4 {
                     let word = format!("w{t}-{i}");
-                    let (code, out, err) = run_text(&sb, &f.spec(vec!["/bin/echo".into(), word.clone()]));
+                    let (code, out, err) =
+                        run_text(&sb, &f.spec(vec!["/bin/echo".into(), word.clone()]));
                     assert_eq!(code, Some(0), "{err}");
                     assert_eq!(out.trim(), word);
                 }

@@ -22,10 +22,13 @@ macro_rules! backends {
 }
 
 mod common;
+#[cfg(feature = "sandbox-test-disable-layers")]
+mod disabled;
 mod fs;
 mod harness;
 mod helper;
 mod lifecycle;
 mod net;
 mod procs;
+mod record;
 mod resources;

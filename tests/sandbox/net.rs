@@ -126,7 +126,10 @@ backends!(unix_socket_home, [native]);
 
 /// A listener in a directory the sandbox can see: found in /proc/net/unix and masked.
 fn unix_socket_visible_dir(sb: &dyn Sandbox) {
-    let dir = tempfile::Builder::new().prefix("socks-").tempdir_in(visible_root()).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("socks-")
+        .tempdir_in(visible_root())
+        .unwrap();
     unix_socket_in(dir.path().to_owned(), sb);
 }
 backends!(unix_socket_visible_dir, [native]);
@@ -148,7 +151,11 @@ fn vsock_refused(sb: &dyn Sandbox) {
                 try:\n  socket.socket(40, socket.SOCK_STREAM); print('OPENED')\n\
                 except OSError as e: print('ERR', e.errno)";
     let (_, out, _) = run_text(sb, &f.spec(py(code)));
-    assert_eq!(out.trim(), "ERR 1", "AF_VSOCK must be refused by the filter");
+    assert_eq!(
+        out.trim(),
+        "ERR 1",
+        "AF_VSOCK must be refused by the filter"
+    );
 }
 backends!(vsock_refused, [native, floor]);
 
@@ -194,7 +201,10 @@ fn sandbox_listener_unreachable(sb: &dyn Sandbox) {
                 s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen()\n\
                 print(s.getsockname()[1], flush=True); sys.stdin.read(1)";
     let mut child = sb.spawn(&f.spec(py(code))).unwrap();
-    let port: u16 = read_line(child.stdout.as_mut().unwrap()).trim().parse().unwrap();
+    let port: u16 = read_line(child.stdout.as_mut().unwrap())
+        .trim()
+        .parse()
+        .unwrap();
     let reached = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
     child.stdin.as_mut().unwrap().write_all(b"q").unwrap();
     let out = child.wait().unwrap();

@@ -20,9 +20,15 @@ fn syscalls_code(calls: &[(&str, &str)]) -> String {
 fn signal_host_process(sb: &dyn Sandbox) {
     let f = Fixture::new();
     let mut victim = Victim::start();
-    let (code, _, err) = run_text(sb, &f.spec(vec!["kill".into(), "-9".into(), victim.pid().to_string()]));
+    let (code, _, err) = run_text(
+        sb,
+        &f.spec(vec!["kill".into(), "-9".into(), victim.pid().to_string()]),
+    );
     assert_ne!(code, Some(0));
-    assert!(err.contains("No such process") || err.contains("not permitted"), "{err}");
+    assert!(
+        err.contains("No such process") || err.contains("not permitted"),
+        "{err}"
+    );
     victim.assert_untouched();
 }
 backends!(signal_host_process, [native, floor]);
@@ -37,7 +43,10 @@ fn ptrace_host_process(sb: &dyn Sandbox) {
         ("seize", &format!("101, 0x4206, {pid}, 0, 0")),
     ]);
     let (_, out, _) = run_text(sb, &f.spec(py(&code)));
-    assert!(out.contains("attach -1 1\n") && out.contains("seize -1 1\n"), "{out}");
+    assert!(
+        out.contains("attach -1 1\n") && out.contains("seize -1 1\n"),
+        "{out}"
+    );
     victim.assert_untouched();
 }
 backends!(ptrace_host_process, [native, floor]);
@@ -66,7 +75,10 @@ fn nested_user_namespace(sb: &dyn Sandbox) {
     let (_, out, _) = run_text(sb, &f.spec(py(&code)));
     assert!(out.contains("unshare -1 1\n"), "{out}");
     assert!(out.contains("clone3 -1 38\n"), "{out}");
-    let (code, _, err) = run_text(sb, &f.spec(vec!["unshare".into(), "-U".into(), "true".into()]));
+    let (code, _, err) = run_text(
+        sb,
+        &f.spec(vec!["unshare".into(), "-U".into(), "true".into()]),
+    );
     assert_ne!(code, Some(0));
     assert!(err.contains("not permitted"), "{err}");
 }
@@ -88,10 +100,21 @@ fn kernel_surface_refused(sb: &dyn Sandbox) {
     ]);
     let (_, out, _) = run_text(sb, &f.spec(py(&code)));
     for name in [
-        "add_key", "request_key", "keyctl", "bpf", "perf_event_open", "userfaultfd", "kexec_load",
-        "init_module", "delete_module", "setns",
+        "add_key",
+        "request_key",
+        "keyctl",
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "kexec_load",
+        "init_module",
+        "delete_module",
+        "setns",
     ] {
-        assert!(out.contains(&format!("{name} -1 1\n")), "{name} not refused: {out}");
+        assert!(
+            out.contains(&format!("{name} -1 1\n")),
+            "{name} not refused: {out}"
+        );
     }
 }
 backends!(kernel_surface_refused, [native, floor]);
@@ -105,21 +128,44 @@ fn i386_syscall_kills(sb: &dyn Sandbox) {
                 a=ctypes.addressof(ctypes.c_char.from_buffer(m))\n\
                 print('GOT', ctypes.CFUNCTYPE(ctypes.c_int)(a)(), flush=True)";
     let out = run(sb, &f.spec(py(code)));
-    assert_eq!(out.signal, Some(libc::SIGSYS), "{:?} {}", out.exit_code, out.stdout.text());
+    assert_eq!(
+        out.signal,
+        Some(libc::SIGSYS),
+        "{:?} {}",
+        out.exit_code,
+        out.stdout.text()
+    );
     assert!(!out.stdout.text().contains("GOT"));
 }
 backends!(i386_syscall_kills, [native, floor]);
 
 fn capabilities_and_privileges_gone(sb: &dyn Sandbox) {
     let f = Fixture::new();
-    let (_, out, _) = run_text(sb, &f.spec(sh("grep -E '^(CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status")));
-    for line in ["CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"] {
+    let (_, out, _) = run_text(
+        sb,
+        &f.spec(sh(
+            "grep -E '^(CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status",
+        )),
+    );
+    for line in [
+        "CapEff:\t0000000000000000",
+        "CapPrm:\t0000000000000000",
+        "CapBnd:\t0000000000000000",
+        "CapAmb:\t0000000000000000",
+        "NoNewPrivs:\t1",
+        "Seccomp:\t2",
+    ] {
         assert!(out.contains(line), "missing {line:?} in {out}");
     }
     // The setuid-root mount(8) gains nothing (nosuid mounts, no_new_privs, filter).
     let (code, out, _) = run_text(sb, &f.spec(sh("mount -t tmpfs none /mnt 2>&1")));
     assert_ne!(code, Some(0));
-    assert!(out.contains("denied") || out.contains("not permitted") || out.contains("must be superuser"), "{out}");
+    assert!(
+        out.contains("denied")
+            || out.contains("not permitted")
+            || out.contains("must be superuser"),
+        "{out}"
+    );
 }
 backends!(capabilities_and_privileges_gone, [native, floor]);
 
@@ -131,16 +177,28 @@ fn hostname_unchanged(sb: &dyn Sandbox) {
                 except OSError as e: print('ERR', e.errno)";
     let (_, out, _) = run_text(sb, &f.spec(py(code)));
     assert_eq!(out.trim(), "ERR 1");
-    assert_eq!(std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap(),
+        before
+    );
 }
 backends!(hostname_unchanged, [native, floor]);
 
 fn host_processes_invisible(sb: &dyn Sandbox) {
     let f = Fixture::new();
     let victim = Victim::start();
-    let (_, out, _) = run_text(sb, &f.spec(sh(&format!("ls /proc | grep -c '^[0-9]'; ls -d /proc/{}", victim.pid()))));
+    let (_, out, _) = run_text(
+        sb,
+        &f.spec(sh(&format!(
+            "ls /proc | grep -c '^[0-9]'; ls -d /proc/{}",
+            victim.pid()
+        ))),
+    );
     let count: usize = out.lines().next().unwrap().trim().parse().unwrap();
-    assert!(count <= 4, "{count} processes visible: a fresh /proc was not mounted");
+    assert!(
+        count <= 4,
+        "{count} processes visible: a fresh /proc was not mounted"
+    );
     assert!(!out.contains(&format!("/proc/{}", victim.pid())));
 }
 backends!(host_processes_invisible, [native]);

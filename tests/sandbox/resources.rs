@@ -34,10 +34,19 @@ fn fork_bomb_bounded(sb: &dyn Sandbox) {
         ..test_limits()
     };
     let out = run(sb, &with_limits(&f, argv, limits));
-    let forked: usize = out.stdout.text().trim().trim_start_matches("FORKED ").parse().unwrap();
+    let forked: usize = out
+        .stdout
+        .text()
+        .trim()
+        .trim_start_matches("FORKED ")
+        .parse()
+        .unwrap();
     assert!(forked < 64, "{forked} forks with a cap of 64");
     assert_eq!(out.cap_hit, Some(Cap::Processes));
-    assert!(processes_with(&marker).is_empty(), "fork bomb children survived teardown");
+    assert!(
+        processes_with(&marker).is_empty(),
+        "fork bomb children survived teardown"
+    );
 }
 backends!(fork_bomb_bounded, [native, floor]);
 

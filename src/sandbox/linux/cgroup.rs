@@ -191,7 +191,10 @@ fn sweep(parent: &Path) {
         if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
             let dir = entry.path();
             let _ = fs::write(dir.join("cgroup.kill"), "1");
-            for p in fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().lines() {
+            for p in fs::read_to_string(dir.join("cgroup.procs"))
+                .unwrap_or_default()
+                .lines()
+            {
                 if let Ok(p) = p.trim().parse::<i32>() {
                     // SAFETY: kill(2) of a process in a cgroup named after a dead harness.
                     unsafe { libc::kill(p, libc::SIGKILL) };

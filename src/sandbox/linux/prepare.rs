@@ -113,10 +113,15 @@ fn candidates(argv0: &str, env: &[(String, String)]) -> Result<Vec<CString>, San
 /// Host files only root may read. A sandbox started by root keeps uid 0 (without
 /// any capability), which still owns them, so they are hidden explicitly.
 fn host_secrets() -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = ["/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-"]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
+    let mut out: Vec<PathBuf> = [
+        "/etc/shadow",
+        "/etc/shadow-",
+        "/etc/gshadow",
+        "/etc/gshadow-",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
     if let Ok(entries) = fs::read_dir("/etc/ssh") {
         out.extend(
             entries

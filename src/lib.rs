@@ -7,11 +7,13 @@ pub mod contract;
 mod failpoint;
 pub mod policy;
 pub mod provider;
+pub mod sandbox;
 pub mod store;
 pub mod tools;
 
 pub use contract::{TaskContract, Verification};
 pub use provider::{Provider, ProviderErrorKind};
+pub use sandbox::{Backend, Cap, RunSpec, Sandbox, SandboxLimits, SandboxOutcome};
 pub use store::{SandboxEvent, Store};
 pub mod run;
 pub mod verify;

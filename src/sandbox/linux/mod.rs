@@ -1,0 +1,261 @@
+//! The Linux backends: the native one (`linux-namespaces`) and the Linux form of the
+//! portable floor, which share the spawner, the child code and the supervisor and
+//! differ only in the plan ([`prepare::Mode`]).
+
+mod cgroup;
+mod child;
+mod landlock;
+mod monitor;
+mod mounts;
+mod plan;
+mod prepare;
+mod seccomp;
+mod session;
+mod spawn;
+mod sys;
+
+use std::process::{ChildStderr, ChildStdin, ChildStdout};
+
+use prepare::{Mode, prepare};
+use session::Session;
+use spawn::Stdin;
+
+use super::handle::{ChildControl, SandboxChild};
+use super::{Backend, LayerReport, RunSpec, Sandbox, SandboxError, SandboxOutcome};
+
+/// An isolation layer that a test can switch off to prove the containment test for
+/// it can fail. Only with the `sandbox-test-disable-layers` feature; nothing in a
+/// release build can reach it.
+#[cfg(feature = "sandbox-test-disable-layers")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Layer {
+    /// The seccomp filter.
+    Seccomp,
+    /// Landlock.
+    Landlock,
+    /// The network namespace.
+    NetNs,
+    /// The pid namespace (and with it the fresh `/proc` and pid-1 teardown).
+    PidNs,
+    /// The mount namespace and every mount step (hiding, read-only root, masks).
+    MountNs,
+    /// cgroups.
+    Cgroup,
+    /// `setsid`.
+    Setsid,
+    /// Dropping capabilities.
+    Capabilities,
+    /// The ipc namespace.
+    IpcNs,
+    /// The uts namespace.
+    UtsNs,
+    /// rlimits.
+    Rlimits,
+}
+
+#[cfg(feature = "sandbox-test-disable-layers")]
+impl Layer {
+    fn bit(self) -> u32 {
+        use prepare::off;
+        match self {
+            Layer::Seccomp => off::SECCOMP,
+            Layer::Landlock => off::LANDLOCK,
+            Layer::NetNs => off::NETNS,
+            Layer::PidNs => off::PIDNS,
+            Layer::MountNs => off::MOUNTNS,
+            Layer::Cgroup => off::CGROUP,
+            Layer::Setsid => off::SETSID,
+            Layer::Capabilities => off::CAPS,
+            Layer::IpcNs => off::IPCNS,
+            Layer::UtsNs => off::UTSNS,
+            Layer::Rlimits => off::RLIMITS,
+        }
+    }
+}
+
+/// The native Linux backend (`linux-namespaces`).
+#[derive(Debug, Clone, Default)]
+pub struct NativeSandbox {
+    disabled: u32,
+}
+
+impl NativeSandbox {
+    /// The native backend, if the probe found it working on this machine.
+    pub fn new() -> Result<Self, SandboxError> {
+        match &super::probe().native {
+            Ok(_) => Ok(Self::default()),
+            Err(e) => Err(SandboxError::Unavailable {
+                backend: Backend::LinuxNamespaces,
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    /// The same sandbox with `layer` switched off (tests only).
+    #[cfg(feature = "sandbox-test-disable-layers")]
+    pub fn without(mut self, layer: Layer) -> Self {
+        self.disabled |= layer.bit();
+        self
+    }
+
+    #[cfg(feature = "sandbox-test-disable-layers")]
+    pub(crate) fn disabled_bits(&self) -> u32 {
+        self.disabled
+    }
+}
+
+/// Whether a failure belongs to the backend (and may fall back when allowed),
+/// rather than to the spec or the command.
+fn backend_failure(e: &SandboxError) -> bool {
+    matches!(
+        e,
+        SandboxError::Spawn { .. } | SandboxError::Layer { .. } | SandboxError::Cgroup { .. }
+    )
+}
+
+impl Sandbox for NativeSandbox {
+    fn backend(&self) -> Backend {
+        Backend::LinuxNamespaces
+    }
+
+    fn run(&self, spec: &RunSpec) -> Result<SandboxOutcome, SandboxError> {
+        match start(
+            Backend::LinuxNamespaces,
+            Mode::Native,
+            spec,
+            self.disabled,
+            run_stdin(spec),
+        ) {
+            Ok((session, pipes)) => session.run(pipes, &spec.stdin),
+            Err(e) if spec.allow_weaker && backend_failure(&e) => {
+                tracing::warn!(error = %e, "native sandbox failed; running on the portable floor as allowed");
+                run_floor(spec, 0)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn spawn(&self, spec: &RunSpec) -> Result<SandboxChild, SandboxError> {
+        match spawn_child(Backend::LinuxNamespaces, Mode::Native, spec, self.disabled) {
+            Err(e) if spec.allow_weaker && backend_failure(&e) => {
+                spawn_child(Backend::PortableFloor, Mode::Floor, spec, 0)
+            }
+            r => r,
+        }
+    }
+}
+
+fn run_stdin(spec: &RunSpec) -> Stdin {
+    if spec.stdin.is_empty() {
+        Stdin::Null
+    } else {
+        Stdin::Pipe
+    }
+}
+
+fn start(
+    backend: Backend,
+    mode: Mode,
+    spec: &RunSpec,
+    disabled: u32,
+    stdin: Stdin,
+) -> Result<(Session, session::Pipes), SandboxError> {
+    let prepared = prepare(mode, spec, disabled, true)?;
+    Session::start(backend, prepared, spec.limits, stdin)
+}
+
+/// Run on the Linux floor.
+pub(crate) fn run_floor(spec: &RunSpec, disabled: u32) -> Result<SandboxOutcome, SandboxError> {
+    let (session, pipes) = start(
+        Backend::PortableFloor,
+        Mode::Floor,
+        spec,
+        disabled,
+        run_stdin(spec),
+    )?;
+    session.run(pipes, &spec.stdin)
+}
+
+/// Spawn on the Linux floor.
+pub(crate) fn spawn_floor(spec: &RunSpec, disabled: u32) -> Result<SandboxChild, SandboxError> {
+    spawn_child(Backend::PortableFloor, Mode::Floor, spec, disabled)
+}
+
+fn spawn_child(
+    backend: Backend,
+    mode: Mode,
+    spec: &RunSpec,
+    disabled: u32,
+) -> Result<SandboxChild, SandboxError> {
+    let (mut session, pipes) = start(backend, mode, spec, disabled, Stdin::Pipe)?;
+    session.start_watchdog()?;
+    let stdin = pipes.stdin.ok_or_else(|| SandboxError::Spawn {
+        stage: "stdin pipe",
+        source: std::io::Error::other("no stdin pipe"),
+    })?;
+    Ok(SandboxChild::new(
+        ChildStdin::from(stdin),
+        ChildStdout::from(pipes.stdout),
+        ChildStderr::from(pipes.stderr),
+        Box::new(session),
+    ))
+}
+
+impl ChildControl for Session {
+    fn backend(&self) -> Backend {
+        Session::backend(self)
+    }
+    fn layers(&self) -> &LayerReport {
+        Session::layers(self)
+    }
+    fn id(&self) -> u32 {
+        self.pid()
+    }
+    fn kill(&mut self) {
+        Session::kill(self);
+    }
+    fn wait(&mut self) -> Result<SandboxOutcome, SandboxError> {
+        Session::wait(self)
+    }
+    fn try_wait(&mut self) -> Result<Option<SandboxOutcome>, SandboxError> {
+        Session::try_wait(self)
+    }
+}
+
+/// Probe a backend by running `/bin/true` in it with every layer best-effort, and
+/// return what it applied.
+pub(crate) fn probe(native: bool) -> Result<LayerReport, SandboxError> {
+    let dir = tempfile::Builder::new()
+        .prefix("io-harness-probe-")
+        .tempdir()
+        .map_err(SandboxError::spawn("probe workdir"))?;
+    let mut spec = RunSpec::new(["/bin/true"], dir.path());
+    spec.limits.wall_secs = Some(30);
+    let (mode, backend) = if native {
+        (Mode::Native, Backend::LinuxNamespaces)
+    } else {
+        (Mode::Floor, Backend::PortableFloor)
+    };
+    let prepared = prepare(mode, &spec, 0, false)?;
+    let (session, pipes) = Session::start(backend, prepared, spec.limits, Stdin::Null)?;
+    let out = session.run(pipes, &[])?;
+    if out.exit_code != Some(0) {
+        return Err(SandboxError::Spawn {
+            stage: "probe",
+            source: std::io::Error::other(format!(
+                "/bin/true exited with {:?} (signal {:?}): {}",
+                out.exit_code,
+                out.signal,
+                out.stderr.text().trim()
+            )),
+        });
+    }
+    if native && out.layers.mounts.is_none() {
+        return Err(SandboxError::Spawn {
+            stage: "probe",
+            source: std::io::Error::other("the mount namespace could not be set up"),
+        });
+    }
+    Ok(out.layers)
+}

@@ -1,0 +1,213 @@
+//! The seccomp filter: compiled with seccompiler in the parent, installed by the
+//! child with one raw `seccomp(2)` call per program.
+//!
+//! Denied (EPERM): io_uring, ptrace, process_vm_readv/writev, the whole mount family
+//! (old and new API), setns, namespace flags on unshare/clone, keyctl and friends,
+//! bpf, perf_event_open, kexec, module loading, userfaultfd, `AF_VSOCK` sockets, and
+//! the TIOCSTI/TIOCLINUX ioctls — compared on the low 32 bits only, because the
+//! kernel truncates the request number to an `unsigned int` and a 64-bit comparison
+//! is bypassed by setting a high bit. Without a private network namespace, IPv4 and
+//! IPv6 sockets are denied as well.
+//!
+//! `clone3` passes its flags in memory, where a filter cannot read them, so it fails
+//! with ENOSYS: libc then falls back to `clone`, whose flags are checked.
+//!
+//! Every program begins with seccompiler's architecture check: a syscall made through
+//! another ABI (i386 `int 0x80` from a 64-bit process) kills the process. x32 system
+//! call numbers are refused by a small extra program.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+use crate::sandbox::SandboxError;
+
+#[cfg(target_arch = "x86_64")]
+const ARCH: TargetArch = TargetArch::x86_64;
+#[cfg(target_arch = "aarch64")]
+const ARCH: TargetArch = TargetArch::aarch64;
+#[cfg(target_arch = "riscv64")]
+const ARCH: TargetArch = TargetArch::riscv64;
+
+/// `AF_VSOCK`.
+const AF_VSOCK: u64 = 40;
+/// `TIOCSTI`: push a byte into a terminal's input queue.
+pub(crate) const TIOCSTI: u64 = 0x5412;
+/// `TIOCLINUX`: console tricks, including selection paste.
+pub(crate) const TIOCLINUX: u64 = 0x541C;
+
+const NAMESPACE_FLAGS: [u64; 8] = [
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    0x80, // CLONE_NEWTIME
+];
+
+/// System calls denied outright.
+const DENIED: &[libc::c_long] = &[
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_move_mount,
+    libc::SYS_open_tree,
+    libc::SYS_fsopen,
+    libc::SYS_fsmount,
+    libc::SYS_fsconfig,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+    libc::SYS_setns,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_userfaultfd,
+];
+
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, SandboxError> {
+    Ok(SeccompCondition::new(
+        arg,
+        SeccompCmpArgLen::Dword,
+        op,
+        value,
+    )?)
+}
+
+fn rule(conds: Vec<SeccompCondition>) -> Result<SeccompRule, SandboxError> {
+    Ok(SeccompRule::new(conds)?)
+}
+
+fn flag_rules(arg: u8) -> Result<Vec<SeccompRule>, SandboxError> {
+    NAMESPACE_FLAGS
+        .iter()
+        .map(|&f| rule(vec![cond(arg, SeccompCmpOp::MaskedEq(f), f)?]))
+        .collect()
+}
+
+/// The programs, compiled once per variant. `deny_inet` also refuses IPv4/IPv6
+/// sockets.
+pub(crate) fn programs(deny_inet: bool) -> Result<Vec<Vec<libc::sock_filter>>, SandboxError> {
+    type Compiled = Result<Vec<Vec<libc::sock_filter>>, String>;
+    static CACHE: [OnceLock<Compiled>; 2] = [OnceLock::new(), OnceLock::new()];
+    CACHE[usize::from(deny_inet)]
+        .get_or_init(|| compile(deny_inet).map_err(|e| e.to_string()))
+        .clone()
+        .map_err(|e| SandboxError::Spawn {
+            stage: "seccomp filter",
+            source: std::io::Error::other(e),
+        })
+}
+
+fn compile(deny_inet: bool) -> Result<Vec<Vec<libc::sock_filter>>, SandboxError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for &nr in DENIED {
+        rules.insert(nr, Vec::new());
+    }
+    rules.insert(libc::SYS_unshare, flag_rules(0)?);
+    rules.insert(libc::SYS_clone, flag_rules(0)?);
+    let mut sockets = vec![rule(vec![cond(0, SeccompCmpOp::Eq, AF_VSOCK)?])?];
+    if deny_inet {
+        for family in [libc::AF_INET, libc::AF_INET6] {
+            sockets.push(rule(vec![cond(0, SeccompCmpOp::Eq, family as u64)?])?);
+        }
+    }
+    rules.insert(libc::SYS_socket, sockets);
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![
+            rule(vec![cond(1, SeccompCmpOp::Eq, TIOCSTI)?])?,
+            rule(vec![cond(1, SeccompCmpOp::Eq, TIOCLINUX)?])?,
+        ],
+    );
+    let deny = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        ARCH,
+    )?;
+    let mut clone3 = BTreeMap::new();
+    clone3.insert(libc::SYS_clone3, Vec::new());
+    let nosys = SeccompFilter::new(
+        clone3,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        ARCH,
+    )?;
+    let deny: BpfProgram = deny.try_into()?;
+    let nosys: BpfProgram = nosys.try_into()?;
+    let mut out = vec![to_libc(deny), to_libc(nosys)];
+    if cfg!(target_arch = "x86_64") {
+        out.push(x32_guard());
+    }
+    Ok(out)
+}
+
+fn to_libc(p: BpfProgram) -> Vec<libc::sock_filter> {
+    p.into_iter()
+        .map(|f| libc::sock_filter {
+            code: f.code,
+            jt: f.jt,
+            jf: f.jf,
+            k: f.k,
+        })
+        .collect()
+}
+
+/// Refuse x32 system call numbers (bit 30 set) with ENOSYS.
+fn x32_guard() -> Vec<libc::sock_filter> {
+    const BPF_LD_W_ABS: u16 = 0x20;
+    const BPF_JGE_K: u16 = 0x35;
+    const BPF_RET_K: u16 = 0x06;
+    let stmt = |code, k| libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    vec![
+        stmt(BPF_LD_W_ABS, 0), // seccomp_data.nr
+        libc::sock_filter {
+            code: BPF_JGE_K,
+            jt: 0,
+            jf: 1,
+            k: 0x4000_0000,
+        },
+        stmt(BPF_RET_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+        stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_compile_and_start_with_the_arch_check() {
+        for deny_inet in [false, true] {
+            let progs = programs(deny_inet).unwrap();
+            assert!(progs.len() >= 2);
+            // seccompiler's arch check: load seccomp_data.arch (offset 4).
+            assert_eq!(progs[0][0].k, 4);
+            assert!(progs.iter().all(|p| p.len() < 4096));
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! What happened: the command's status, its bounded output, the cap that stopped it,
+//! and an honest list of the isolation layers that were really applied.
+//!
+//! Every field of [`LayerReport`] is filled from what the child reported back after
+//! applying a layer (or from what the parent itself did), never from configuration.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{Backend, Cap};
+
+/// Bounded output of one stream.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Captured {
+    /// The first bytes, at most the output limit.
+    pub bytes: Vec<u8>,
+    /// More was written than was kept.
+    pub truncated: bool,
+}
+
+impl std::fmt::Debug for Captured {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Captured")
+            .field("text", &String::from_utf8_lossy(&self.bytes))
+            .field("truncated", &self.truncated)
+            .finish()
+    }
+}
+
+impl Captured {
+    /// The kept bytes as text, lossily decoded.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+}
+
+/// The result of one sandboxed command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxOutcome {
+    /// The backend that actually ran it.
+    pub backend: Backend,
+    /// Exit code, when the command exited normally.
+    pub exit_code: Option<i32>,
+    /// The signal that killed it, when it did not.
+    pub signal: Option<i32>,
+    /// Bounded standard output.
+    pub stdout: Captured,
+    /// Bounded standard error.
+    pub stderr: Captured,
+    /// The enforced cap that stopped or truncated it, if one did.
+    pub cap_hit: Option<Cap>,
+    /// Wall time from spawn to teardown.
+    pub duration: Duration,
+    /// What isolation was really applied.
+    pub layers: LayerReport,
+}
+
+impl SandboxOutcome {
+    /// Exited with status 0 and no cap was hit.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && self.cap_hit.is_none()
+    }
+}
+
+/// A Linux namespace the command ran in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Namespace {
+    /// User namespace (uid/gid mapping, capabilities confined to it).
+    User,
+    /// Mount namespace (private view of the filesystem).
+    Mount,
+    /// Pid namespace (own pid 1; host processes invisible).
+    Pid,
+    /// Network namespace (loopback only).
+    Net,
+    /// IPC namespace (System V IPC and POSIX queues).
+    Ipc,
+    /// UTS namespace (hostname).
+    Uts,
+}
+
+impl Namespace {
+    /// Stable label: `user`, `mount`, `pid`, `net`, `ipc`, `uts`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Namespace::User => "user",
+            Namespace::Mount => "mount",
+            Namespace::Pid => "pid",
+            Namespace::Net => "net",
+            Namespace::Ipc => "ipc",
+            Namespace::Uts => "uts",
+        }
+    }
+}
+
+/// How much of the requested Landlock ruleset the kernel enforces, as the landlock
+/// crate's `RestrictionStatus` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum LandlockStatus {
+    /// Every requested access right is enforced.
+    FullyEnforced,
+    /// Some requested rights are not known to this kernel (e.g. pathname unix
+    /// socket mediation before ABI 9) and are not enforced.
+    PartiallyEnforced,
+    /// Landlock was not applied.
+    #[default]
+    NotEnforced,
+}
+
+impl LandlockStatus {
+    /// Stable label: `fully`, `partially`, `not`.
+    pub fn label(self) -> &'static str {
+        match self {
+            LandlockStatus::FullyEnforced => "fully",
+            LandlockStatus::PartiallyEnforced => "partially",
+            LandlockStatus::NotEnforced => "not",
+        }
+    }
+}
+
+/// The Landlock layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct LandlockReport {
+    /// The kernel's Landlock ABI version, when it has Landlock.
+    pub abi: Option<u32>,
+    /// Enforcement status of the ruleset that was applied.
+    pub status: LandlockStatus,
+    /// TCP bind/connect were denied by Landlock (used where there is no private
+    /// network namespace).
+    pub tcp_denied: bool,
+    /// Abstract unix sockets and signals were scoped to the sandbox (ABI 6+).
+    pub scoped: bool,
+}
+
+/// A cgroup feature used to cap or tear down the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum CgroupController {
+    /// cgroup v1 `pids` (process cap, `pids.events`).
+    V1Pids,
+    /// cgroup v1 `memory` (memory cap, `memory.oom_control`).
+    V1Memory,
+    /// cgroup v2 `pids` controller.
+    V2Pids,
+    /// cgroup v2 `memory` controller.
+    V2Memory,
+    /// cgroup v2 `cgroup.kill` for teardown.
+    V2Kill,
+}
+
+impl CgroupController {
+    /// Stable label, e.g. `v1-pids`, `v2-kill`.
+    pub fn label(self) -> &'static str {
+        match self {
+            CgroupController::V1Pids => "v1-pids",
+            CgroupController::V1Memory => "v1-memory",
+            CgroupController::V2Pids => "v2-pids",
+            CgroupController::V2Memory => "v2-memory",
+            CgroupController::V2Kill => "v2-kill",
+        }
+    }
+}
+
+/// How the sandbox's processes are found and killed at teardown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Teardown {
+    /// Its pid namespace's init is killed, which kills every process in it.
+    PidNamespace,
+    /// Every process in its cgroup is killed and the cgroup is verified empty.
+    Cgroup,
+    /// Only its process group is killed: a daemon that starts its own session
+    /// escapes. The weakest form, named as such.
+    ProcessGroup,
+    /// A Windows-style tree kill by the OS tool.
+    ProcessTree,
+}
+
+impl Teardown {
+    /// Stable label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Teardown::PidNamespace => "pid-namespace",
+            Teardown::Cgroup => "cgroup",
+            Teardown::ProcessGroup => "process-group",
+            Teardown::ProcessTree => "process-tree",
+        }
+    }
+}
+
+/// The filesystem view the mount namespace gave the command.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MountReport {
+    /// The host root is mounted read-only (and nosuid, nodev).
+    pub root_read_only: bool,
+    /// A fresh `/proc` of the pid namespace replaced the host's.
+    pub fresh_proc: bool,
+    /// A minimal `/dev` replaced the host's.
+    pub minimal_dev: bool,
+    /// Host paths covered by an empty tmpfs or made unreachable.
+    pub hidden: Vec<PathBuf>,
+    /// Host paths brought back read-only inside hidden areas (toolchains).
+    pub read_only: Vec<PathBuf>,
+    /// Paths inside the workspace made read-only (`.git`, `.io-harness`).
+    pub protected: Vec<PathBuf>,
+    /// Paths made unreadable because the policy denies reading them.
+    pub masked: Vec<PathBuf>,
+}
+
+/// How the limits were enforced.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LimitReport {
+    /// cgroup features used.
+    pub cgroup: Vec<CgroupController>,
+    /// rlimits set in the child (`cpu`, `nofile`, `core`, `nproc`).
+    pub rlimits: Vec<&'static str>,
+    /// A sampling monitor enforced the memory cap (no memory cgroup available).
+    pub memory_monitor: bool,
+    /// The caps that were enforced; only these can appear in `cap_hit`.
+    pub enforced: Vec<Cap>,
+    /// How processes are killed at teardown.
+    pub teardown: Vec<Teardown>,
+}
+
+/// The isolation layers really applied to one command.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LayerReport {
+    /// Namespaces the command ran in.
+    pub namespaces: Vec<Namespace>,
+    /// The filesystem view, when a mount namespace was set up.
+    pub mounts: Option<MountReport>,
+    /// Landlock.
+    pub landlock: LandlockReport,
+    /// A seccomp filter was installed.
+    pub seccomp: bool,
+    /// `PR_SET_NO_NEW_PRIVS` was set.
+    pub no_new_privs: bool,
+    /// The command started a new session (no controlling terminal).
+    pub new_session: bool,
+    /// All capabilities were dropped (bounding, ambient, effective, permitted).
+    pub capabilities_dropped: bool,
+    /// Every inherited fd but stdio was closed.
+    pub fds_closed: bool,
+    /// Limits and teardown.
+    pub limits: LimitReport,
+}
+
+impl LayerReport {
+    /// Whether `cap` was enforced for this command.
+    pub fn enforces(&self, cap: Cap) -> bool {
+        self.limits.enforced.contains(&cap)
+    }
+}

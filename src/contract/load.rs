@@ -14,7 +14,8 @@ use toml::Spanned;
 
 use super::units::{parse_duration, parse_duration_field};
 use super::{
-    Budget, ProviderKind, ProviderSpec, TaskContract, Verification, VerifySettings, WorkspaceMode,
+    Budget, LimitSettings, NetworkSetting, ProviderKind, ProviderSpec, SandboxSettings,
+    TaskContract, Verification, VerifySettings, WorkspaceMode,
 };
 use crate::provider::{ModelPrice, ReasoningEffort, RetryPolicy};
 use crate::run::StallPolicy;
@@ -70,6 +71,35 @@ struct RawFile {
     prices: BTreeMap<String, ModelPrice>,
     stall: Option<Spanned<StallPolicy>>,
     retry: Option<Spanned<RawRetry>>,
+    sandbox: Option<Spanned<RawSandbox>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSandbox {
+    require: Option<Spanned<String>>,
+    network: Option<Spanned<String>>,
+    allow_hosts: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    env: Vec<String>,
+    #[serde(default)]
+    read_only_paths: Vec<String>,
+    limits: Option<Spanned<RawLimits>>,
+    #[serde(default)]
+    allow_weaker: bool,
+    #[serde(default)]
+    shell: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    cpu_secs: Option<u64>,
+    wall_secs: Option<u64>,
+    memory: Option<toml::Value>,
+    processes: Option<u64>,
+    open_files: Option<u64>,
+    output: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -328,6 +358,10 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
             retry.jitter = j;
         }
     }
+    let sandbox = match raw.sandbox {
+        Some(sb) => convert_sandbox(sb, base, &mut note)?,
+        None => SandboxSettings::default(),
+    };
     let stall = raw.stall.map_or_else(StallPolicy::default, |s| {
         note("stall.window", s.span());
         s.into_inner()
@@ -348,8 +382,120 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         prices: raw.prices,
         stall,
         retry,
+        sandbox,
     };
     Ok((contract, spans))
+}
+
+fn convert_sandbox(
+    sb: Spanned<RawSandbox>,
+    base: &Path,
+    note: &mut impl FnMut(&str, Range<usize>),
+) -> Result<SandboxSettings, ConvertError> {
+    note("sandbox", sb.span());
+    let sb = sb.into_inner();
+    let mut out = SandboxSettings::default();
+    if let Some(r) = sb.require {
+        note("sandbox.require", r.span());
+        if r.get_ref().parse::<crate::sandbox::Backend>().is_err() {
+            return Err((
+                "sandbox.require".into(),
+                Some(r.span()),
+                format!(
+                    "unknown backend {:?}: expected linux-namespaces, macos-sandbox-exec, windows-job-object or portable-floor",
+                    r.get_ref()
+                ),
+            ));
+        }
+        out.require = Some(r.into_inner());
+    }
+    if let Some(n) = sb.network {
+        out.network = match n.get_ref().as_str() {
+            "none" => NetworkSetting::None,
+            "open" => NetworkSetting::Open,
+            "allowlist" => {
+                return Err((
+                    "sandbox.network".into(),
+                    Some(n.span()),
+                    "\"allowlist\" needs the egress proxy, which this version does not have yet; use \"none\" or, by explicit choice, \"open\"".into(),
+                ));
+            }
+            other => {
+                return Err((
+                    "sandbox.network".into(),
+                    Some(n.span()),
+                    format!("{other:?}: expected \"none\" or \"open\""),
+                ));
+            }
+        };
+    }
+    if let Some(h) = sb.allow_hosts
+        && !h.get_ref().is_empty()
+    {
+        return Err((
+            "sandbox.allow_hosts".into(),
+            Some(h.span()),
+            "host allowlists need the egress proxy, which this version does not have yet".into(),
+        ));
+    }
+    for name in &sb.env {
+        if name.is_empty() || name.contains('=') {
+            return Err((
+                "sandbox.env".into(),
+                None,
+                format!("{name:?} is not a variable name"),
+            ));
+        }
+    }
+    out.env = sb.env;
+    out.read_only_paths = sb.read_only_paths.iter().map(|p| base.join(p)).collect();
+    if let Some(l) = sb.limits {
+        let span = l.span();
+        note("sandbox.limits", span.clone());
+        let l = l.into_inner();
+        let size = |key: &str, v: Option<toml::Value>| -> Result<Option<u64>, ConvertError> {
+            match v {
+                None => Ok(None),
+                Some(toml::Value::Integer(n)) if n >= 0 => Ok(Some(n as u64)),
+                Some(toml::Value::String(s)) => super::parse_size(&s)
+                    .map(Some)
+                    .map_err(|m| (format!("sandbox.limits.{key}"), Some(span.clone()), m)),
+                Some(other) => Err((
+                    format!("sandbox.limits.{key}"),
+                    Some(span.clone()),
+                    format!("{other} is not a size like \"4GiB\""),
+                )),
+            }
+        };
+        out.limits = LimitSettings {
+            cpu_secs: l.cpu_secs,
+            wall_secs: l.wall_secs,
+            memory: size("memory", l.memory)?,
+            processes: l.processes,
+            open_files: l.open_files,
+            output: size("output", l.output)?,
+        };
+        let zero = [
+            ("cpu_secs", out.limits.cpu_secs),
+            ("wall_secs", out.limits.wall_secs),
+            ("memory", out.limits.memory),
+            ("processes", out.limits.processes),
+            ("open_files", out.limits.open_files),
+            ("output", out.limits.output),
+        ]
+        .into_iter()
+        .find(|(_, v)| *v == Some(0));
+        if let Some((key, _)) = zero {
+            return Err((
+                format!("sandbox.limits.{key}"),
+                Some(span),
+                "must be more than zero".into(),
+            ));
+        }
+    }
+    out.allow_weaker = sb.allow_weaker;
+    out.shell = sb.shell;
+    Ok(out)
 }
 
 fn relative_inside(p: &Path) -> bool {

@@ -7,6 +7,7 @@
 //! `resume` continues under exactly the same terms.
 
 mod load;
+mod sandbox;
 mod units;
 
 use std::collections::BTreeMap;
@@ -20,6 +21,7 @@ use crate::run::StallPolicy;
 
 pub use load::ContractError;
 pub(crate) use load::check_cost_price;
+pub use sandbox::{LimitSettings, NetworkSetting, SandboxSettings};
 pub(crate) use units::serde_duration;
 pub use units::{parse_duration, parse_size};
 
@@ -265,6 +267,9 @@ pub struct TaskContract {
     /// Retries of failed provider calls (each provider of the chain gets them).
     #[serde(default)]
     pub retry: RetryPolicy,
+    /// How commands are isolated.
+    #[serde(default)]
+    pub sandbox: SandboxSettings,
 }
 
 impl TaskContract {
@@ -291,6 +296,7 @@ impl TaskContract {
             prices: BTreeMap::new(),
             stall: StallPolicy::default(),
             retry: RetryPolicy::default(),
+            sandbox: SandboxSettings::default(),
         }
     }
 

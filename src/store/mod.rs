@@ -53,11 +53,12 @@ mod redact;
 mod runs;
 mod sandbox_event;
 mod schema;
+mod sessions;
 mod steps;
 
 pub use records::{
-    NewRun, PolicyEvent, ProviderAttempt, RunFinish, RunRecord, StepRecord, ToolCallRecord,
-    ToolIntent, ToolIntentRecord,
+    NewRun, PolicyEvent, ProviderAttempt, RunFinish, RunRecord, SandboxSession, StepRecord,
+    ToolCallRecord, ToolIntent, ToolIntentRecord,
 };
 pub use sandbox_event::SandboxEvent;
 pub use schema::SCHEMA_VERSION;
@@ -126,6 +127,15 @@ const _: () = {
 };
 
 impl Store {
+    /// The database file, or `None` for an in-memory store. The sandbox hides it (and
+    /// its `-wal` and `-shm` companions) from sandboxed commands.
+    pub fn path(&self) -> Option<std::path::PathBuf> {
+        let conn = self.conn();
+        conn.path()
+            .filter(|p| !p.is_empty())
+            .map(std::path::PathBuf::from)
+    }
+
     fn from_connection(conn: Connection) -> Store {
         Store {
             conn: Arc::new(Mutex::new(conn)),

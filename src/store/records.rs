@@ -217,3 +217,36 @@ pub struct RunFinish {
     /// Final diff.
     pub diff: Option<String>,
 }
+
+/// One sandboxed command as recorded: what was applied, not what was asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSession {
+    /// Run.
+    pub run_id: i64,
+    /// Step.
+    pub step: u32,
+    /// `tool` (the agent's command) or `gate` (a verification command).
+    pub purpose: String,
+    /// The backend that actually ran it.
+    pub backend: String,
+    /// The command, JSON array.
+    pub argv_json: String,
+    /// The layers the sandbox reported applying, JSON.
+    pub layers_json: String,
+    /// The caps asked for, JSON.
+    pub limits_json: String,
+    /// `none` or `open`.
+    pub network: String,
+    /// Paths masked inside, JSON array.
+    pub masked_json: String,
+    /// Names of the variables passed in, JSON array (never values).
+    pub env_names_json: String,
+    /// Exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// Signal, when one ended it.
+    pub signal: Option<i32>,
+    /// The enforced cap that ended it.
+    pub cap_hit: Option<String>,
+    /// Wall time.
+    pub duration_ms: u64,
+}

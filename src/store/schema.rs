@@ -16,7 +16,31 @@ use super::{Result, StoreError};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migrations in order; `MIGRATIONS[i]` takes version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+
+/// Version 5: one row per sandboxed command with the layers really applied, its
+/// limits, network posture, masks and how it ended.
+const V5: &str = "
+CREATE TABLE sandbox_sessions (
+    id           INTEGER PRIMARY KEY,
+    run_id       INTEGER NOT NULL REFERENCES runs(id),
+    step         INTEGER NOT NULL,
+    purpose      TEXT NOT NULL,
+    backend      TEXT NOT NULL,
+    argv_json    TEXT NOT NULL,
+    layers_json  TEXT NOT NULL,
+    limits_json  TEXT NOT NULL,
+    network      TEXT NOT NULL,
+    masked_json  TEXT NOT NULL,
+    env_names_json TEXT NOT NULL,
+    exit_code    INTEGER,
+    signal       INTEGER,
+    cap_hit      TEXT,
+    duration_ms  INTEGER NOT NULL,
+    at_ms        INTEGER NOT NULL
+);
+CREATE INDEX sandbox_sessions_run ON sandbox_sessions(run_id, step);
+";
 
 /// Version 4: large request bodies stored as content-defined chunks, each chunk once
 /// (a `chunked` blob's bytes are the list of its chunks' SHA-256 digests).

@@ -16,6 +16,7 @@ use super::units::{parse_duration, parse_duration_field};
 use super::{
     Budget, ProviderKind, ProviderSpec, TaskContract, Verification, VerifySettings, WorkspaceMode,
 };
+use crate::policy::{Override, Rule, TaskPolicy};
 use crate::provider::{ModelPrice, ReasoningEffort, RetryPolicy};
 use crate::run::StallPolicy;
 
@@ -70,6 +71,16 @@ struct RawFile {
     prices: BTreeMap<String, ModelPrice>,
     stall: Option<Spanned<StallPolicy>>,
     retry: Option<Spanned<RawRetry>>,
+    policy: Option<Spanned<RawPolicy>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(default)]
+    rules: Vec<Spanned<Rule>>,
+    #[serde(default, rename = "override")]
+    overrides: Vec<Spanned<Override>>,
 }
 
 #[derive(Deserialize)]
@@ -332,6 +343,19 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         note("stall.window", s.span());
         s.into_inner()
     });
+    let mut policy = TaskPolicy::default();
+    if let Some(p) = raw.policy {
+        note("policy", p.span());
+        let p = p.into_inner();
+        for (i, r) in p.rules.into_iter().enumerate() {
+            note(&format!("policy.rules[{i}]"), r.span());
+            policy.rules.push(r.into_inner());
+        }
+        for (i, o) in p.overrides.into_iter().enumerate() {
+            note(&format!("policy.override[{i}]"), o.span());
+            policy.overrides.push(o.into_inner());
+        }
+    }
     let contract = TaskContract {
         goal: raw.goal.into_inner(),
         root,
@@ -348,6 +372,7 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         prices: raw.prices,
         stall,
         retry,
+        policy,
     };
     Ok((contract, spans))
 }
@@ -460,6 +485,7 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
     if c.stall.window == 0 {
         return err("stall.window", "must be at least 1".into());
     }
+    c.policy.check()?;
     let table = c.price_table();
     for p in &c.providers {
         if p.max_output_tokens == 0 {

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::policy::{Override, Rule, TaskPolicy};
 use crate::provider::{ModelPrice, PriceTable, ReasoningEffort, RetryPolicy};
 use crate::run::StallPolicy;
 
@@ -265,6 +266,9 @@ pub struct TaskContract {
     /// Retries of failed provider calls (each provider of the chain gets them).
     #[serde(default)]
     pub retry: RetryPolicy,
+    /// The task layer of the permission policy (`[policy]`).
+    #[serde(default)]
+    pub policy: TaskPolicy,
 }
 
 impl TaskContract {
@@ -291,6 +295,7 @@ impl TaskContract {
             prices: BTreeMap::new(),
             stall: StallPolicy::default(),
             retry: RetryPolicy::default(),
+            policy: TaskPolicy::default(),
         }
     }
 
@@ -375,6 +380,18 @@ impl TaskContract {
     /// Sets the stall policy.
     pub fn stall_policy(mut self, p: StallPolicy) -> Self {
         self.stall = p;
+        self
+    }
+
+    /// Adds a rule to the task layer of the policy.
+    pub fn policy_rule(mut self, rule: Rule) -> Self {
+        self.policy.rules.push(rule);
+        self
+    }
+
+    /// Lifts the built-in policy denies matching `ov` (recorded when used).
+    pub fn policy_override(mut self, ov: Override) -> Self {
+        self.policy.overrides.push(ov);
         self
     }
 

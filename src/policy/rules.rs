@@ -55,8 +55,10 @@ impl Rule {
 }
 
 /// An operator's explicit permission to lift a built-in deny (for example reading
-/// `.env.example`). Only the task contract and the run may carry one; a lifted deny
-/// is recorded as a decision of layer `override` naming the built-in rule.
+/// `.env.example`). Only the task contract and the run may carry one. It lifts every
+/// built-in deny of its act for the targets its glob matches (and nothing else: other
+/// layers' denies and asks still apply); an action it let through is recorded as a
+/// decision of layer `override` naming the built-in rule it lifted.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Override {

@@ -17,6 +17,7 @@ use super::{
     Budget, LimitSettings, NetworkSetting, ProviderKind, ProviderSpec, SandboxSettings,
     TaskContract, Verification, VerifySettings, WorkspaceMode,
 };
+use crate::policy::{Override, Rule, TaskPolicy};
 use crate::provider::{ModelPrice, ReasoningEffort, RetryPolicy};
 use crate::run::StallPolicy;
 
@@ -72,6 +73,7 @@ struct RawFile {
     stall: Option<Spanned<StallPolicy>>,
     retry: Option<Spanned<RawRetry>>,
     sandbox: Option<Spanned<RawSandbox>>,
+    policy: Option<Spanned<RawPolicy>>,
 }
 
 #[derive(Deserialize)]
@@ -100,6 +102,15 @@ struct RawLimits {
     processes: Option<u64>,
     open_files: Option<u64>,
     output: Option<toml::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(default)]
+    rules: Vec<Spanned<Rule>>,
+    #[serde(default, rename = "override")]
+    overrides: Vec<Spanned<Override>>,
 }
 
 #[derive(Deserialize)]
@@ -366,6 +377,19 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         note("stall.window", s.span());
         s.into_inner()
     });
+    let mut policy = TaskPolicy::default();
+    if let Some(p) = raw.policy {
+        note("policy", p.span());
+        let p = p.into_inner();
+        for (i, r) in p.rules.into_iter().enumerate() {
+            note(&format!("policy.rules[{i}]"), r.span());
+            policy.rules.push(r.into_inner());
+        }
+        for (i, o) in p.overrides.into_iter().enumerate() {
+            note(&format!("policy.override[{i}]"), o.span());
+            policy.overrides.push(o.into_inner());
+        }
+    }
     let contract = TaskContract {
         goal: raw.goal.into_inner(),
         root,
@@ -383,6 +407,7 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         stall,
         retry,
         sandbox,
+        policy,
     };
     Ok((contract, spans))
 }
@@ -606,6 +631,7 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
     if c.stall.window == 0 {
         return err("stall.window", "must be at least 1".into());
     }
+    c.policy.check()?;
     let table = c.price_table();
     for p in &c.providers {
         if p.max_output_tokens == 0 {

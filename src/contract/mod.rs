@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::policy::{Override, Rule, TaskPolicy};
 use crate::provider::{ModelPrice, PriceTable, ReasoningEffort, RetryPolicy};
 use crate::run::StallPolicy;
 
@@ -270,6 +271,9 @@ pub struct TaskContract {
     /// How commands are isolated.
     #[serde(default)]
     pub sandbox: SandboxSettings,
+    /// The task layer of the permission policy (`[policy]`).
+    #[serde(default)]
+    pub policy: TaskPolicy,
 }
 
 impl TaskContract {
@@ -297,6 +301,7 @@ impl TaskContract {
             stall: StallPolicy::default(),
             retry: RetryPolicy::default(),
             sandbox: SandboxSettings::default(),
+            policy: TaskPolicy::default(),
         }
     }
 
@@ -381,6 +386,18 @@ impl TaskContract {
     /// Sets the stall policy.
     pub fn stall_policy(mut self, p: StallPolicy) -> Self {
         self.stall = p;
+        self
+    }
+
+    /// Adds a rule to the task layer of the policy.
+    pub fn policy_rule(mut self, rule: Rule) -> Self {
+        self.policy.rules.push(rule);
+        self
+    }
+
+    /// Lifts the built-in policy denies matching `ov` (recorded when used).
+    pub fn policy_override(mut self, ov: Override) -> Self {
+        self.policy.overrides.push(ov);
         self
     }
 

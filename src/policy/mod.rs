@@ -1,10 +1,46 @@
-//! The one check point every tool call passes through.
+//! The one check point every tool call passes through, and the layered policy behind
+//! it.
 //!
 //! A tool describes what a call would do as [`Action`]s; the dispatcher asks the
-//! [`PolicyGate`] about each before the tool runs, and records every decision. The
-//! full layered policy (project file, task, run, remembered approvals) fills this seam
-//! later; the built-in protection here is always the first layer, so the harness's own
-//! state and the repository internals are safe from agent writes from the start.
+//! [`PolicyGate`] about each before the tool runs, and records every decision.
+//! [`Policy`] is the full gate: named layers ([`LayerName`]) — built-in secrets and
+//! protected files, the project file, the task contract, the run, and approvals
+//! remembered — evaluated by one rule: deny beats ask beats allow beats the act's
+//! default, a built-in deny is lifted only by an operator [`Override`], a remembered
+//! approval answers an ask but never a deny. Every [`PolicyDecision`] names the rule
+//! and the layer that made it. An `ask` is answered by an [`Approver`].
+//!
+//! How rule targets match (paths, commands, hosts):
+//!
+//! - **Paths** are relative to the workspace root and `/`-separated. `**` crosses
+//!   directories, `*` and `?` never cross `/`. A pattern without `/` (`*.pem`,
+//!   `.env`) names a file at any depth; a pattern with `/` is anchored at the root,
+//!   and a leading `/` anchors a bare name (`/AGENTS.md` is the root one only).
+//! - **Commands** (`exec`, including MCP and registered tools by qualified name,
+//!   `mcp__server__tool`): a pattern without `/` names a program. A deny or ask also
+//!   catches that program called by any path (`curl` catches `/usr/bin/curl` and
+//!   `./curl`); an allow or override catches the bare name and absolute paths only,
+//!   so allowing `cargo` never allows a workspace script called `./cargo`.
+//! - **Hosts** (`net`): `host` matches any port, `host:port` that port only (`*` for
+//!   any); hosts compare without case and without a trailing dot; IPv6 in brackets.
+//!
+//! [`BuiltinProtection`] is the minimal gate (agent writes to `.git/` and
+//! `.io-harness/` refused, everything else allowed) for callers that want no policy.
+
+mod approval;
+mod builtin;
+mod eval;
+mod glob;
+mod layers;
+mod project;
+mod rules;
+
+pub use approval::{AllowAll, Approval, ApprovalRequest, Approver, Callback, DeferAll, DenyAll};
+pub use builtin::{BuiltinProtection, SECRET_PATTERNS, WRITE_PROTECTED_PATTERNS, builtin_rules};
+pub use eval::Policy;
+pub use layers::{Isolation, LayerName, PolicyLayers, TaskPolicy};
+pub use project::{IgnoredRule, PROJECT_POLICY_FILE, ProjectPolicy, ProjectPolicyError};
+pub use rules::{Override, PolicyError, Rule};
 
 use serde::{Deserialize, Serialize};
 
@@ -85,7 +121,8 @@ pub struct PolicyDecision {
     pub decision: Decision,
     /// The rule that decided (a glob, or `default`).
     pub rule: String,
-    /// The layer the rule belongs to (`builtin`, `project`, `task`, `run`, `remembered`).
+    /// The layer the rule belongs to (`builtin`, `project`, `task`, `run`,
+    /// `remembered`, `override`): see [`LayerName`].
     pub layer: String,
 }
 
@@ -93,86 +130,4 @@ pub struct PolicyDecision {
 pub trait PolicyGate: Send + Sync {
     /// Decides one action.
     fn decide(&self, action: &Action) -> PolicyDecision;
-}
-
-/// The built-in layer: no agent writes to repository internals (`.git/`, nested ones
-/// included) or to the harness's own directory (`.io-harness/`), everything else
-/// allowed. It is the floor the full policy layers on top of.
-///
-/// ```
-/// use io_harness::policy::{Act, Action, BuiltinProtection, Decision, PolicyGate};
-/// let gate = BuiltinProtection;
-/// assert_eq!(gate.decide(&Action::new(Act::Write, ".git/hooks/pre-commit")).decision, Decision::Deny);
-/// assert_eq!(gate.decide(&Action::new(Act::Write, "src/lib.rs")).decision, Decision::Allow);
-/// ```
-#[derive(Debug, Clone, Copy, Default)]
-pub struct BuiltinProtection;
-
-impl BuiltinProtection {
-    fn protected_write(target: &str) -> Option<&'static str> {
-        let t = target.trim_start_matches("./");
-        if t.split('/').any(|c| c == ".git") {
-            return Some("**/.git/**");
-        }
-        (t.split('/').next() == Some(".io-harness")).then_some(".io-harness/**")
-    }
-}
-
-impl PolicyGate for BuiltinProtection {
-    fn decide(&self, action: &Action) -> PolicyDecision {
-        let (decision, rule) = match action.act {
-            Act::Write => match Self::protected_write(&action.target) {
-                Some(rule) => (Decision::Deny, rule.to_string()),
-                None => (Decision::Allow, "default".to_string()),
-            },
-            Act::Net => (Decision::Deny, "default".to_string()),
-            Act::Read | Act::Exec => (Decision::Allow, "default".to_string()),
-        };
-        PolicyDecision {
-            action: action.clone(),
-            decision,
-            rule,
-            layer: "builtin".to_string(),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn builtin_protects_git_and_harness_dirs_only() {
-        let g = BuiltinProtection;
-        for t in [
-            ".git/config",
-            ".git/hooks/x",
-            ".io-harness/policy.toml",
-            "./.git/HEAD",
-            ".git",
-            "vendor/dep/.git/config",
-        ] {
-            assert_eq!(
-                g.decide(&Action::new(Act::Write, t)).decision,
-                Decision::Deny,
-                "{t}"
-            );
-        }
-        for t in [
-            "src/.git-like",
-            "a/io-harness/.io-harness",
-            ".gitignore",
-            "io-harness/x",
-        ] {
-            assert_eq!(
-                g.decide(&Action::new(Act::Write, t)).decision,
-                Decision::Allow,
-                "{t}"
-            );
-        }
-        assert_eq!(
-            g.decide(&Action::new(Act::Read, ".git/config")).decision,
-            Decision::Allow
-        );
-    }
 }

@@ -2,6 +2,7 @@
 
 mod cli;
 mod crash;
+mod policy;
 mod providers;
 mod run;
 mod store;

@@ -1,0 +1,146 @@
+//! The built-in layer: the floor every policy stands on.
+//!
+//! Secrets are unreadable and unwritable, and the agent cannot rewrite what steers it
+//! or records it: repository internals, the harness's own directory and the
+//! operator's instructions file. Only an explicit operator override lifts one of
+//! these, and that is recorded.
+
+use std::path::{Component, Path};
+
+use super::glob::literal_pattern;
+use super::{Act, Action, Decision, PolicyDecision, PolicyError, PolicyGate, Rule};
+
+/// Files that hold credentials: denied for reading and writing.
+pub const SECRET_PATTERNS: &[&str] = &[
+    ".env",
+    ".env.*",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "id_ed25519*",
+    "**/.git/config",
+    "**/.git/hooks/**",
+];
+
+/// What the agent may never write: repository internals (nested repositories too)
+/// and the harness's directory at the root.
+pub const WRITE_PROTECTED_PATTERNS: &[&str] =
+    &[".git", "**/.git/**", "/.io-harness", ".io-harness/**"];
+
+/// The built-in rules, the instructions file (relative to the root) protected from
+/// writes when there is one. An instructions path that is not relative and inside
+/// is refused rather than left unprotected.
+pub fn builtin_rules(instructions: Option<&Path>) -> Result<Vec<Rule>, PolicyError> {
+    let mut rules = Vec::new();
+    for p in SECRET_PATTERNS {
+        rules.push(Rule::deny(Act::Read, *p));
+        rules.push(Rule::deny(Act::Write, *p));
+    }
+    for p in WRITE_PROTECTED_PATTERNS {
+        rules.push(Rule::deny(Act::Write, *p));
+    }
+    if let Some(path) = instructions {
+        let rel = relative_slash_path(path).ok_or_else(|| PolicyError::Target {
+            act: Act::Write,
+            target: path.display().to_string(),
+            reason: "the instructions file must be a relative path inside the workspace",
+        })?;
+        rules.push(Rule::deny(Act::Write, literal_pattern(Act::Write, &rel)));
+    }
+    Ok(rules)
+}
+
+/// `a/b/c` for a relative path made of normal components, else `None`.
+fn relative_slash_path(p: &Path) -> Option<String> {
+    let mut parts = Vec::new();
+    for c in p.components() {
+        match c {
+            Component::Normal(s) => parts.push(s.to_str()?),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+/// The built-in layer: no agent writes to repository internals (`.git/`, nested ones
+/// included) or to the harness's own directory (`.io-harness/`), everything else
+/// allowed. It is the floor the full policy layers on top of.
+///
+/// ```
+/// use io_harness::policy::{Act, Action, BuiltinProtection, Decision, PolicyGate};
+/// let gate = BuiltinProtection;
+/// assert_eq!(gate.decide(&Action::new(Act::Write, ".git/hooks/pre-commit")).decision, Decision::Deny);
+/// assert_eq!(gate.decide(&Action::new(Act::Write, "src/lib.rs")).decision, Decision::Allow);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BuiltinProtection;
+
+impl BuiltinProtection {
+    fn protected_write(target: &str) -> Option<&'static str> {
+        let t = target.trim_start_matches("./");
+        if t.split('/').any(|c| c == ".git") {
+            return Some("**/.git/**");
+        }
+        (t.split('/').next() == Some(".io-harness")).then_some(".io-harness/**")
+    }
+}
+
+impl PolicyGate for BuiltinProtection {
+    fn decide(&self, action: &Action) -> PolicyDecision {
+        let (decision, rule) = match action.act {
+            Act::Write => match Self::protected_write(&action.target) {
+                Some(rule) => (Decision::Deny, rule.to_string()),
+                None => (Decision::Allow, "default".to_string()),
+            },
+            Act::Net => (Decision::Deny, "default".to_string()),
+            Act::Read | Act::Exec => (Decision::Allow, "default".to_string()),
+        };
+        PolicyDecision {
+            action: action.clone(),
+            decision,
+            rule,
+            layer: "builtin".to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_protects_git_and_harness_dirs_only() {
+        let g = BuiltinProtection;
+        for t in [
+            ".git/config",
+            ".git/hooks/x",
+            ".io-harness/policy.toml",
+            "./.git/HEAD",
+            ".git",
+            "vendor/dep/.git/config",
+        ] {
+            assert_eq!(
+                g.decide(&Action::new(Act::Write, t)).decision,
+                Decision::Deny,
+                "{t}"
+            );
+        }
+        for t in [
+            "src/.git-like",
+            "a/io-harness/.io-harness",
+            ".gitignore",
+            "io-harness/x",
+        ] {
+            assert_eq!(
+                g.decide(&Action::new(Act::Write, t)).decision,
+                Decision::Allow,
+                "{t}"
+            );
+        }
+        assert_eq!(
+            g.decide(&Action::new(Act::Read, ".git/config")).decision,
+            Decision::Allow
+        );
+    }
+}

@@ -1,0 +1,412 @@
+//! [`Policy`]: the layers put together, and the one evaluation rule.
+//!
+//! Every matching rule of every layer is collected; then deny beats ask beats allow
+//! beats the act's default. Two exceptions are explicit and recorded: an operator
+//! override lifts a built-in deny (the decision names layer `override` and the lifted
+//! rule), and a remembered approval turns an ask into an allow (never a deny).
+
+use std::sync::{LazyLock, PoisonError, RwLock};
+
+use super::glob::{literal_pattern, normalize_target};
+use super::layers::PROJECT_ALLOW_IGNORED;
+use super::rules::{CompiledOverride, CompiledRule};
+use super::{
+    Act, Action, Decision, Isolation, LayerName, Override, PolicyDecision, PolicyError, PolicyGate,
+    PolicyLayers, ProjectPolicy, Rule, builtin_rules,
+};
+use crate::contract::{TaskContract, Verification};
+
+/// The layered permission policy. It implements [`PolicyGate`], the check point
+/// every tool call passes through.
+///
+/// ```
+/// use io_harness::policy::{Act, Action, Decision, Isolation, Policy, PolicyGate, Rule};
+/// let mut policy = Policy::builtin().with_exec_isolation(Isolation::Native);
+/// policy.add_run_rule(Rule::deny(Act::Exec, "curl")).unwrap();
+/// let d = policy.decide(&Action::new(Act::Exec, "/usr/bin/curl"));
+/// assert_eq!((d.decision, d.rule.as_str(), d.layer.as_str()), (Decision::Deny, "curl", "run"));
+/// let d = policy.decide(&Action::new(Act::Read, "config/.env"));
+/// assert_eq!((d.decision, d.rule.as_str(), d.layer.as_str()), (Decision::Deny, ".env", "builtin"));
+/// ```
+///
+/// It serializes as its [`PolicyLayers`], so a resumed run decides exactly as the
+/// original did.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "PolicyLayers", into = "PolicyLayers")]
+pub struct Policy {
+    isolation: Isolation,
+    builtin: Vec<CompiledRule>,
+    project: Vec<CompiledRule>,
+    task: Vec<CompiledRule>,
+    run: Vec<CompiledRule>,
+    task_overrides: Vec<CompiledOverride>,
+    run_overrides: Vec<CompiledOverride>,
+    /// Grows during a run as approvals are remembered, while the gate is shared.
+    remembered: RwLock<Vec<CompiledRule>>,
+}
+
+fn compile(rules: &[Rule]) -> Result<Vec<CompiledRule>, PolicyError> {
+    rules.iter().cloned().map(CompiledRule::new).collect()
+}
+
+fn compile_overrides(ovs: &[Override]) -> Result<Vec<CompiledOverride>, PolicyError> {
+    ovs.iter().cloned().map(CompiledOverride::new).collect()
+}
+
+fn plain(rules: &[CompiledRule]) -> Vec<Rule> {
+    rules.iter().map(|c| c.rule.clone()).collect()
+}
+
+fn push_unique(rules: &mut Vec<CompiledRule>, rule: Rule) -> Result<(), PolicyError> {
+    if !rules.iter().any(|c| c.rule == rule) {
+        rules.push(CompiledRule::new(rule)?);
+    }
+    Ok(())
+}
+
+impl Policy {
+    /// The built-in layer alone; commands are treated as weakly isolated until
+    /// [`Policy::with_exec_isolation`] says otherwise.
+    pub fn builtin() -> Self {
+        Self {
+            isolation: Isolation::Weaker,
+            builtin: BUILTIN_NO_INSTRUCTIONS.clone(),
+            project: Vec::new(),
+            task: Vec::new(),
+            run: Vec::new(),
+            task_overrides: Vec::new(),
+            run_overrides: Vec::new(),
+            remembered: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// The built-in layer (protecting the contract's instructions file), the task
+    /// layer from `[policy]`, and an allow for the program of every verification
+    /// command the operator wrote.
+    pub fn for_contract(contract: &TaskContract) -> Result<Self, PolicyError> {
+        let mut p = Self::builtin();
+        p.builtin = compile(&builtin_rules(contract.instructions.as_deref())?)?;
+        for r in &contract.policy.rules {
+            push_unique(&mut p.task, r.clone())?;
+        }
+        p.task_overrides = compile_overrides(&contract.policy.overrides)?;
+        for v in &contract.verify.criteria {
+            if let Verification::Command { argv, .. } = v
+                && let Some(argv0) = argv.first()
+            {
+                p.allow_operator_command(argv0)?;
+            }
+        }
+        Ok(p)
+    }
+
+    /// Sets how commands are isolated, which decides the `exec` default.
+    pub fn with_exec_isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
+    /// Takes the honoured rules of a loaded project file as the project layer.
+    pub fn with_project(mut self, project: &ProjectPolicy) -> Result<Self, PolicyError> {
+        let mut layer = Vec::new();
+        for r in &project.rules {
+            if r.decision == Decision::Allow {
+                return Err(PolicyError::Layer {
+                    layer: LayerName::Project.as_str(),
+                    act: r.act,
+                    target: r.target.clone(),
+                    reason: PROJECT_ALLOW_IGNORED,
+                });
+            }
+            push_unique(&mut layer, r.clone())?;
+        }
+        self.project = layer;
+        Ok(self)
+    }
+
+    /// Adds a rule to the run layer (command-line flags, the embedding program).
+    pub fn add_run_rule(&mut self, rule: Rule) -> Result<(), PolicyError> {
+        push_unique(&mut self.run, rule)
+    }
+
+    /// Adds a run-layer override lifting the built-in denies it matches.
+    pub fn add_run_override(&mut self, ov: Override) -> Result<(), PolicyError> {
+        if !self.run_overrides.iter().any(|c| c.ov == ov) {
+            self.run_overrides.push(CompiledOverride::new(ov)?);
+        }
+        Ok(())
+    }
+
+    /// Allows, in the task layer, exactly the program `argv0` of a command the
+    /// operator wrote in the contract (a verification command). Returns the rule,
+    /// which is what decisions about that command name.
+    pub fn allow_operator_command(&mut self, argv0: &str) -> Result<Rule, PolicyError> {
+        let rule = Rule::allow(Act::Exec, literal_pattern(Act::Exec, argv0));
+        push_unique(&mut self.task, rule.clone())?;
+        Ok(rule)
+    }
+
+    /// Remembers an approval of `action`: an allow for exactly its target in the
+    /// `remembered` layer. It answers later asks for that target; it never lifts a
+    /// deny. Callable while the policy is shared as the run's gate.
+    pub fn remember(&self, action: &Action) -> Result<Rule, PolicyError> {
+        let rule = Rule::allow(action.act, literal_pattern(action.act, &action.target));
+        let mut layer = self
+            .remembered
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        push_unique(&mut layer, rule.clone())?;
+        Ok(rule)
+    }
+
+    /// The `exec` default this policy applies.
+    pub fn exec_isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    /// A snapshot of every layer, as stored with a run.
+    pub fn layers(&self) -> PolicyLayers {
+        PolicyLayers {
+            exec_isolation: self.isolation,
+            builtin: plain(&self.builtin),
+            project: plain(&self.project),
+            task: plain(&self.task),
+            run: plain(&self.run),
+            remembered: plain(
+                &self
+                    .remembered
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner),
+            ),
+            task_overrides: self.task_overrides.iter().map(|c| c.ov.clone()).collect(),
+            run_overrides: self.run_overrides.iter().map(|c| c.ov.clone()).collect(),
+        }
+    }
+
+    /// Rebuilds a policy from stored layers, refusing anything the building APIs
+    /// would refuse.
+    pub fn from_layers(layers: PolicyLayers) -> Result<Self, PolicyError> {
+        layers.check()?;
+        Ok(Self {
+            isolation: layers.exec_isolation,
+            builtin: compile(&layers.builtin)?,
+            project: compile(&layers.project)?,
+            task: compile(&layers.task)?,
+            run: compile(&layers.run)?,
+            task_overrides: compile_overrides(&layers.task_overrides)?,
+            run_overrides: compile_overrides(&layers.run_overrides)?,
+            remembered: RwLock::new(compile(&layers.remembered)?),
+        })
+    }
+
+    fn default_for(&self, act: Act) -> Decision {
+        match act {
+            Act::Read | Act::Write => Decision::Allow,
+            Act::Exec => match self.isolation {
+                Isolation::Native => Decision::Allow,
+                Isolation::Weaker => Decision::Ask,
+            },
+            Act::Net => Decision::Deny,
+        }
+    }
+
+    fn overridden(&self, act: Act, target: &str) -> bool {
+        self.task_overrides
+            .iter()
+            .chain(&self.run_overrides)
+            .any(|o| o.applies(act, target))
+    }
+}
+
+/// The instruction-less built-in layer, compiled once. Its patterns are constants
+/// (a unit test compiles them); failing loudly beats a policy without its floor.
+static BUILTIN_NO_INSTRUCTIONS: LazyLock<Vec<CompiledRule>> = LazyLock::new(|| {
+    builtin_rules(None)
+        .and_then(|r| compile(&r))
+        .expect("the built-in patterns are valid globs")
+});
+
+impl Clone for Policy {
+    fn clone(&self) -> Self {
+        Self {
+            isolation: self.isolation,
+            builtin: self.builtin.clone(),
+            project: self.project.clone(),
+            task: self.task.clone(),
+            run: self.run.clone(),
+            task_overrides: self.task_overrides.clone(),
+            run_overrides: self.run_overrides.clone(),
+            remembered: RwLock::new(
+                self.remembered
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone(),
+            ),
+        }
+    }
+}
+
+impl TryFrom<PolicyLayers> for Policy {
+    type Error = PolicyError;
+    fn try_from(layers: PolicyLayers) -> Result<Self, PolicyError> {
+        Self::from_layers(layers)
+    }
+}
+
+impl From<Policy> for PolicyLayers {
+    fn from(p: Policy) -> Self {
+        p.layers()
+    }
+}
+
+/// The first matching rule of each strength, in layer order.
+#[derive(Default)]
+struct Found<'a> {
+    deny: Option<(&'a Rule, LayerName)>,
+    ask: Option<(&'a Rule, LayerName)>,
+    allow: Option<(&'a Rule, LayerName)>,
+    /// A built-in deny an override lifted.
+    lifted: Option<&'a Rule>,
+}
+
+impl PolicyGate for Policy {
+    fn decide(&self, action: &Action) -> PolicyDecision {
+        let act = action.act;
+        let target = normalize_target(act, &action.target);
+        let mut found = Found::default();
+        let layers = [
+            (LayerName::Builtin, &self.builtin),
+            (LayerName::Project, &self.project),
+            (LayerName::Task, &self.task),
+            (LayerName::Run, &self.run),
+        ];
+        for (layer, rules) in layers {
+            for c in rules.iter().filter(|c| c.applies(act, &target)) {
+                let slot = match c.rule.decision {
+                    Decision::Deny
+                        if layer == LayerName::Builtin && self.overridden(act, &target) =>
+                    {
+                        found.lifted.get_or_insert(&c.rule);
+                        continue;
+                    }
+                    Decision::Deny => &mut found.deny,
+                    Decision::Ask => &mut found.ask,
+                    Decision::Allow => &mut found.allow,
+                };
+                slot.get_or_insert((&c.rule, layer));
+            }
+        }
+        let named = |decision, rule: &str, layer: LayerName| PolicyDecision {
+            action: action.clone(),
+            decision,
+            rule: rule.to_string(),
+            layer: layer.as_str().to_string(),
+        };
+        if let Some((r, layer)) = found.deny {
+            return named(Decision::Deny, &r.target, layer);
+        }
+        let default = self.default_for(act);
+        let asked = match (found.ask, found.allow) {
+            (Some((r, layer)), _) => Some((r.target.as_str(), layer)),
+            (None, None) if default == Decision::Ask => Some(("default", LayerName::Builtin)),
+            _ => None,
+        };
+        if let Some((rule, layer)) = asked {
+            let remembered = self
+                .remembered
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            return match remembered.iter().find(|c| c.applies(act, &target)) {
+                Some(c) => named(Decision::Allow, &c.rule.target, LayerName::Remembered),
+                None => named(Decision::Ask, rule, layer),
+            };
+        }
+        let (decision, rule, layer) = match found.allow {
+            Some((r, layer)) => (Decision::Allow, r.target.as_str(), layer),
+            None => (default, "default", LayerName::Builtin),
+        };
+        match found.lifted {
+            Some(lifted) if decision == Decision::Allow => {
+                named(decision, &lifted.target, LayerName::Override)
+            }
+            _ => named(decision, rule, layer),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decide(p: &Policy, act: Act, target: &str) -> (Decision, String, String) {
+        let d = p.decide(&Action::new(act, target));
+        (d.decision, d.rule, d.layer)
+    }
+
+    #[test]
+    fn builtin_layer_compiles_and_protects_the_instructions_file() {
+        assert!(!BUILTIN_NO_INSTRUCTIONS.is_empty());
+        let mut c = TaskContract::workspace("g", ".", Verification::command(["cargo", "test"]));
+        c.instructions = Some("docs/AGENTS.md".into());
+        let p = Policy::for_contract(&c).unwrap();
+        assert_eq!(
+            decide(&p, Act::Write, "docs/AGENTS.md"),
+            (Decision::Deny, "docs/AGENTS.md".into(), "builtin".into())
+        );
+        assert_eq!(decide(&p, Act::Write, "AGENTS.md").0, Decision::Allow);
+        assert_eq!(decide(&p, Act::Read, "docs/AGENTS.md").0, Decision::Allow);
+        assert_eq!(
+            decide(&p, Act::Exec, "cargo"),
+            (Decision::Allow, "cargo".into(), "task".into())
+        );
+    }
+
+    #[test]
+    fn an_absolute_instructions_path_is_refused_not_unprotected() {
+        let mut c = TaskContract::workspace("g", ".", Verification::command(["true"]));
+        c.instructions = Some("/etc/AGENTS.md".into());
+        assert!(matches!(
+            Policy::for_contract(&c),
+            Err(PolicyError::Target { .. })
+        ));
+    }
+
+    #[test]
+    fn remember_works_through_a_shared_gate_and_is_idempotent() {
+        let p = std::sync::Arc::new(Policy::builtin());
+        let gate: std::sync::Arc<dyn PolicyGate> = p.clone();
+        assert_eq!(decide(&p, Act::Exec, "make").0, Decision::Ask);
+        let r1 = p.remember(&Action::new(Act::Exec, "make")).unwrap();
+        let r2 = p.remember(&Action::new(Act::Exec, "make")).unwrap();
+        assert_eq!(r1, r2);
+        assert_eq!(p.layers().remembered.len(), 1);
+        let d = gate.decide(&Action::new(Act::Exec, "make"));
+        assert_eq!(
+            (d.decision, d.layer.as_str()),
+            (Decision::Allow, "remembered")
+        );
+    }
+
+    #[test]
+    fn stored_layers_that_would_widen_are_refused() {
+        let mut l = Policy::builtin().layers();
+        l.project.push(Rule::allow(Act::Net, "*"));
+        assert!(matches!(
+            Policy::from_layers(l),
+            Err(PolicyError::Layer {
+                layer: "project",
+                ..
+            })
+        ));
+        let mut l = Policy::builtin().layers();
+        l.remembered.push(Rule::deny(Act::Net, "*"));
+        assert!(Policy::from_layers(l).is_err());
+        let mut l = Policy::builtin().layers();
+        l.builtin.push(Rule::allow(Act::Read, "**"));
+        assert!(Policy::from_layers(l).is_err());
+        let j = serde_json::to_value(Policy::builtin()).unwrap();
+        let mut missing = j.clone();
+        missing.as_object_mut().unwrap().remove("builtin");
+        assert!(serde_json::from_value::<Policy>(missing).is_err());
+    }
+}

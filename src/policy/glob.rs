@@ -1,0 +1,280 @@
+//! How a rule's target pattern meets an action's target.
+//!
+//! The three kinds of target (workspace paths, commands, `host[:port]`) each have
+//! their own reading of one pattern text; the rules are stated in the
+//! [policy module docs](super) and implemented only here, because a policy whose
+//! globs surprise the operator is a policy that leaks.
+
+use globset::{GlobBuilder, GlobMatcher};
+
+use super::{Act, PolicyError};
+
+/// A compiled target pattern.
+#[derive(Debug, Clone)]
+pub(crate) enum Matcher {
+    Path(GlobMatcher),
+    Command {
+        glob: GlobMatcher,
+        /// The pattern has no `/`: it names a program, not a path.
+        bare: bool,
+    },
+    Net {
+        host: GlobMatcher,
+        /// `None`: any port.
+        port: Option<u16>,
+    },
+}
+
+/// Whether a rule can only take permissions away (deny, ask) or may grant them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Matches generously: a miss would let something through.
+    Narrowing,
+    /// Matches strictly: a hit grants something.
+    Widening,
+}
+
+impl Matcher {
+    /// Compiles `pattern` for `act`, refusing what could never match as meant.
+    pub(crate) fn compile(act: Act, pattern: &str) -> Result<Self, PolicyError> {
+        let bad = |reason: &'static str| PolicyError::Target {
+            act,
+            target: pattern.to_string(),
+            reason,
+        };
+        if pattern.trim().is_empty() {
+            return Err(bad("the target must not be empty"));
+        }
+        if pattern.contains('\0') {
+            return Err(bad("the target must not contain NUL"));
+        }
+        let glob = |p: &str, case_insensitive: bool| {
+            GlobBuilder::new(p)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .case_insensitive(case_insensitive)
+                .build()
+                .map(|g| g.compile_matcher())
+                .map_err(|source| PolicyError::Glob {
+                    act,
+                    target: pattern.to_string(),
+                    source,
+                })
+        };
+        match act {
+            Act::Read | Act::Write => {
+                let anchored = match pattern.strip_prefix('/') {
+                    Some("") => return Err(bad("`/` alone names nothing")),
+                    Some(rest) => rest.to_string(),
+                    None if pattern.contains('/') => pattern.to_string(),
+                    None => format!("**/{pattern}"),
+                };
+                // Case-insensitive filesystems would let `.ENV` past a `.env` rule.
+                Ok(Self::Path(glob(&anchored, PATHS_FOLD_CASE)?))
+            }
+            Act::Exec => Ok(Self::Command {
+                glob: glob(pattern, false)?,
+                bare: !pattern.contains('/'),
+            }),
+            Act::Net => {
+                let (host, port) = split_host_port(pattern);
+                let port = match port {
+                    None | Some("*") => None,
+                    Some(p) => Some(
+                        p.parse::<u16>()
+                            .map_err(|_| bad("the port must be a number up to 65535 or `*`"))?,
+                    ),
+                };
+                if host.is_empty() {
+                    return Err(bad("the host must not be empty"));
+                }
+                if host.contains('/') {
+                    return Err(bad("a host pattern has no `/`"));
+                }
+                Ok(Self::Net {
+                    host: glob(&normalize_host(host), true)?,
+                    port,
+                })
+            }
+        }
+    }
+
+    /// Whether `target` (already normalized with [`normalize_target`]) matches.
+    pub(crate) fn matches(&self, target: &str, reach: Reach) -> bool {
+        match self {
+            Self::Path(g) => g.is_match(target),
+            Self::Command { glob, bare } => {
+                if glob.is_match(target) {
+                    return true;
+                }
+                let Some((_, name)) = target.rsplit_once('/') else {
+                    return false;
+                };
+                *bare
+                    && (reach == Reach::Narrowing || target.starts_with('/'))
+                    && glob.is_match(name)
+            }
+            Self::Net { host, port } => {
+                let (h, p) = split_host_port(target);
+                let p = p.and_then(|p| p.parse::<u16>().ok());
+                host.is_match(h) && port.is_none_or(|want| p == Some(want))
+            }
+        }
+    }
+}
+
+#[cfg(any(target_os = "macos", windows))]
+const PATHS_FOLD_CASE: bool = true;
+#[cfg(not(any(target_os = "macos", windows)))]
+const PATHS_FOLD_CASE: bool = false;
+
+/// `host:port`, `[v6]:port`, `host`, `[v6]` or a bare IPv6 literal.
+fn split_host_port(s: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = s.strip_prefix('[')
+        && let Some((host, after)) = rest.split_once(']')
+    {
+        return (host, after.strip_prefix(':'));
+    }
+    match s.split_once(':') {
+        Some((h, p)) if !p.contains(':') => (h, Some(p)),
+        _ => (s, None),
+    }
+}
+
+fn normalize_host(h: &str) -> String {
+    h.strip_suffix('.').unwrap_or(h).to_ascii_lowercase()
+}
+
+/// The form of an action's target that patterns are matched against: paths without
+/// `./` or a trailing `/`, hosts lowercased without a trailing dot.
+pub(crate) fn normalize_target(act: Act, target: &str) -> String {
+    match act {
+        Act::Read | Act::Write => {
+            let parts: Vec<&str> = target
+                .split('/')
+                .filter(|c| !c.is_empty() && *c != ".")
+                .collect();
+            parts.join("/")
+        }
+        Act::Exec => target.to_string(),
+        Act::Net => {
+            let (h, p) = split_host_port(target);
+            let h = normalize_host(h);
+            let h = if h.contains(':') { format!("[{h}]") } else { h };
+            match p {
+                Some(p) => format!("{h}:{p}"),
+                None => h,
+            }
+        }
+    }
+}
+
+/// A pattern that matches exactly `target` and nothing else (for remembered
+/// approvals and operator commands).
+pub(crate) fn literal_pattern(act: Act, target: &str) -> String {
+    let target = normalize_target(act, target);
+    let esc = escape(&target);
+    match act {
+        Act::Read | Act::Write if !target.contains('/') => format!("/{esc}"),
+        Act::Net => {
+            let (h, p) = split_host_port(&target);
+            let h = if h.contains(':') {
+                format!("[{h}]")
+            } else {
+                escape(h)
+            };
+            match p {
+                Some(p) => format!("{h}:{p}"),
+                None => h,
+            }
+        }
+        _ => esc,
+    }
+}
+
+/// Escapes every glob metacharacter, backslash included (we compile with backslash
+/// escapes on).
+fn escape(s: &str) -> String {
+    globset::escape(s).replace('\\', "\\\\")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(act: Act, pat: &str, target: &str, reach: Reach) -> bool {
+        Matcher::compile(act, pat)
+            .unwrap()
+            .matches(&normalize_target(act, target), reach)
+    }
+
+    #[test]
+    fn bare_path_pattern_matches_at_any_depth() {
+        let n = Reach::Narrowing;
+        assert!(m(Act::Read, ".env", ".env", n));
+        assert!(m(Act::Read, ".env", "a/b/.env", n));
+        assert!(!m(Act::Read, ".env", "a/.envrc", n));
+        assert!(m(Act::Read, "*.pem", "certs/deep/x.pem", n));
+        assert!(m(Act::Read, "src/*.rs", "src/lib.rs", n));
+        assert!(!m(Act::Read, "src/*.rs", "src/a/lib.rs", n));
+        assert!(!m(Act::Read, "src/*.rs", "x/src/lib.rs", n));
+        assert!(m(Act::Read, "src/**", "src/a/b/c.rs", n));
+        assert!(m(Act::Read, "/AGENTS.md", "AGENTS.md", n));
+        assert!(!m(Act::Read, "/AGENTS.md", "sub/AGENTS.md", n));
+        assert!(m(Act::Write, ".git", "./vendor/.git", n));
+    }
+
+    #[test]
+    fn commands_match_names_strictly_for_widening_rules() {
+        assert!(m(Act::Exec, "git*", "git-lfs", Reach::Widening));
+        assert!(m(Act::Exec, "curl", "/usr/bin/curl", Reach::Narrowing));
+        assert!(m(Act::Exec, "curl", "./curl", Reach::Narrowing));
+        assert!(m(Act::Exec, "cargo", "/usr/bin/cargo", Reach::Widening));
+        assert!(!m(Act::Exec, "cargo", "./cargo", Reach::Widening));
+        assert!(!m(Act::Exec, "cargo", "scripts/cargo", Reach::Widening));
+        assert!(m(Act::Exec, "mcp__fs__*", "mcp__fs__read", Reach::Widening));
+        assert!(!m(
+            Act::Exec,
+            "mcp__fs__*",
+            "mcp__web__get",
+            Reach::Widening
+        ));
+    }
+
+    #[test]
+    fn hosts_and_ports() {
+        let w = Reach::Widening;
+        assert!(m(Act::Net, "*.pypi.org:443", "files.pypi.org:443", w));
+        assert!(!m(Act::Net, "*.pypi.org:443", "files.pypi.org:80", w));
+        assert!(!m(Act::Net, "*.pypi.org:443", "pypi.org:443", w));
+        assert!(m(Act::Net, "crates.io", "CRATES.IO.:8443", w));
+        assert!(m(Act::Net, "[::1]:8080", "[::1]:8080", w));
+        assert!(m(Act::Net, "::1", "[::1]:9", w));
+        assert!(m(Act::Net, "example.com:*", "example.com:1", w));
+        assert!(Matcher::compile(Act::Net, "example.com:99999").is_err());
+        assert!(Matcher::compile(Act::Net, ":443").is_err());
+    }
+
+    #[test]
+    fn literal_patterns_match_only_their_target() {
+        for (act, t, other) in [
+            (Act::Write, "Cargo.toml", "sub/Cargo.toml"),
+            (Act::Read, "src/[weird]*.rs", "src/w.rs"),
+            (Act::Exec, "cargo", "cargo-evil"),
+            (Act::Net, "pypi.org:443", "pypi.org:80"),
+            (Act::Net, "[::1]:443", "[::2]:443"),
+        ] {
+            let p = literal_pattern(act, t);
+            assert!(m(act, &p, t, Reach::Widening), "{p} vs {t}");
+            assert!(!m(act, &p, other, Reach::Widening), "{p} vs {other}");
+        }
+    }
+
+    #[test]
+    fn bad_patterns_are_refused() {
+        assert!(Matcher::compile(Act::Read, "").is_err());
+        assert!(Matcher::compile(Act::Read, "/").is_err());
+        assert!(Matcher::compile(Act::Read, "src/[a").is_err());
+        assert!(Matcher::compile(Act::Net, "a/b").is_err());
+    }
+}

@@ -1,0 +1,471 @@
+//! The layered permission policy: precedence across layers, globs, approvals,
+//! overrides, the project file, `[policy]` in the task file, and the stored form a
+//! resumed run decides from.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use io_harness::policy::{
+    Act, Action, Approval, ApprovalRequest, Approver, Callback, Decision, Isolation, Override,
+    PROJECT_POLICY_FILE, Policy, PolicyGate, PolicyLayers, ProjectPolicy, ProjectPolicyError, Rule,
+};
+use io_harness::tools::{ToolContext, ToolLimits, ToolRegistry, Workspace};
+use io_harness::{TaskContract, Verification};
+
+const LAYERS: &[&str] = &[
+    "builtin",
+    "project",
+    "task",
+    "run",
+    "remembered",
+    "override",
+];
+
+const PROJECT: &str = r#"# narrows, and tries to widen
+rules = [
+  { act = "read", target = "secrets/**", decision = "deny" },
+  { act = "write", target = "vendor/**", decision = "deny" },
+  { act = "exec", target = "rm", decision = "allow" },
+  { act = "net", target = "*", decision = "allow" },
+  { act = "exec", target = "git-push*", decision = "ask" },
+]
+"#;
+
+/// A policy with every layer populated: the contract's task layer and override,
+/// the project file above, run rules and an override, and remembered approvals.
+fn layered(isolation: Isolation) -> Policy {
+    let contract = TaskContract::workspace("g", ".", Verification::command(["cargo", "test"]))
+        .policy_rule(Rule::allow(Act::Exec, "git*"))
+        .policy_rule(Rule::deny(Act::Exec, "curl"))
+        .policy_rule(Rule::ask(Act::Write, "Cargo.lock"))
+        .policy_rule(Rule::allow(Act::Net, "crates.io"))
+        .policy_rule(Rule::allow(Act::Net, "*.pypi.org:443"))
+        .policy_rule(Rule::allow(Act::Read, "secrets/**"))
+        .policy_rule(Rule::ask(Act::Exec, "docker"))
+        .policy_rule(Rule::allow(Act::Write, "src/**"))
+        .policy_rule(Rule::ask(Act::Net, "api.example.com"))
+        .policy_override(Override::new(Act::Read, ".env.example"));
+    let mut contract = contract;
+    contract.instructions = Some("AGENTS.md".into());
+    let project =
+        ProjectPolicy::from_toml_str(PROJECT, Path::new("ws/.io-harness/policy.toml")).unwrap();
+    let mut p = Policy::for_contract(&contract)
+        .unwrap()
+        .with_project(&project)
+        .unwrap()
+        .with_exec_isolation(isolation);
+    p.add_run_rule(Rule::deny(Act::Net, "evil.example.com"))
+        .unwrap();
+    p.add_run_rule(Rule::allow(Act::Exec, "docker")).unwrap();
+    p.add_run_rule(Rule::allow(Act::Exec, "mcp__fs__*"))
+        .unwrap();
+    p.add_run_override(Override::new(Act::Write, ".io-harness/notes/**"))
+        .unwrap();
+    for a in [
+        Action::new(Act::Exec, "docker"),
+        Action::new(Act::Exec, "curl"),
+        Action::new(Act::Net, "api.example.com:443"),
+        Action::new(Act::Read, ".env"),
+    ] {
+        p.remember(&a).unwrap();
+    }
+    p
+}
+
+use Act::{Exec, Net, Read, Write};
+use Decision::{Allow, Ask, Deny};
+
+#[rustfmt::skip]
+const TABLE: &[(Act, &str, Decision, &str, &str)] = &[
+    // defaults
+    (Read,  "src/lib.rs",               Allow, "default",          "builtin"),
+    (Write, "README.md",                Allow, "default",          "builtin"),
+    (Exec,  "make",                     Ask,   "default",          "builtin"),
+    (Net,   "other.org:443",            Deny,  "default",          "builtin"),
+    // built-in secrets, at any depth
+    (Read,  ".env",                     Deny,  ".env",             "builtin"),
+    (Read,  "config/deep/.env",         Deny,  ".env",             "builtin"),
+    (Read,  ".env.local",               Deny,  ".env.*",           "builtin"),
+    (Write, "a/b/server.pem",           Deny,  "*.pem",            "builtin"),
+    (Read,  "keys/id_rsa.pub",          Deny,  "id_rsa*",          "builtin"),
+    (Read,  "home/id_ed25519",          Deny,  "id_ed25519*",      "builtin"),
+    (Read,  "tls/site.key",             Deny,  "*.key",            "builtin"),
+    (Read,  ".git/config",              Deny,  "**/.git/config",   "builtin"),
+    (Read,  "vendor/dep/.git/config",   Deny,  "**/.git/config",   "builtin"),
+    (Read,  ".git/hooks/pre-commit",    Deny,  "**/.git/hooks/**", "builtin"),
+    (Read,  ".git/HEAD",                Allow, "default",          "builtin"),
+    (Write, ".git/HEAD",                Deny,  "**/.git/**",       "builtin"),
+    (Write, ".io-harness/policy.toml",  Deny,  ".io-harness/**",   "builtin"),
+    (Write, "AGENTS.md",                Deny,  "/AGENTS.md",       "builtin"),
+    (Write, "docs/AGENTS.md",           Allow, "default",          "builtin"),
+    // overrides lift a built-in deny for their act and target only, and say so
+    (Read,  ".env.example",             Allow, ".env.*",           "override"),
+    (Write, ".env.example",             Deny,  ".env.*",           "builtin"),
+    (Write, ".io-harness/notes/a.md",   Allow, ".io-harness/**",   "override"),
+    // project narrows: its deny beats a task allow, its allows are ignored
+    (Read,  "secrets/api.txt",          Deny,  "secrets/**",       "project"),
+    (Write, "vendor/lib.rs",            Deny,  "vendor/**",        "project"),
+    (Exec,  "rm",                       Ask,   "default",          "builtin"),
+    (Exec,  "git-push-all",             Ask,   "git-push*",        "project"),
+    // task and run
+    (Write, "src/deep/mod.rs",          Allow, "src/**",           "task"),
+    (Write, "Cargo.lock",               Ask,   "Cargo.lock",       "task"),
+    (Write, "sub/Cargo.lock",           Ask,   "Cargo.lock",       "task"),
+    (Exec,  "cargo",                    Allow, "cargo",            "task"),
+    (Exec,  "./cargo",                  Ask,   "default",          "builtin"),
+    (Exec,  "git",                      Allow, "git*",             "task"),
+    (Exec,  "git-lfs",                  Allow, "git*",             "task"),
+    (Exec,  "mcp__fs__read",            Allow, "mcp__fs__*",       "run"),
+    (Exec,  "mcp__web__get",            Ask,   "default",          "builtin"),
+    // remembered approvals answer asks, never denies
+    (Exec,  "curl",                     Deny,  "curl",             "task"),
+    (Exec,  "/usr/bin/curl",            Deny,  "curl",             "task"),
+    (Exec,  "docker",                   Allow, "docker",           "remembered"),
+    (Net,   "api.example.com:443",      Allow, "api.example.com:443", "remembered"),
+    (Net,   "api.example.com:8443",     Ask,   "api.example.com",  "task"),
+    // hosts and ports
+    (Net,   "crates.io:443",            Allow, "crates.io",        "task"),
+    (Net,   "CRATES.IO.:8443",          Allow, "crates.io",        "task"),
+    (Net,   "files.pypi.org:443",       Allow, "*.pypi.org:443",   "task"),
+    (Net,   "files.pypi.org:80",        Deny,  "default",          "builtin"),
+    (Net,   "pypi.org:443",             Deny,  "default",          "builtin"),
+    (Net,   "evil.example.com:443",     Deny,  "evil.example.com", "run"),
+];
+
+#[test]
+fn layer_precedence_table() {
+    assert!(TABLE.len() >= 30);
+    let p = layered(Isolation::Weaker);
+    let mut wrong = Vec::new();
+    for &(act, target, decision, rule, layer) in TABLE {
+        let d = p.decide(&Action::new(act, target));
+        let got = (d.decision, d.rule.as_str(), d.layer.as_str());
+        if got != (decision, rule, layer) {
+            wrong.push(format!(
+                "{} {target}: want {decision:?} {rule} {layer}, got {got:?}",
+                act.as_str()
+            ));
+        }
+        assert_eq!(d.action, Action::new(act, target));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn exec_default_follows_isolation_and_other_defaults_do_not() {
+    for (iso, exec) in [(Isolation::Native, Allow), (Isolation::Weaker, Ask)] {
+        let p = Policy::builtin().with_exec_isolation(iso);
+        assert_eq!(p.exec_isolation(), iso);
+        for (act, target, want) in [
+            (Read, "src/a.rs", Allow),
+            (Write, "src/a.rs", Allow),
+            (Exec, "make", exec),
+            (Net, "example.com:443", Deny),
+        ] {
+            let d = p.decide(&Action::new(act, target));
+            assert_eq!(
+                (d.decision, d.rule.as_str(), d.layer.as_str()),
+                (want, "default", "builtin"),
+                "{iso:?} {target}"
+            );
+        }
+    }
+    // Natively sandboxed, an explicit ask still asks; an operator allow still allows.
+    let p = layered(Isolation::Native);
+    assert_eq!(p.decide(&Action::new(Exec, "rm")).decision, Allow);
+    assert_eq!(p.decide(&Action::new(Exec, "git-push-all")).decision, Ask);
+}
+
+#[test]
+fn an_approval_remembered_answers_asks_but_never_a_deny() {
+    let p = Arc::new(layered(Isolation::Weaker));
+    let approver = Callback::new(|_: &ApprovalRequest| Approval::Approve {
+        modified: None,
+        remember: true,
+    });
+    for (target, before, after) in [
+        ("Cargo.lock", Ask, Allow),
+        ("vendor/x.rs", Deny, Deny),
+        ("a/.env", Deny, Deny),
+    ] {
+        let action = Action::new(Write, target);
+        let gate: &dyn PolicyGate = p.as_ref();
+        assert_eq!(gate.decide(&action).decision, before, "{target}");
+        let req = ApprovalRequest::new(format!("req-{target}"), action.clone(), "+x");
+        let answer = approver.decide(&req).now_or_never().unwrap();
+        if let Approval::Approve { remember: true, .. } = answer {
+            p.remember(&action).unwrap();
+        }
+        let d = gate.decide(&action);
+        assert_eq!(d.decision, after, "{target}");
+        if after == Allow {
+            assert_eq!(d.layer, "remembered");
+        } else {
+            assert_ne!(d.layer, "remembered");
+        }
+    }
+    // The remembered rule is for that target only.
+    assert_eq!(
+        p.decide(&Action::new(Write, "sub/Cargo.lock")).decision,
+        Ask
+    );
+}
+
+#[test]
+fn project_file_cannot_widen_the_operators_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".io-harness")).unwrap();
+    std::fs::write(dir.path().join(PROJECT_POLICY_FILE), PROJECT).unwrap();
+    let project = ProjectPolicy::load(dir.path()).unwrap();
+    assert_eq!(
+        project.file.as_deref(),
+        Some(dir.path().join(PROJECT_POLICY_FILE).as_path())
+    );
+    let ignored: Vec<(usize, &str)> = project
+        .ignored
+        .iter()
+        .map(|i| (i.line, i.rule.target.as_str()))
+        .collect();
+    assert_eq!(ignored, vec![(5, "rm"), (6, "*")]);
+    assert!(project.ignored.iter().all(|i| i.reason.contains("narrow")));
+    assert_eq!(project.rules.len(), 3);
+
+    let p = Policy::builtin()
+        .with_exec_isolation(Isolation::Weaker)
+        .with_project(&project)
+        .unwrap();
+    assert_eq!(
+        p.decide(&Action::new(Net, "anything.org:443")).decision,
+        Deny
+    );
+    assert_eq!(p.decide(&Action::new(Exec, "rm")).decision, Ask);
+    let d = p.decide(&Action::new(Read, "secrets/a"));
+    assert_eq!((d.decision, d.layer.as_str()), (Deny, "project"));
+    // A project file handed in unfiltered is refused, not applied.
+    let mut widened = project.clone();
+    widened.rules.push(Rule::allow(Net, "*"));
+    assert!(Policy::builtin().with_project(&widened).is_err());
+}
+
+#[test]
+fn project_file_errors_name_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".io-harness")).unwrap();
+    let file = dir.path().join(PROJECT_POLICY_FILE);
+    for (text, line, key) in [
+        (
+            "rules = [\n  { act = \"read\", target = \"a\", decision = \"deny\", note = \"x\" },\n]\n",
+            2,
+            "note",
+        ),
+        (
+            "\n\nrules = [{ act = \"fly\", target = \"a\", decision = \"deny\" }]\n",
+            3,
+            "(syntax)",
+        ),
+        (
+            "rules = [\n\n\n  { act = \"net\", target = \"host:http\", decision = \"deny\" },\n]\n",
+            4,
+            "rules[0]",
+        ),
+        ("allow_everything = true\n", 1, "allow_everything"),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        match ProjectPolicy::load(dir.path()) {
+            Err(e @ ProjectPolicyError::Invalid { .. }) => {
+                let shown = e.to_string();
+                assert!(
+                    shown.starts_with(&format!("{}:{line}: {key}:", file.display())),
+                    "{shown}"
+                );
+            }
+            other => panic!("{text}: expected Invalid, got {other:?}"),
+        }
+    }
+}
+
+fn task_file(body: &str) -> Result<TaskContract, io_harness::contract::ContractError> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("task.toml");
+    std::fs::write(
+        &file,
+        format!("goal = \"g\"\n[verify]\ncommand = [\"cargo\", \"test\"]\n{body}"),
+    )
+    .unwrap();
+    TaskContract::from_file(&file)
+}
+
+fn invalid_at(body: &str) -> (usize, String, String) {
+    match task_file(body) {
+        Err(io_harness::contract::ContractError::Invalid {
+            line, key, message, ..
+        }) => (line, key, message),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn task_file_policy_section_becomes_the_task_layer() {
+    let c = task_file(
+        "[policy]\nrules = [\n  { act = \"exec\", target = \"curl\", decision = \"deny\" },\n  { act = \"net\", target = \"*.pypi.org:443\", decision = \"allow\" },\n]\noverride = [{ act = \"read\", target = \".env.example\" }]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.policy.rules,
+        vec![Rule::deny(Exec, "curl"), Rule::allow(Net, "*.pypi.org:443")]
+    );
+    assert_eq!(
+        c.policy.overrides,
+        vec![Override::new(Read, ".env.example")]
+    );
+    let p = Policy::for_contract(&c).unwrap();
+    let d = p.decide(&Action::new(Exec, "curl"));
+    assert_eq!((d.decision, d.layer.as_str()), (Deny, "task"));
+    let d = p.decide(&Action::new(Read, ".env.example"));
+    assert_eq!(
+        (d.decision, d.rule.as_str(), d.layer.as_str()),
+        (Allow, ".env.*", "override")
+    );
+    // No [policy]: an empty task layer, and the verification command still allowed.
+    let c = task_file("").unwrap();
+    assert_eq!(c.policy, Default::default());
+    let d = Policy::for_contract(&c)
+        .unwrap()
+        .decide(&Action::new(Exec, "cargo"));
+    assert_eq!(
+        (d.decision, d.rule.as_str(), d.layer.as_str()),
+        (Allow, "cargo", "task")
+    );
+}
+
+#[test]
+fn task_file_policy_errors_name_key_and_line() {
+    let (line, key, msg) = invalid_at(
+        "[policy]\nrules = [\n  { act = \"exec\", target = \"x\", decision = \"deny\", why = 1 },\n]\n",
+    );
+    assert_eq!((line, key.as_str()), (6, "why"));
+    assert!(msg.contains("unknown field"), "{msg}");
+    let (line, key, _) = invalid_at("[policy]\ndefault = \"allow\"\n");
+    assert_eq!((line, key.as_str()), (5, "default"));
+    let (line, key, msg) = invalid_at(
+        "[policy]\nrules = [\n  { act = \"read\", target = \"a\", decision = \"deny\" },\n  { act = \"read\", target = \"src/[oops\", decision = \"deny\" },\n]\n",
+    );
+    assert_eq!((line, key.as_str()), (7, "policy.rules[1]"));
+    assert!(msg.contains("src/[oops"), "{msg}");
+    let (line, key, _) = invalid_at("[policy]\noverride = [{ act = \"net\", target = \"h:x\" }]\n");
+    assert_eq!((line, key.as_str()), (5, "policy.override[0]"));
+    let (line, _, msg) = invalid_at(
+        "[policy]\nrules = [{ act = \"exec\", target = \"x\", decision = \"maybe\" }]\n",
+    );
+    assert_eq!(line, 5);
+    assert!(msg.contains("maybe"), "{msg}");
+}
+
+#[test]
+fn a_stored_contract_without_policy_still_loads() {
+    let c = TaskContract::workspace("g", ".", Verification::command(["true"]))
+        .policy_rule(Rule::deny(Net, "*"));
+    let mut v = serde_json::to_value(&c).unwrap();
+    assert_eq!(v["policy"]["rules"][0]["decision"], "deny");
+    v.as_object_mut().unwrap().remove("policy");
+    let back: TaskContract = serde_json::from_value(v).unwrap();
+    assert_eq!(back.policy, Default::default());
+}
+
+#[test]
+fn policy_round_trips_through_json_and_decides_identically() {
+    let p = layered(Isolation::Weaker);
+    let json = serde_json::to_string(&p).unwrap();
+    let back: Policy = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.layers(), p.layers());
+    assert_eq!(back.layers().remembered.len(), 4);
+    for &(act, target, ..) in TABLE {
+        let a = Action::new(act, target);
+        assert_eq!(back.decide(&a), p.decide(&a), "{target}");
+    }
+    // The stored form has no defaults: a truncated record is refused, not widened.
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    v.as_object_mut().unwrap().remove("remembered");
+    assert!(serde_json::from_value::<Policy>(v).is_err());
+    let layers: PolicyLayers = serde_json::from_str(&json).unwrap();
+    assert_eq!(layers.exec_isolation, Isolation::Weaker);
+}
+
+#[test]
+fn every_decision_names_a_rule_and_a_layer() {
+    let p = layered(Isolation::Weaker);
+    let layers = p.layers();
+    let all_rules: Vec<&str> = [
+        &layers.builtin,
+        &layers.project,
+        &layers.task,
+        &layers.run,
+        &layers.remembered,
+    ]
+    .into_iter()
+    .flatten()
+    .map(|r| r.target.as_str())
+    .collect();
+    let targets = [
+        "", ".", "a", "x/.env", "cargo", "host:1", "[::1]:80", "*", "a/../b",
+    ];
+    for act in [Read, Write, Exec, Net] {
+        for t in targets {
+            let d = p.decide(&Action::new(act, t));
+            assert!(LAYERS.contains(&d.layer.as_str()), "{d:?}");
+            assert!(
+                d.rule == "default" || all_rules.contains(&d.rule.as_str()),
+                "{d:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_tool_dispatcher_refuses_what_the_policy_denies() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".env"), "TOKEN=canary").unwrap();
+    std::fs::write(dir.path().join("ok.txt"), "fine").unwrap();
+    let ctx = ToolContext {
+        workspace: Arc::new(Workspace::open(dir.path()).unwrap()),
+        limits: ToolLimits::default(),
+    };
+    let policy = Policy::builtin();
+    let tools = ToolRegistry::standard();
+    let read = |path: &str| serde_json::json!({ "path": path });
+    let out = tools
+        .dispatch(&ctx, &policy, "read_file", &read(".env"))
+        .await;
+    assert!(
+        out.is_error && !out.content.contains("canary"),
+        "{}",
+        out.content
+    );
+    assert!(
+        out.content.contains("rule .env in layer builtin"),
+        "{}",
+        out.content
+    );
+    assert_eq!(out.decisions[0].layer, "builtin");
+    let out = tools
+        .dispatch(&ctx, &policy, "read_file", &read("ok.txt"))
+        .await;
+    assert!(
+        !out.is_error && out.content.contains("fine"),
+        "{}",
+        out.content
+    );
+}
+
+#[test]
+fn public_policy_types_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Policy>();
+    send_sync::<PolicyLayers>();
+    send_sync::<ApprovalRequest>();
+    send_sync::<Approval>();
+    send_sync::<Arc<dyn Approver>>();
+    send_sync::<Callback<fn(&ApprovalRequest) -> Approval>>();
+    send_sync::<ProjectPolicy>();
+}

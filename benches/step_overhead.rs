@@ -176,6 +176,7 @@ async fn tool_time(ws: &std::path::Path) -> f64 {
     let ctx = ToolContext {
         workspace: Arc::new(Workspace::open(ws).unwrap()),
         limits: ToolLimits::default(),
+        exec: None,
     };
     let registry = ToolRegistry::standard();
     let calls: Vec<(String, serde_json::Value)> = script()

@@ -10,11 +10,13 @@ use super::budget::{self, Totals};
 use super::events::{Flow, RunEvent};
 use super::outcome::RunOutcome;
 use super::prompt;
+use super::setup;
 use super::stall::{SeenCall, StallDetector, StallVerdict};
 use super::state::LoopState;
 use super::workdir::{self, WorkDirs};
 use super::{RunError, RunOptions, RunResult};
 use crate::contract::{TaskContract, WorkspaceMode};
+use crate::policy::PolicyGate;
 use crate::provider::{
     ChainAttempt, ChainError, CompletionRequest, ContentBlock, Message, Provider, ProviderIdentity,
     Role, ThinkingSettings, complete_chain,
@@ -72,6 +74,7 @@ pub(super) struct Engine<'a> {
     applied: Vec<AppliedIntent>,
     stall: StallDetector,
     _lock: super::liveness::RunLock,
+    policy: Arc<dyn PolicyGate>,
 }
 
 fn now_ms() -> i64 {
@@ -91,6 +94,49 @@ fn sha256_hex(bytes: &[u8]) -> String {
         s.push_str(&format!("{b:02x}"));
     }
     s
+}
+
+/// The caller's policy, or the contract's.
+fn resolve_policy(
+    opts: &RunOptions,
+    contract: &TaskContract,
+    backend: crate::sandbox::Backend,
+    work: &std::path::Path,
+) -> Result<Arc<dyn PolicyGate>, RunError> {
+    Ok(match &opts.policy {
+        Some(p) => p.clone(),
+        None => Arc::new(setup::build_policy(contract, backend, work)?),
+    })
+}
+
+/// The tools' context: the confined workspace and an executor for commands, which
+/// masks what the policy denies for reading.
+#[allow(clippy::too_many_arguments)]
+fn tool_context(
+    ws: Workspace,
+    sandbox: Arc<dyn crate::sandbox::Sandbox>,
+    contract: &TaskContract,
+    work: &std::path::Path,
+    store: &Store,
+    run_id: i64,
+    opts: &RunOptions,
+    policy: &dyn PolicyGate,
+) -> ToolContext {
+    let masked = setup::masked_paths(work, policy);
+    let exec = crate::exec::Executor::new(
+        sandbox,
+        contract.sandbox.clone(),
+        work,
+        store.clone(),
+        run_id,
+        opts.audit.clone(),
+        masked,
+    );
+    ToolContext {
+        workspace: Arc::new(ws),
+        limits: ToolLimits::default(),
+        exec: Some(Arc::new(exec)),
+    }
 }
 
 /// Content hash of a workspace file; `None` when it does not exist or cannot be read.
@@ -168,8 +214,13 @@ impl<'a> Engine<'a> {
         let identity = provider.identity();
         check_price(&contract, &identity)?;
         store.redact_secrets(&provider.secrets());
+        let sandbox = match &opts.sandbox {
+            Some(s) => s.clone(),
+            None => setup::choose_sandbox(&contract)?,
+        };
         let dirs = workdir::prepare(&contract.root, contract.workspace)
             .map_err(|e| workspace_err(&contract.root, e))?;
+        let policy = resolve_policy(&opts, &contract, sandbox.backend(), &dirs.work)?;
         let ws = Workspace::open(&dirs.work).map_err(|e| workspace_err(&dirs.work, e))?;
         let lock = super::liveness::acquire(&dirs.scratch)
             .map_err(|e| workspace_err(&dirs.scratch, e))?
@@ -193,10 +244,16 @@ impl<'a> Engine<'a> {
             parent_run_id: None,
             scratch_dir: Some(dirs.scratch.display().to_string()),
         })?;
-        let ctx = ToolContext {
-            workspace: Arc::new(ws),
-            limits: ToolLimits::default(),
-        };
+        let ctx = tool_context(
+            ws,
+            sandbox,
+            &contract,
+            &dirs.work,
+            store,
+            run_id,
+            &opts,
+            policy.as_ref(),
+        );
         let first = prompt::first_message(&contract, &ctx.workspace);
         Ok(Self {
             contract,
@@ -215,6 +272,7 @@ impl<'a> Engine<'a> {
             applied: Vec::new(),
             stall: StallDetector::default(),
             _lock: lock,
+            policy,
         })
     }
 
@@ -267,10 +325,21 @@ impl<'a> Engine<'a> {
             })?;
         let dirs = workdir::reattach(&contract.root, contract.workspace, &scratch);
         let ws = Workspace::open(&dirs.work).map_err(|e| workspace_err(&dirs.work, e))?;
-        let ctx = ToolContext {
-            workspace: Arc::new(ws),
-            limits: ToolLimits::default(),
+        let sandbox = match &opts.sandbox {
+            Some(s) => s.clone(),
+            None => setup::choose_sandbox(&contract)?,
         };
+        let policy = resolve_policy(&opts, &contract, sandbox.backend(), &dirs.work)?;
+        let ctx = tool_context(
+            ws,
+            sandbox,
+            &contract,
+            &dirs.work,
+            store,
+            run_id,
+            &opts,
+            policy.as_ref(),
+        );
         let steps = store.steps(run_id)?;
         let mut messages = vec![Message::user(prompt::first_message(
             &contract,
@@ -316,6 +385,7 @@ impl<'a> Engine<'a> {
         store.reopen_run(run_id)?;
         Ok(Self {
             _lock: lock,
+            policy,
             stall,
             totals: Totals::from_steps(&steps),
             contract,
@@ -394,6 +464,9 @@ impl<'a> Engine<'a> {
     /// committing this step.
     async fn step(&mut self) -> Result<Option<RunOutcome>, StepEnd> {
         let step = self.totals.steps + 1;
+        if let Some(e) = &self.ctx.exec {
+            e.set_step(step);
+        }
         let step_started = Instant::now();
         let started_at_ms = now_ms();
         self.emit(RunEvent::StepStarted {
@@ -512,7 +585,12 @@ impl<'a> Engine<'a> {
         let mut verified = None;
         if !stalled && (done || self.contract.verify.every_step) {
             crate::failpoint::hit("verify.before", step);
-            let report = verify::check(&self.contract.verify.criteria, &self.ctx.workspace).await;
+            let report = verify::check(
+                &self.contract.verify.criteria,
+                &self.ctx.workspace,
+                self.ctx.exec.as_deref(),
+            )
+            .await;
             for r in report.results.iter().filter(|r| !r.passed) {
                 if let Some(out) = &r.output {
                     let detail = format!("{}\n{}", r.label, out);
@@ -699,7 +777,7 @@ impl<'a> Engine<'a> {
             let d = self
                 .opts
                 .tools
-                .dispatch(&self.ctx, self.opts.policy.as_ref(), name, input)
+                .dispatch(&self.ctx, self.policy.as_ref(), name, input)
                 .await;
             crate::failpoint::hit("tool.after_apply", step);
             if let Some(iid) = intent_id {

@@ -13,6 +13,7 @@ mod events;
 mod liveness;
 mod outcome;
 mod prompt;
+mod setup;
 mod snapshot_file;
 mod stall;
 mod state;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::contract::{ContractError, TaskContract};
-use crate::policy::{BuiltinProtection, PolicyGate};
+use crate::policy::PolicyGate;
 use crate::provider::Provider;
 use crate::store::{Store, StoreError};
 use crate::tools::ToolRegistry;
@@ -70,6 +71,17 @@ pub enum RunError {
         /// The run.
         run_id: i64,
     },
+    /// No sandbox could be had (`usage` when a required backend is unavailable).
+    #[error("sandbox: {message}")]
+    Sandbox {
+        /// Why.
+        message: String,
+        /// Whether it is the contract's demand that cannot be met (exit 2).
+        usage: bool,
+    },
+    /// The policy could not be built (a bad rule, an unreadable project file).
+    #[error("policy: {0}")]
+    Policy(String),
     /// Stored data could not be decoded.
     #[error("run {run_id}: stored {what} is unreadable: {message}")]
     Corrupt {
@@ -92,6 +104,8 @@ impl RunError {
                 | Self::NoSuchRun(_)
                 | Self::NotResumable { .. }
                 | Self::ContractMismatch { .. }
+                | Self::Policy(_)
+                | Self::Sandbox { usage: true, .. }
         )
     }
 }
@@ -134,8 +148,12 @@ pub struct RunOptions {
     pub cancel: CancelToken,
     /// Tools offered to the model.
     pub tools: ToolRegistry,
-    /// The policy check point.
-    pub policy: Arc<dyn PolicyGate>,
+    /// The policy check point; `None` builds it from the contract (the usual case).
+    pub policy: Option<Arc<dyn PolicyGate>>,
+    /// The sandbox commands run in; `None` picks it per the contract.
+    pub sandbox: Option<Arc<dyn crate::sandbox::Sandbox>>,
+    /// Where sandbox sessions are logged; the default location unless set.
+    pub audit: Option<crate::audit::AuditLog>,
     /// Providers tried, in order, when the primary fails with a retryable kind after
     /// its retries.
     pub fallbacks: Vec<Arc<dyn Provider>>,
@@ -147,7 +165,9 @@ impl Default for RunOptions {
             observer: None,
             cancel: CancelToken::new(),
             tools: ToolRegistry::standard(),
-            policy: Arc::new(BuiltinProtection),
+            policy: None,
+            sandbox: None,
+            audit: crate::audit::AuditLog::default_location(),
             fallbacks: Vec::new(),
         }
     }

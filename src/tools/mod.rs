@@ -6,6 +6,7 @@
 //! by confinement or by policy — becomes an error observation for the model and a
 //! record for the store, never a crash.
 
+mod command;
 mod confine;
 mod fs;
 mod search;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::policy::{Action, Decision, PolicyDecision, PolicyGate};
 use crate::provider::ToolSpec;
 
+pub use command::RunCommand;
 pub use confine::{ConfineError, DirEntry, EntryKind, Metadata, Resolver, Workspace, WorkspaceDir};
 pub use fs::{EditFile, ListDir, ReadFile, WriteFile};
 pub use search::{Find, Grep};
@@ -51,6 +53,8 @@ pub struct ToolContext {
     pub workspace: Arc<Workspace>,
     /// Output bounds.
     pub limits: ToolLimits,
+    /// Runs commands in the run's sandbox; `None` where commands are not available.
+    pub exec: Option<Arc<crate::exec::Executor>>,
 }
 
 /// A file a tool changed, with content hashes (SHA-256 hex) before and after, for the
@@ -163,7 +167,8 @@ pub struct ToolRegistry {
 }
 
 impl ToolRegistry {
-    /// The workspace tools: read_file, write_file, edit_file, list_dir, find, grep.
+    /// The workspace tools: read_file, write_file, edit_file, list_dir, find, grep, and
+    /// run_command (which needs an executor in the context).
     pub fn standard() -> Self {
         Self {
             tools: vec![
@@ -173,6 +178,7 @@ impl ToolRegistry {
                 Arc::new(ListDir),
                 Arc::new(Find),
                 Arc::new(Grep),
+                Arc::new(RunCommand),
             ],
         }
     }

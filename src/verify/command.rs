@@ -22,6 +22,8 @@ pub enum CommandStatus {
     Signaled(i32),
     /// It ran past its wall-clock limit and was killed.
     TimedOut(Duration),
+    /// The sandbox killed it at an enforced cap (memory, processes, CPU…).
+    CapHit(String),
     /// The program does not exist.
     NotFound(String),
     /// It could not be started for another reason.
@@ -34,6 +36,7 @@ impl std::fmt::Display for CommandStatus {
             Self::Exited(c) => write!(f, "exited {c}"),
             Self::Signaled(s) => write!(f, "killed by signal {s}"),
             Self::TimedOut(d) => write!(f, "timed out after {}s and was killed", d.as_secs_f64()),
+            Self::CapHit(cap) => write!(f, "killed by the sandbox's {cap} cap"),
             Self::NotFound(p) => write!(f, "{p}: not found"),
             Self::SpawnFailed(e) => write!(f, "could not start: {e}"),
         }

@@ -12,6 +12,8 @@ mod output;
 use std::path::Path;
 
 use crate::contract::Verification;
+use crate::exec::{Executor, Purpose};
+use crate::sandbox::{Cap, SandboxError};
 use crate::tools::{ToolError, Workspace};
 
 pub use command::{CommandGate, CommandStatus};
@@ -73,15 +75,52 @@ impl VerifyReport {
 }
 
 /// Checks every criterion (all are run, so the model learns of every failure at once).
-pub async fn check(criteria: &[Verification], workspace: &Workspace) -> VerifyReport {
+/// Command criteria run through `exec` (the run's sandbox) when given, else as plain
+/// host subprocesses with a built environment.
+pub async fn check(
+    criteria: &[Verification],
+    workspace: &Workspace,
+    exec: Option<&Executor>,
+) -> VerifyReport {
     let mut results = Vec::with_capacity(criteria.len());
     for c in criteria {
-        results.push(check_one(c, workspace).await);
+        results.push(check_one(c, workspace, exec).await);
     }
     VerifyReport { results }
 }
 
-async fn check_one(c: &Verification, ws: &Workspace) -> CriterionResult {
+/// A gate command in the sandbox: how it ended, and its bounded combined output.
+async fn sandboxed_gate(
+    exec: &Executor,
+    argv: &[String],
+    timeout: std::time::Duration,
+) -> (CommandStatus, BoundedOutput) {
+    let mut output = BoundedOutput::new(output::DEFAULT_LIMIT);
+    let wall = timeout.as_secs().max(1);
+    let status = match exec.run(argv.to_vec(), Purpose::Gate, Some(wall)).await {
+        Err(SandboxError::Exec { program, source })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            CommandStatus::NotFound(program)
+        }
+        Err(e) => CommandStatus::SpawnFailed(e.to_string()),
+        Ok(out) => {
+            output.push(&out.stdout.bytes);
+            output.push(&out.stderr.bytes);
+            match (out.cap_hit, out.exit_code, out.signal) {
+                (Some(Cap::Wall), _, _) => CommandStatus::TimedOut(timeout),
+                // A cap kill never passes, whatever status the command left.
+                (Some(cap), _, _) => CommandStatus::CapHit(cap.label().to_string()),
+                (None, Some(c), _) => CommandStatus::Exited(c),
+                (None, None, Some(s)) => CommandStatus::Signaled(s),
+                (None, None, None) => CommandStatus::SpawnFailed("no exit status".into()),
+            }
+        }
+    };
+    (status, output)
+}
+
+async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) -> CriterionResult {
     let label = c.label();
     match c {
         Verification::FileContains { file, needle } => content_check(label, ws, file, |text| {
@@ -117,15 +156,21 @@ async fn check_one(c: &Verification, ws: &Workspace) -> CriterionResult {
             expect_exit,
             timeout,
         } => {
-            let gate = CommandGate {
-                argv: argv.clone(),
-                workdir: ws.root().to_path_buf(),
-                timeout: *timeout,
-                output_limit: output::DEFAULT_LIMIT,
+            let (status, output) = match exec {
+                Some(e) => sandboxed_gate(e, argv, *timeout).await,
+                None => {
+                    let gate = CommandGate {
+                        argv: argv.clone(),
+                        workdir: ws.root().to_path_buf(),
+                        timeout: *timeout,
+                        output_limit: output::DEFAULT_LIMIT,
+                    };
+                    let run = gate.run().await;
+                    (run.status, run.output)
+                }
             };
-            let run = gate.run().await;
-            let passed = matches!(run.status, CommandStatus::Exited(code) if code == *expect_exit);
-            let summary = match &run.status {
+            let passed = matches!(status, CommandStatus::Exited(code) if code == *expect_exit);
+            let summary = match &status {
                 CommandStatus::Exited(code) if passed => format!("exited {code} as expected"),
                 CommandStatus::Exited(code) => format!("exited {code}, expected {expect_exit}"),
                 other => other.to_string(),
@@ -134,7 +179,7 @@ async fn check_one(c: &Verification, ws: &Workspace) -> CriterionResult {
                 label,
                 passed,
                 summary,
-                output: (!passed).then(|| run.output.render()),
+                output: (!passed).then(|| output.render()),
             }
         }
     }

@@ -430,6 +430,7 @@ async fn the_tool_dispatcher_refuses_what_the_policy_denies() {
     let ctx = ToolContext {
         workspace: Arc::new(Workspace::open(dir.path()).unwrap()),
         limits: ToolLimits::default(),
+        exec: None,
     };
     let policy = Policy::builtin();
     let tools = ToolRegistry::standard();

@@ -37,6 +37,7 @@ fn fx_with(limits: ToolLimits) -> Fx {
     let ctx = ToolContext {
         workspace: Arc::new(Workspace::open(&root).unwrap()),
         limits,
+        exec: None,
     };
     Fx {
         _tmp: tmp,
@@ -101,7 +102,7 @@ fn sha(s: &str) -> String {
 // ---- specs and planning ------------------------------------------------------------
 
 #[test]
-fn standard_registry_offers_the_six_tools_with_object_schemas() {
+fn standard_registry_offers_the_seven_tools_with_object_schemas() {
     let specs = ToolRegistry::standard().specs();
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(
@@ -112,7 +113,8 @@ fn standard_registry_offers_the_six_tools_with_object_schemas() {
             "edit_file",
             "list_dir",
             "find",
-            "grep"
+            "grep",
+            "run_command"
         ]
     );
     for s in &specs {

@@ -1,0 +1,234 @@
+//! Runs commands for a run: the agent's `run_command` and the verification gates, each
+//! in the run's sandbox, each recorded.
+//!
+//! This is the seam between the sandbox (which knows nothing of runs) and the rest of
+//! the harness. For every command it records, after the fact and from the sandbox's own
+//! report, the `create` / `exec` / `cap_hit` / `destroy` sandbox events under the
+//! backend that really ran, a `sandbox_sessions` row with the layers applied, and one
+//! audit-log line. A launch that failed records none of these: nothing ran.
+
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::audit::{AuditLog, SessionRecord};
+use crate::contract::{NetworkSetting, SandboxSettings};
+use crate::sandbox::{
+    Backend, NetworkPosture, RunSpec, Sandbox, SandboxError, SandboxLimits, SandboxOutcome,
+};
+use crate::store::{SandboxEvent, SandboxSession, Store};
+
+pub use report::{layers_json, limits_json};
+
+/// Why a command was run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// The agent's `run_command`.
+    Tool,
+    /// A verification command of the contract.
+    Gate,
+}
+
+impl Purpose {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Gate => "gate",
+        }
+    }
+}
+
+/// Runs a run's commands in its sandbox and records each one.
+pub struct Executor {
+    sandbox: Arc<dyn Sandbox>,
+    settings: SandboxSettings,
+    workdir: PathBuf,
+    store: Store,
+    run_id: i64,
+    step: AtomicU32,
+    audit: Option<AuditLog>,
+    hidden: Vec<PathBuf>,
+    masked: Vec<PathBuf>,
+}
+
+impl Executor {
+    /// An executor for one run. `masked` are workspace paths the policy denies for
+    /// reading; they are made unreadable inside.
+    pub fn new(
+        sandbox: Arc<dyn Sandbox>,
+        settings: SandboxSettings,
+        workdir: &Path,
+        store: Store,
+        run_id: i64,
+        audit: Option<AuditLog>,
+        masked: Vec<PathBuf>,
+    ) -> Self {
+        let mut hidden = Vec::new();
+        if let Some(db) = store.path() {
+            for suffix in ["", "-wal", "-shm"] {
+                let mut p = db.clone().into_os_string();
+                p.push(suffix);
+                hidden.push(PathBuf::from(p));
+            }
+        }
+        if let Some(a) = &audit {
+            hidden.push(a.dir().to_path_buf());
+        }
+        Self {
+            sandbox,
+            settings,
+            workdir: workdir.to_path_buf(),
+            store,
+            run_id,
+            step: AtomicU32::new(0),
+            audit,
+            hidden,
+            masked,
+        }
+    }
+
+    /// The backend commands would run under.
+    pub fn backend(&self) -> Backend {
+        self.sandbox.backend()
+    }
+
+    /// The step the next commands belong to.
+    pub fn set_step(&self, step: u32) {
+        self.step.store(step, Ordering::SeqCst);
+    }
+
+    /// Workspace paths masked inside the sandbox.
+    pub fn masked(&self) -> &[PathBuf] {
+        &self.masked
+    }
+
+    /// Whether `run_command` may take a shell string.
+    pub fn shell_allowed(&self) -> bool {
+        self.settings.shell
+    }
+
+    fn limits(&self) -> SandboxLimits {
+        let d = SandboxLimits::default();
+        let l = &self.settings.limits;
+        SandboxLimits {
+            cpu_secs: l.cpu_secs.or(d.cpu_secs),
+            wall_secs: l.wall_secs.or(d.wall_secs),
+            memory_bytes: l.memory.or(d.memory_bytes),
+            processes: l.processes.or(d.processes),
+            open_files: l.open_files.or(d.open_files),
+            output_bytes: l.output.or(d.output_bytes),
+        }
+    }
+
+    fn spec(&self, argv: Vec<String>, wall_secs: Option<u64>) -> RunSpec {
+        let mut spec = RunSpec::new(argv, &self.workdir);
+        spec.limits = self.limits();
+        if let Some(w) = wall_secs {
+            spec.limits.wall_secs = Some(spec.limits.wall_secs.map_or(w, |c| c.min(w)));
+        }
+        spec.network = match self.settings.network {
+            NetworkSetting::None => NetworkPosture::None,
+            NetworkSetting::Open => NetworkPosture::Open,
+        };
+        spec.env = self
+            .settings
+            .env
+            .iter()
+            .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
+            .collect();
+        spec.read_only_paths = self.settings.read_only_paths.clone();
+        spec.masked_paths = self.masked.clone();
+        spec.hidden_paths = self.hidden.clone();
+        spec.allow_weaker = self.settings.allow_weaker;
+        spec
+    }
+
+    /// Runs `argv` to completion in the sandbox (on a blocking thread) and records it.
+    /// `wall_secs` narrows the wall-clock cap (a gate's timeout).
+    pub async fn run(
+        &self,
+        argv: Vec<String>,
+        purpose: Purpose,
+        wall_secs: Option<u64>,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        let spec = self.spec(argv, wall_secs);
+        let sandbox = self.sandbox.clone();
+        let spec2 = spec.clone();
+        let outcome = tokio::task::spawn_blocking(move || sandbox.run(&spec2))
+            .await
+            .map_err(|e| SandboxError::Spawn {
+                stage: "blocking task",
+                source: std::io::Error::other(e.to_string()),
+            })??;
+        self.record(&spec, purpose, &outcome);
+        Ok(outcome)
+    }
+
+    /// Best effort: a record that cannot be written must not fail the command.
+    fn record(&self, spec: &RunSpec, purpose: Purpose, out: &SandboxOutcome) {
+        let step = self.step.load(Ordering::SeqCst);
+        let backend = out.backend.label();
+        let argv_text = spec.argv.join(" ");
+        let mut events = vec![
+            SandboxEvent::create(self.run_id, step, backend),
+            SandboxEvent::exec(self.run_id, step, backend, &argv_text),
+        ];
+        // Only an enforced cap is ever reported hit.
+        if let Some(cap) = out.cap_hit.filter(|c| out.layers.enforces(*c)) {
+            events.push(SandboxEvent::cap_hit(self.run_id, step, cap.label()));
+        }
+        events.push(SandboxEvent::destroy(self.run_id, step));
+        for e in &events {
+            if let Err(err) = self.store.record_sandbox_event(e) {
+                tracing::warn!(error = %err, "could not record a sandbox event");
+            }
+        }
+        let env_names: Vec<&str> = spec.env.iter().map(|(k, _)| k.as_str()).collect();
+        let layers = layers_json(&out.layers);
+        let session = SandboxSession {
+            run_id: self.run_id,
+            step,
+            purpose: purpose.label().into(),
+            backend: backend.into(),
+            argv_json: serde_json::to_string(&spec.argv).unwrap_or_default(),
+            layers_json: layers.to_string(),
+            limits_json: limits_json(&spec.limits).to_string(),
+            network: spec.network.label().into(),
+            masked_json: serde_json::to_string(&spec.masked_paths).unwrap_or_default(),
+            env_names_json: serde_json::to_string(&env_names).unwrap_or_default(),
+            exit_code: out.exit_code,
+            signal: out.signal,
+            cap_hit: out.cap_hit.map(|c| c.label().to_string()),
+            duration_ms: u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
+        };
+        if let Err(err) = self.store.record_sandbox_session(&session) {
+            tracing::warn!(error = %err, "could not record a sandbox session");
+        }
+        if let Some(log) = &self.audit {
+            let mut rec = SessionRecord::new(
+                spec.argv.clone(),
+                self.workdir.display().to_string(),
+                backend,
+            );
+            rec.run_id = Some(self.run_id);
+            rec.step = Some(step);
+            rec.layers = layers;
+            rec.network = spec.network.label().into();
+            rec.env_names = env_names.iter().map(|s| s.to_string()).collect();
+            rec.masked_paths = spec
+                .masked_paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            rec.exit_code = out.exit_code;
+            rec.signal = out.signal;
+            rec.duration_ms = session.duration_ms;
+            rec.cap_hit = session.cap_hit.clone();
+            if let Err(err) = log.append(&rec) {
+                tracing::warn!(error = %err, "could not append to the audit log");
+            }
+        }
+    }
+}

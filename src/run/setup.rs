@@ -1,0 +1,85 @@
+//! What a run needs before its first step: the sandbox its commands run in, the policy
+//! its tool calls pass, and the workspace paths that policy masks inside the sandbox.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::RunError;
+use crate::contract::TaskContract;
+use crate::policy::{Act, Action, Decision, Isolation, Policy, PolicyGate, ProjectPolicy};
+use crate::sandbox::{self, Backend, Sandbox};
+
+/// The contract's required backend, or the strongest that works here. A required
+/// backend that is unavailable is a configuration error: the run does not start.
+pub(crate) fn choose_sandbox(contract: &TaskContract) -> Result<Arc<dyn Sandbox>, RunError> {
+    let chosen = match &contract.sandbox.require {
+        Some(label) => {
+            let backend: Backend =
+                label
+                    .parse()
+                    .map_err(|e: sandbox::UnknownBackend| RunError::Sandbox {
+                        message: e.to_string(),
+                        usage: true,
+                    })?;
+            sandbox::require(backend).map_err(|e| RunError::Sandbox {
+                message: format!("[sandbox] require = \"{label}\": {e}"),
+                usage: true,
+            })?
+        }
+        None => sandbox::select().map_err(|e| RunError::Sandbox {
+            message: e.to_string(),
+            usage: false,
+        })?,
+    };
+    Ok(Arc::from(chosen))
+}
+
+/// The contract's policy, with commands allowed by default only under the native
+/// backend, and the workspace's project file (which can only narrow it).
+pub(crate) fn build_policy(
+    contract: &TaskContract,
+    backend: Backend,
+    work: &Path,
+) -> Result<Policy, RunError> {
+    let isolation = match backend {
+        Backend::LinuxNamespaces | Backend::MacosSandboxExec => Isolation::Native,
+        _ => Isolation::Weaker,
+    };
+    let policy_err = |e: &dyn std::fmt::Display| RunError::Policy(e.to_string());
+    let mut policy = Policy::for_contract(contract)
+        .map_err(|e| policy_err(&e))?
+        .with_exec_isolation(isolation);
+    let project = ProjectPolicy::load(work).map_err(|e| policy_err(&e))?;
+    for ignored in &project.ignored {
+        tracing::warn!(rule = ?ignored.rule, reason = %ignored.reason, "project policy rule ignored");
+    }
+    policy = policy.with_project(&project).map_err(|e| policy_err(&e))?;
+    Ok(policy)
+}
+
+/// Most entries looked at when searching the workspace for files to mask.
+const MASK_SCAN_LIMIT: usize = 200_000;
+
+/// Workspace files (relative) the policy denies for reading: masked inside the sandbox
+/// so a command cannot read what `read_file` may not. Ignored files are included —
+/// `.env` is usually ignored — and links are not followed.
+pub(crate) fn masked_paths(work: &Path, gate: &dyn PolicyGate) -> Vec<PathBuf> {
+    let walk = ignore::WalkBuilder::new(work)
+        .standard_filters(false)
+        .follow_links(false)
+        .build();
+    let mut out = Vec::new();
+    for entry in walk.take(MASK_SCAN_LIMIT).flatten() {
+        let Ok(rel) = entry.path().strip_prefix(work) else {
+            continue;
+        };
+        if rel.as_os_str().is_empty() {
+            continue;
+        }
+        let target = rel.to_string_lossy().replace('\\', "/");
+        if gate.decide(&Action::new(Act::Read, target)).decision == Decision::Deny {
+            out.push(rel.to_path_buf());
+        }
+    }
+    out
+}

@@ -5,5 +5,6 @@ mod crash;
 mod policy;
 mod providers;
 mod run;
+mod sandboxed;
 mod store;
 mod tools;

@@ -1,0 +1,207 @@
+//! Runs whose commands go through the real sandbox: the agent's `run_command`, the
+//! verification gates, and what the record says about them.
+
+use io_harness::audit::AuditLog;
+use io_harness::contract::{LimitSettings, NetworkSetting};
+use io_harness::provider::{ScriptTurn, Scripted};
+use io_harness::run::{RunError, RunOptions};
+use io_harness::{RunOutcome, Store, TaskContract, Verification, run_with};
+use serde_json::json;
+
+fn cmd(argv: &[&str]) -> ScriptTurn {
+    ScriptTurn::tool("run_command", json!({ "argv": argv }))
+}
+
+struct Fx {
+    _dir: tempfile::TempDir,
+    ws: std::path::PathBuf,
+    audit: std::path::PathBuf,
+}
+
+fn fixture() -> Fx {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let audit = dir.path().join("audit");
+    Fx {
+        ws,
+        audit,
+        _dir: dir,
+    }
+}
+
+fn options(fx: &Fx) -> RunOptions {
+    let mut o = RunOptions::default();
+    o.audit = Some(AuditLog::new(&fx.audit));
+    o
+}
+
+#[tokio::test]
+async fn the_agent_builds_in_the_sandbox_and_every_event_kind_is_recorded() {
+    let fx = fixture();
+    std::fs::write(fx.ws.join(".env"), "TOKEN=canary-secret\n").unwrap();
+    let store = Store::memory().unwrap();
+    let mut c = TaskContract::workspace(
+        "produce out.txt",
+        &fx.ws,
+        Verification::command(["sh", "-c", "grep -q built out.txt"]),
+    )
+    .and_verify(Verification::command([
+        "sh",
+        "-c",
+        "echo gate says no >&2; test -f never",
+    ]))
+    .max_verify_attempts(1);
+    c.sandbox.limits = LimitSettings {
+        wall_secs: Some(2),
+        ..LimitSettings::default()
+    };
+    let provider = Scripted::new(vec![
+        cmd(&["sh", "-c", "echo built > out.txt"]),
+        cmd(&["cat", ".env"]),
+        cmd(&["sleep", "30"]),
+        cmd(&["sh", "-c", "env"]),
+        ScriptTurn::text("done"),
+    ]);
+    // SAFETY: set_var races only with readers of this name; no test reads it.
+    unsafe { std::env::set_var("IO_HARNESS_TEST_PROVIDER_KEY", "sk-in-the-harness-only") };
+    let r = run_with(&c, &provider, &store, options(&fx)).await.unwrap();
+    assert!(
+        matches!(r.outcome, RunOutcome::VerificationFailed { ref failed } if failed.len() == 1),
+        "{:?}",
+        r.outcome
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.join("out.txt")).unwrap(),
+        "built\n"
+    );
+
+    let steps = store.steps(r.run_id).unwrap();
+    let out = |i: usize| steps[i].tool_calls[0].output.clone();
+    assert!(out(0).starts_with("exit code 0"), "{}", out(0));
+    assert!(
+        !out(1).contains("canary-secret"),
+        "a masked file was readable: {}",
+        out(1)
+    );
+    assert!(out(2).contains("wall cap"), "{}", out(2));
+    assert!(
+        !out(3).contains("sk-in-the-harness-only")
+            && !out(3).contains("IO_HARNESS_TEST_PROVIDER_KEY"),
+        "{}",
+        out(3)
+    );
+
+    let events = store.sandbox_events(r.run_id).unwrap();
+    let kinds: std::collections::BTreeSet<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    for k in ["create", "exec", "cap_hit", "destroy", "gate_output"] {
+        assert!(kinds.contains(k), "kind {k} never emitted: {kinds:?}");
+    }
+    let backend = events.iter().find_map(|e| e.backend.as_deref()).unwrap();
+    assert_eq!(backend, "linux-namespaces");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == "cap_hit" && e.detail.as_deref() == Some("wall"))
+    );
+    assert!(events.iter().any(|e| {
+        e.kind == "gate_output"
+            && e.detail
+                .as_deref()
+                .is_some_and(|d| d.contains("gate says no"))
+    }));
+
+    let sessions = store.sandbox_sessions(r.run_id).unwrap();
+    assert_eq!(sessions.iter().filter(|s| s.purpose == "tool").count(), 4);
+    assert_eq!(sessions.iter().filter(|s| s.purpose == "gate").count(), 2);
+    let layers: serde_json::Value = serde_json::from_str(&sessions[0].layers_json).unwrap();
+    assert!(layers["seccomp"].as_bool().unwrap());
+    assert!(
+        layers["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "net")
+    );
+    assert!(
+        sessions[0].masked_json.contains(".env"),
+        "{}",
+        sessions[0].masked_json
+    );
+    assert_eq!(sessions[0].network, "none");
+
+    let audit = AuditLog::new(&fx.audit).read_all().unwrap();
+    assert_eq!(audit.len(), 6);
+    assert!(
+        audit
+            .iter()
+            .all(|a| a.backend == "linux-namespaces" && a.run_id == Some(r.run_id))
+    );
+    assert!(audit.iter().any(|a| a.cap_hit.as_deref() == Some("wall")));
+}
+
+#[tokio::test]
+async fn a_required_backend_that_is_missing_stops_the_run_before_it_starts() {
+    let fx = fixture();
+    let store = Store::memory().unwrap();
+    let mut c = TaskContract::workspace("g", &fx.ws, Verification::file_contains("a", "b"));
+    c.sandbox.require = Some("windows-job-object".into());
+    let err = run_with(&c, &Scripted::new(vec![]), &store, options(&fx))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RunError::Sandbox { usage: true, .. }),
+        "{err}"
+    );
+    assert!(err.is_usage());
+    assert!(store.runs().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn the_floor_names_itself_and_commands_there_are_asked_about() {
+    let fx = fixture();
+    let store = Store::memory().unwrap();
+    let mut c = TaskContract::workspace("g", &fx.ws, Verification::command(["true"]));
+    c.sandbox.require = Some("portable-floor".into());
+    let provider = Scripted::new(vec![cmd(&["ls"]), ScriptTurn::text("done")]);
+    let r = run_with(&c, &provider, &store, options(&fx)).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    let steps = store.steps(r.run_id).unwrap();
+    // Weaker isolation: the agent's command needs a decision nobody gave.
+    assert!(
+        steps[0].tool_calls[0].output.contains("ask"),
+        "{}",
+        steps[0].tool_calls[0].output
+    );
+    let events = store.sandbox_events(r.run_id).unwrap();
+    // The operator's gate did run, on the floor, and the record says so.
+    assert!(
+        events
+            .iter()
+            .all(|e| e.backend.as_deref().is_none_or(|b| b == "portable-floor"))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == "exec" && e.backend.as_deref() == Some("portable-floor"))
+    );
+}
+
+#[tokio::test]
+async fn open_network_is_recorded_as_open() {
+    let fx = fixture();
+    let store = Store::memory().unwrap();
+    let mut c = TaskContract::workspace("g", &fx.ws, Verification::command(["true"]));
+    c.sandbox.network = NetworkSetting::Open;
+    let r = run_with(
+        &c,
+        &Scripted::new(vec![ScriptTurn::text("done")]),
+        &store,
+        options(&fx),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    let sessions = store.sandbox_sessions(r.run_id).unwrap();
+    assert_eq!(sessions[0].network, "open");
+}

@@ -3,6 +3,7 @@
 //! (`RunOutcome::exit_code`, 2 for usage errors).
 
 mod audit;
+mod doctor;
 mod drive;
 mod output;
 mod progress;
@@ -10,6 +11,7 @@ mod provider_args;
 mod resume;
 mod run;
 mod runs;
+mod sandbox_cmd;
 mod show;
 mod store_path;
 
@@ -38,6 +40,39 @@ enum Command {
     Show(ShowArgs),
     /// Read the audit log of sandbox sessions (every generation).
     Audit(AuditArgs),
+    /// Show which isolation layers this machine provides and which backend a run gets.
+    Doctor(DoctorArgs),
+    /// Run one command in the sandbox exactly as a run would.
+    Sandbox(SandboxArgs),
+}
+
+#[derive(Debug, Args)]
+struct DoctorArgs {
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct SandboxArgs {
+    /// Directory the command runs in and may write (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<PathBuf>,
+    /// none | open
+    #[arg(long, default_value = "none")]
+    network: String,
+    /// Caps, e.g. cpu=10,mem=512MiB,wall=30s,procs=64,files=256,output=1MiB
+    #[arg(long, value_name = "LIMITS")]
+    limit: Option<String>,
+    /// Fail instead of running weaker than this backend.
+    #[arg(long = "require-sandbox", value_name = "BACKEND")]
+    require: Option<String>,
+    /// Host variables passed in by name.
+    #[arg(long, value_name = "NAME")]
+    env: Vec<String>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
 }
 
 /// Where the store is.
@@ -173,6 +208,8 @@ pub fn main() -> ExitCode {
             Command::Runs(a) => runs::execute(a),
             Command::Show(a) => show::execute(a),
             Command::Audit(a) => audit::execute(a),
+            Command::Doctor(a) => doctor::execute(a),
+            Command::Sandbox(a) => sandbox_cmd::execute(a),
         }
     });
     match result {

@@ -255,3 +255,68 @@ fn unknown_run_is_a_usage_error() {
     let out = f.cmd(&["resume", "999"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+#[test]
+fn doctor_reports_what_the_probe_found() {
+    let f = Fixture::new();
+    let out = f.cmd(&["doctor", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["selected"], "linux-namespaces", "{v}");
+    assert_eq!(v["native"]["available"], true);
+    assert!(v["native"]["layers"]["seccomp"].as_bool().unwrap());
+    assert_eq!(v["floor"]["available"], true);
+}
+
+#[test]
+fn sandbox_command_passes_output_and_exit_code_and_is_audited() {
+    let f = Fixture::new();
+    let ws = f.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let run = |args: &[&str]| {
+        bin()
+            .args(args)
+            .env("XDG_CONFIG_HOME", f.path().join("config"))
+            .output()
+            .unwrap()
+    };
+    let ws_arg = ws.to_str().unwrap();
+    let out = run(&[
+        "sandbox",
+        "--workdir",
+        ws_arg,
+        "--",
+        "sh",
+        "-c",
+        "echo made > f; echo hi; exit 7",
+    ]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "hi\n");
+    assert_eq!(std::fs::read_to_string(ws.join("f")).unwrap(), "made\n");
+    let out = run(&[
+        "sandbox",
+        "--workdir",
+        ws_arg,
+        "--limit",
+        "wall=1",
+        "--",
+        "sleep",
+        "30",
+    ]);
+    assert_eq!(out.status.code(), Some(137), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("wall cap"));
+    let out = run(&["sandbox", "--workdir", ws_arg, "--", "no-such-program-here"]);
+    assert_eq!(out.status.code(), Some(127));
+    let out = run(&["audit", "--json"]);
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "a failed launch writes no line: {lines:?}");
+    assert_eq!(lines[0]["exit_code"], 7);
+    assert_eq!(lines[1]["cap_hit"], "wall");
+    assert!(lines.iter().all(|l| l["backend"] == "linux-namespaces"));
+    let mode = std::fs::metadata(f.path().join("config/io-harness/audit/sessions.jsonl")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(mode.permissions().mode() & 0o777, 0o600);
+}

@@ -1,0 +1,82 @@
+//! `io-harness doctor`: which isolation layers this machine really provides, found by
+//! running the sandbox's probe (a real sandboxed `/bin/true` per backend), and which
+//! backend a run would get.
+
+use io_harness::exec::layers_json;
+use io_harness::sandbox;
+
+use super::{CliError, DoctorArgs};
+
+pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
+    let report = sandbox::probe();
+    let side = |r: &Result<sandbox::LayerReport, std::sync::Arc<sandbox::SandboxError>>| match r {
+        Ok(l) => serde_json::json!({ "available": true, "layers": layers_json(l) }),
+        Err(e) => serde_json::json!({ "available": false, "reason": e.to_string() }),
+    };
+    let obj = serde_json::json!({
+        "selected": report.selected.label(),
+        "native": side(&report.native),
+        "floor": side(&report.floor),
+    });
+    if args.json {
+        println!("{obj}");
+        return Ok(0);
+    }
+    println!("a run would get: {}", report.selected.label());
+    for (name, r) in [
+        ("native (linux-namespaces)", &report.native),
+        ("portable-floor", &report.floor),
+    ] {
+        match r {
+            Ok(l) => {
+                println!("\n{name}: available");
+                let ns: Vec<&str> = l.namespaces.iter().map(|n| n.label()).collect();
+                println!(
+                    "  namespaces: {}",
+                    if ns.is_empty() {
+                        "none".into()
+                    } else {
+                        ns.join(", ")
+                    }
+                );
+                if let Some(m) = &l.mounts {
+                    println!(
+                        "  filesystem: root read-only {}, fresh /proc {}, minimal /dev {}, {} paths hidden",
+                        m.root_read_only,
+                        m.fresh_proc,
+                        m.minimal_dev,
+                        m.hidden.len()
+                    );
+                }
+                println!(
+                    "  landlock: {} (ABI {}), tcp denied {}, scoped {}",
+                    l.landlock.status.label(),
+                    l.landlock.abi.map_or("-".into(), |a| a.to_string()),
+                    l.landlock.tcp_denied,
+                    l.landlock.scoped
+                );
+                println!(
+                    "  seccomp {}, no_new_privs {}, new session {}, capabilities dropped {}, fds closed {}",
+                    l.seccomp, l.no_new_privs, l.new_session, l.capabilities_dropped, l.fds_closed
+                );
+                let cg: Vec<&str> = l.limits.cgroup.iter().map(|c| c.label()).collect();
+                let caps: Vec<&str> = l.limits.enforced.iter().map(|c| c.label()).collect();
+                let td: Vec<&str> = l.limits.teardown.iter().map(|t| t.label()).collect();
+                println!(
+                    "  caps enforced: {}; cgroup: {}; rlimits: {}; memory monitor {}; teardown: {}",
+                    caps.join(", "),
+                    if cg.is_empty() {
+                        "none".into()
+                    } else {
+                        cg.join(", ")
+                    },
+                    l.limits.rlimits.join(", "),
+                    l.limits.memory_monitor,
+                    td.join(", ")
+                );
+            }
+            Err(e) => println!("\n{name}: unavailable: {e}"),
+        }
+    }
+    Ok(0)
+}

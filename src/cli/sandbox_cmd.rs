@@ -1,0 +1,130 @@
+//! `io-harness sandbox -- CMD ARGS…`: one command in the sandbox exactly as a run would
+//! run it, for operators to try the boundary and for benchmarks. Its output is passed
+//! through, the exit code is the command's (128 + signal when a signal ended it, 127
+//! when it cannot be executed), and the session is appended to the audit log.
+
+use std::io::Write;
+
+use io_harness::audit::{AuditLog, SessionRecord};
+use io_harness::exec::layers_json;
+use io_harness::sandbox::{self, Backend, NetworkPosture, RunSpec, SandboxError};
+
+use super::{CliError, SandboxArgs};
+
+fn parse_limits(text: &str, spec: &mut RunSpec) -> Result<(), CliError> {
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        let (key, value) = part
+            .split_once('=')
+            .ok_or_else(|| CliError::Usage(format!("--limit {part:?}: expected key=value")))?;
+        let bad = |m: String| CliError::Usage(format!("--limit {key}: {m}"));
+        let secs = |v: &str| {
+            io_harness::contract::parse_duration(v)
+                .map(|d| d.as_secs().max(1))
+                .or_else(|_| v.parse::<u64>().map_err(|e| e.to_string()))
+        };
+        let l = &mut spec.limits;
+        match key {
+            "cpu" => l.cpu_secs = Some(secs(value).map_err(bad)?),
+            "wall" => l.wall_secs = Some(secs(value).map_err(bad)?),
+            "mem" | "memory" => {
+                l.memory_bytes = Some(io_harness::contract::parse_size(value).map_err(bad)?)
+            }
+            "procs" | "processes" => {
+                l.processes = Some(
+                    value
+                        .parse()
+                        .map_err(|e: std::num::ParseIntError| bad(e.to_string()))?,
+                )
+            }
+            "files" | "open_files" => {
+                l.open_files = Some(
+                    value
+                        .parse()
+                        .map_err(|e: std::num::ParseIntError| bad(e.to_string()))?,
+                )
+            }
+            "output" => {
+                l.output_bytes = Some(io_harness::contract::parse_size(value).map_err(bad)?)
+            }
+            other => {
+                return Err(CliError::Usage(format!(
+                    "--limit {other}: expected cpu, wall, mem, procs, files or output"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn execute(args: SandboxArgs) -> Result<i32, CliError> {
+    let workdir = match args.workdir {
+        Some(d) => d,
+        None => std::env::current_dir().map_err(|e| CliError::Failed(e.to_string()))?,
+    };
+    let workdir = std::fs::canonicalize(&workdir)
+        .map_err(|e| CliError::Usage(format!("--workdir {}: {e}", workdir.display())))?;
+    let mut spec = RunSpec::new(args.command.clone(), &workdir);
+    spec.network = match args.network.as_str() {
+        "none" => NetworkPosture::None,
+        "open" => NetworkPosture::Open,
+        other => {
+            return Err(CliError::Usage(format!(
+                "--network {other:?}: expected none or open"
+            )));
+        }
+    };
+    if let Some(l) = &args.limit {
+        parse_limits(l, &mut spec)?;
+    }
+    spec.env = args
+        .env
+        .iter()
+        .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
+        .collect();
+    let audit = AuditLog::default_location();
+    if let Some(a) = &audit {
+        spec.hidden_paths.push(a.dir().to_path_buf());
+    }
+    let sb = match &args.require {
+        Some(label) => {
+            let b: Backend = label
+                .parse()
+                .map_err(|e: sandbox::UnknownBackend| CliError::Usage(e.to_string()))?;
+            sandbox::require(b).map_err(|e| CliError::Usage(e.to_string()))?
+        }
+        None => sandbox::select().map_err(|e| CliError::Failed(e.to_string()))?,
+    };
+    let out = match sb.run(&spec) {
+        Ok(o) => o,
+        Err(SandboxError::Exec { program, source }) => {
+            eprintln!("io-harness sandbox: cannot execute {program}: {source}");
+            return Ok(127);
+        }
+        Err(e) => return Err(CliError::Failed(e.to_string())),
+    };
+    let _ = std::io::stdout().write_all(&out.stdout.bytes);
+    let _ = std::io::stderr().write_all(&out.stderr.bytes);
+    if let Some(log) = &audit {
+        let mut rec = SessionRecord::new(
+            spec.argv.clone(),
+            workdir.display().to_string(),
+            out.backend.label(),
+        );
+        rec.layers = layers_json(&out.layers);
+        rec.network = spec.network.label().into();
+        rec.env_names = spec.env.iter().map(|(k, _)| k.clone()).collect();
+        rec.exit_code = out.exit_code;
+        rec.signal = out.signal;
+        rec.duration_ms = u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX);
+        rec.cap_hit = out.cap_hit.map(|c| c.label().to_string());
+        let _ = log.append(&rec);
+    }
+    if let Some(cap) = out.cap_hit {
+        eprintln!("io-harness sandbox: stopped by the {} cap", cap.label());
+    }
+    Ok(match (out.exit_code, out.signal) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        _ => 1,
+    })
+}

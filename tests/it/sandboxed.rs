@@ -31,9 +31,10 @@ fn fixture() -> Fx {
 }
 
 fn options(fx: &Fx) -> RunOptions {
-    let mut o = RunOptions::default();
-    o.audit = Some(AuditLog::new(&fx.audit));
-    o
+    RunOptions {
+        audit: Some(AuditLog::new(&fx.audit)),
+        ..RunOptions::default()
+    }
 }
 
 #[tokio::test]

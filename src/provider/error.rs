@@ -73,6 +73,9 @@ pub struct ProviderError {
     pub status: Option<u16>,
     /// The server's `Retry-After`, when it sent one.
     pub retry_after: Option<Duration>,
+    /// The provider's own error type or code (`overloaded_error`,
+    /// `context_length_exceeded`…), when its reply named one.
+    pub code: Option<String>,
     /// What went wrong, with secrets already redacted.
     pub message: String,
 }
@@ -85,6 +88,7 @@ impl ProviderError {
             provider: provider.to_string(),
             status: None,
             retry_after: None,
+            code: None,
             message: message.into(),
         }
     }

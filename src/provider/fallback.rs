@@ -72,6 +72,7 @@ pub async fn complete_chain(
                             attempt: attempts,
                             kind: error.kind,
                             status: error.status,
+                            code: error.code.clone(),
                             delay_ms: 0,
                             server_said: false,
                         },

@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime};
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 pub(crate) use reader::EventReader;
-pub(crate) use status::classify_error_object;
+pub(crate) use status::{classify_error_object, error_code};
 use status::{classify_status, retry_after};
 
 use super::error::{ProviderError, ProviderErrorKind};
@@ -222,6 +222,7 @@ impl HttpClient {
             format!("HTTP {status}: {}", excerpt(&body)),
         );
         e.retry_after = wait;
+        e.code = status::body_error_code(&body);
         e
     }
 
@@ -241,7 +242,9 @@ impl HttpClient {
             .filter(|e| e.is_object())
         {
             let msg = format!("error reported with HTTP {status}: {}", excerpt(&body));
-            return self.with_status(classify_error_object(err), status, msg);
+            let mut e = self.with_status(classify_error_object(err), status, msg);
+            e.code = error_code(err);
+            return e;
         }
         let msg = format!(
             "expected an event stream, got {content_type}: {}",

@@ -77,6 +77,8 @@ pub struct RetryAttempt {
     pub kind: ProviderErrorKind,
     /// HTTP status, if any.
     pub status: Option<u16>,
+    /// The provider's error type or code, if it named one.
+    pub code: Option<String>,
     /// The wait before the next attempt.
     pub delay_ms: u64,
     /// Whether the wait came from the server.
@@ -176,6 +178,7 @@ pub async fn complete_with_retry(
             attempt,
             kind: error.kind,
             status: error.status,
+            code: error.code.clone(),
             delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
             server_said: server.is_some(),
         });

@@ -73,6 +73,8 @@ pub(super) struct Engine<'a> {
     resumed: bool,
     applied: Vec<AppliedIntent>,
     stall: StallDetector,
+    /// Said to the model in the first step after a resume (uncertain commands).
+    resume_notes: Vec<String>,
     _lock: super::liveness::RunLock,
     policy: Arc<dyn PolicyGate>,
 }
@@ -271,6 +273,7 @@ impl<'a> Engine<'a> {
             resumed: false,
             applied: Vec::new(),
             stall: StallDetector::default(),
+            resume_notes: Vec::new(),
             _lock: lock,
             policy,
         })
@@ -363,10 +366,26 @@ impl<'a> Engine<'a> {
             None => LoopState::default(),
         };
         let next_step = u32::try_from(steps.len()).unwrap_or(u32::MAX) + 1;
-        let applied = store
+        let journal: Vec<_> = store
             .journal(run_id)?
             .into_iter()
             .filter(|j| j.intent.step == next_step)
+            .collect();
+        let mut resume_notes = Vec::new();
+        for j in &journal {
+            if j.status == "pending" && j.intent.actions_json.contains("\"exec\"") {
+                // A command cut off by the crash: nobody can say what it did.
+                let _ = store.journal_uncertain(j.id);
+                resume_notes.push(format!(
+                    "Note: the previous session was interrupted while `{}` ran ({}). Whatever it did before the \
+                     interruption is in the workspace, but its result is unknown: check the state you depend on \
+                     before relying on it.",
+                    j.intent.tool, j.intent.input_json
+                ));
+            }
+        }
+        let applied = journal
+            .into_iter()
             .filter_map(|j| reconcile(&ctx.workspace, j))
             .collect();
         let mut stall = StallDetector::default();
@@ -386,6 +405,7 @@ impl<'a> Engine<'a> {
         Ok(Self {
             _lock: lock,
             policy,
+            resume_notes,
             stall,
             totals: Totals::from_steps(&steps),
             contract,
@@ -519,6 +539,24 @@ impl<'a> Engine<'a> {
             }
             Some(Err(ChainError::Escalated { error, retryable })) => {
                 tracing::warn!(run_id = self.run_id, step, error = %error, "provider call failed");
+                let provider = names
+                    .iter()
+                    .find(|n| n.starts_with(&format!("{}/", error.provider)))
+                    .or(names.last())
+                    .cloned()
+                    .unwrap_or_default();
+                let _ = self.store.record_provider_attempt(&ProviderAttempt {
+                    run_id: self.run_id,
+                    step,
+                    provider,
+                    attempt: 0,
+                    kind: error.kind.as_str().to_string(),
+                    status: error.status,
+                    delay_ms: 0,
+                    next: "escalate".into(),
+                    code: error.code.clone(),
+                    request_bytes: serde_json::to_vec(&request).ok().map(|b| b.len() as u64),
+                });
                 return Err(StepEnd::Outcome(
                     if error.kind == crate::provider::ProviderErrorKind::ContextOverflow {
                         RunOutcome::ContextOverflow
@@ -622,6 +660,9 @@ impl<'a> Engine<'a> {
             }
             verified = Some(passed);
         }
+        for note in std::mem::take(&mut self.resume_notes) {
+            results.push(ContentBlock::Text { text: note });
+        }
         if !results.is_empty() {
             added.push(Message {
                 role: Role::User,
@@ -704,6 +745,8 @@ impl<'a> Engine<'a> {
                 status: a.attempt.status,
                 delay_ms: a.attempt.delay_ms,
                 next: a.next.to_string(),
+                code: a.attempt.code.clone(),
+                request_bytes: None,
             });
             self.emit(RunEvent::ProviderRetry {
                 run_id: self.run_id,

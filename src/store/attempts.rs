@@ -3,7 +3,9 @@
 
 use rusqlite::params;
 
-use super::{ProviderAttempt, Result, Store, ensure_run, get_u64, now_ms, sql_u64, write_tx};
+use super::{
+    ProviderAttempt, Result, Store, ensure_run, get_opt_u64, get_u64, now_ms, sql_u64, write_tx,
+};
 
 impl Store {
     /// Records one failed attempt. Fails with [`super::StoreError::NoSuchRun`] for an
@@ -14,8 +16,8 @@ impl Store {
         let tx = write_tx(&mut conn)?;
         ensure_run(&tx, a.run_id)?;
         tx.execute(
-            "INSERT INTO provider_attempts (run_id, step, provider, attempt, kind, status, delay_ms, next, at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            "INSERT INTO provider_attempts (run_id, step, provider, attempt, kind, status, delay_ms, next, at_ms, code, request_bytes)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 a.run_id,
                 a.step,
@@ -26,6 +28,8 @@ impl Store {
                 sql_u64(a.delay_ms),
                 red.text(&a.next),
                 now_ms(),
+                red.opt(a.code.as_deref()),
+                a.request_bytes.map(sql_u64),
             ],
         )?;
         tx.commit()?;
@@ -36,7 +40,7 @@ impl Store {
     pub fn provider_attempts(&self, run_id: i64) -> Result<Vec<ProviderAttempt>> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT run_id, step, provider, attempt, kind, status, delay_ms, next
+            "SELECT run_id, step, provider, attempt, kind, status, delay_ms, next, code, request_bytes
              FROM provider_attempts WHERE run_id = ?1 ORDER BY id",
         )?;
         let rows = stmt.query_map([run_id], |r| {
@@ -49,6 +53,8 @@ impl Store {
                 status: r.get(5)?,
                 delay_ms: get_u64(r, 6)?,
                 next: r.get(7)?,
+                code: r.get(8)?,
+                request_bytes: get_opt_u64(r, 9)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

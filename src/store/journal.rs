@@ -55,6 +55,24 @@ impl Store {
         Ok(())
     }
 
+    /// Marks a pending intent `uncertain`: its call was interrupted and its effects
+    /// cannot be known (a command). Fails with [`StoreError::NoSuchIntent`] for an
+    /// unknown id.
+    pub fn journal_uncertain(&self, id: i64) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        let changed = tx.execute(
+            "UPDATE tool_intents SET status = 'uncertain', updated_at_ms = ?2
+             WHERE id = ?1 AND status = 'pending'",
+            params![id, now_ms()],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NoSuchIntent(id));
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     /// The journal of a run, in the order the intents were written.
     pub fn journal(&self, run_id: i64) -> Result<Vec<ToolIntentRecord>> {
         let conn = self.conn();

@@ -163,7 +163,8 @@ pub struct ProviderAttempt {
     pub step: u32,
     /// `kind/model` of the provider that failed.
     pub provider: String,
-    /// Attempt number with that provider (1-based).
+    /// Attempt number with that provider (1-based; 0 on the `escalate` row, which
+    /// records the failure that ended the run).
     pub attempt: u32,
     /// Failure kind (`rate-limited`, `server`…).
     pub kind: String,
@@ -171,8 +172,16 @@ pub struct ProviderAttempt {
     pub status: Option<u16>,
     /// Wait before the next attempt.
     pub delay_ms: u64,
-    /// `retry` (same provider again) or `fallback` (the next provider).
+    /// `retry` (same provider again), `fallback` (the next provider) or `escalate`
+    /// (the run ends on this failure).
     pub next: String,
+    /// The provider's own error type or code, when it named one.
+    #[serde(default)]
+    pub code: Option<String>,
+    /// Size of the request in its neutral JSON form, recorded when the run ends on the
+    /// failure (a context overflow is about this number).
+    #[serde(default)]
+    pub request_bytes: Option<u64>,
 }
 
 /// A tool call about to happen: written before it runs, completed after.
@@ -199,7 +208,7 @@ pub struct ToolIntentRecord {
     pub id: i64,
     /// The intent.
     pub intent: ToolIntent,
-    /// `pending`, `done`, `failed`.
+    /// `pending`, `done`, `failed`, or `uncertain` (interrupted, effects unknown).
     pub status: String,
     /// File effects (hashes before/after), JSON, once done.
     pub effects_json: Option<String>,

@@ -16,7 +16,37 @@ use super::{Result, StoreError};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migrations in order; `MIGRATIONS[i]` takes version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+
+/// Version 7: an intent can be `uncertain` — a command interrupted by a crash, whose
+/// effects no one can reconcile. SQLite cannot change a CHECK in place, so the table is
+/// rebuilt with its rows.
+const V7: &str = "
+CREATE TABLE tool_intents_v7 (
+    id             INTEGER PRIMARY KEY,
+    run_id         INTEGER NOT NULL REFERENCES runs(id),
+    step           INTEGER NOT NULL,
+    call_id        TEXT NOT NULL,
+    tool           TEXT NOT NULL,
+    input_json     TEXT NOT NULL,
+    actions_json   TEXT NOT NULL,
+    status         TEXT NOT NULL CHECK (status IN ('pending', 'done', 'failed', 'uncertain')),
+    effects_json   TEXT,
+    created_at_ms  INTEGER NOT NULL,
+    updated_at_ms  INTEGER NOT NULL
+);
+INSERT INTO tool_intents_v7 SELECT * FROM tool_intents;
+DROP TABLE tool_intents;
+ALTER TABLE tool_intents_v7 RENAME TO tool_intents;
+CREATE INDEX tool_intents_run ON tool_intents(run_id);
+";
+
+/// Version 6: the provider's own error code of a failed attempt, and the size of the
+/// request (what a context overflow is about).
+const V6: &str = "
+ALTER TABLE provider_attempts ADD COLUMN code TEXT;
+ALTER TABLE provider_attempts ADD COLUMN request_bytes INTEGER;
+";
 
 /// Version 5: one row per sandboxed command with the layers really applied, its
 /// limits, network posture, masks and how it ended.

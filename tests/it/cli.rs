@@ -185,6 +185,7 @@ fn verification_failure_exits_1() {
 /// A run killed between its tools and its commit resumes without applying the
 /// interrupted step's edit twice.
 #[test]
+#[cfg(feature = "failpoints")]
 fn killed_mid_step_resumes_without_double_applying() {
     let f = Fixture::new();
     f.write("t/ws/counter.txt", "count = 1\n");

@@ -186,3 +186,68 @@ fn sigkill_at_a_random_moment() {
     );
     case.assert_final();
 }
+
+/// A command cut off by a crash cannot be reconciled: the journal says `uncertain`
+/// and the model is told on resume.
+#[test]
+fn an_interrupted_command_is_uncertain_and_the_model_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::create_dir_all(p.join("t/ws")).unwrap();
+    let script = [
+        r#"{"tool_calls": [{"name": "run_command", "input": {"argv": ["sh", "-c", "echo ran >> runs.txt"]}}]}"#,
+        r#"{"text": "done"}"#,
+    ];
+    std::fs::write(p.join("t/script.jsonl"), script.join("\n") + "\n").unwrap();
+    std::fs::write(
+        p.join("t/task.toml"),
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"runs.txt\", needle = \"ran\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    )
+    .unwrap();
+    let cmd = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_io-harness"));
+        c.args(args)
+            .env("IO_HARNESS_STORE", p.join("store.db"))
+            .env("XDG_CACHE_HOME", p.join("cache"))
+            .env("XDG_CONFIG_HOME", p.join("config"))
+            .env_remove("IO_HARNESS_FAILPOINT");
+        c
+    };
+    let task = p.join("t/task.toml");
+    let out = cmd(&["run", task.to_str().unwrap()])
+        .env("IO_HARNESS_FAILPOINT", "tool.after_apply:1")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        None,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cmd(&["resume", "1", "--json"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let show = cmd(&["show", "1", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let first = v["steps"][0]["messages_json"].as_str().unwrap();
+    assert!(
+        first.contains("was interrupted while `run_command` ran"),
+        "{first}"
+    );
+    let store = io_harness::Store::open(p.join("store.db")).unwrap();
+    let statuses: Vec<String> = store
+        .journal(1)
+        .unwrap()
+        .into_iter()
+        .map(|j| j.status)
+        .collect();
+    assert_eq!(
+        statuses.first().map(String::as_str),
+        Some("uncertain"),
+        "{statuses:?}"
+    );
+}

@@ -1,6 +1,7 @@
 //! The integration suite: one binary, a module per topic.
 
 mod cli;
+#[cfg(feature = "failpoints")]
 mod crash;
 mod policy;
 mod providers;

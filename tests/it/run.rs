@@ -253,6 +253,15 @@ async fn provider_failures_escalate_with_their_kind() {
     .await
     .unwrap();
     assert_eq!(r.outcome, RunOutcome::ContextOverflow);
+    let last = store.provider_attempts(r.run_id).unwrap().pop().unwrap();
+    assert_eq!(
+        (last.kind.as_str(), last.next.as_str()),
+        ("context-overflow", "escalate")
+    );
+    assert!(
+        last.request_bytes.unwrap() > 100,
+        "the request size is on record"
+    );
 }
 
 #[tokio::test]
@@ -677,5 +686,7 @@ async fn retries_exhausted_escalate_as_retryable() {
             retryable: true
         }
     );
-    assert_eq!(store.provider_attempts(r.run_id).unwrap().len(), 2);
+    let attempts = store.provider_attempts(r.run_id).unwrap();
+    let nexts: Vec<&str> = attempts.iter().map(|a| a.next.as_str()).collect();
+    assert_eq!(nexts, ["retry", "retry", "escalate"]);
 }

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::provider::error::{ProviderError, ProviderErrorKind};
-use crate::provider::http::classify_error_object;
+use crate::provider::http::{classify_error_object, error_code};
 use crate::provider::types::{ContentBlock, StopReason, Usage};
 
 #[derive(Deserialize, Default)]
@@ -148,11 +148,10 @@ impl Assembler {
             "error" => {
                 let err = field(&v, "error").cloned().unwrap_or(v.clone());
                 let kind = classify_error_object(&err);
-                return Err(ProviderError::new(
-                    kind,
-                    self.provider,
-                    format!("error in the stream: {err}"),
-                ));
+                let mut e =
+                    ProviderError::new(kind, self.provider, format!("error in the stream: {err}"));
+                e.code = error_code(&err);
+                return Err(e);
             }
             _ => {}
         }

@@ -31,6 +31,23 @@ pub(crate) fn classify_status(status: u16, body: &str) -> ProviderErrorKind {
 ///
 /// An error the stream reports that matches nothing is `Server`: the request was
 /// accepted and the server failed while answering it.
+/// The provider's name for an error object: its `code` when that is a string,
+/// else its `type` (Anthropic's `overloaded_error`).
+pub(crate) fn error_code(err: &serde_json::Value) -> Option<String> {
+    let s = |k: &str| {
+        err.get(k)
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+    };
+    s("code").or_else(|| s("type")).map(str::to_string)
+}
+
+/// The error object of a JSON error body (`{"error": {...}}`), if there is one.
+pub(crate) fn body_error_code(body: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    error_code(v.get("error")?)
+}
+
 pub(crate) fn classify_error_object(err: &serde_json::Value) -> ProviderErrorKind {
     let text = |k: &str| {
         err.get(k)

@@ -16,7 +16,7 @@
 use serde::Deserialize;
 
 use crate::provider::error::{ProviderError, ProviderErrorKind};
-use crate::provider::http::classify_error_object;
+use crate::provider::http::{classify_error_object, error_code};
 use crate::provider::types::{ContentBlock, StopReason, Usage};
 
 #[derive(Deserialize)]
@@ -149,7 +149,9 @@ impl Assembler {
         })?;
         if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
             let kind = classify_error_object(&err);
-            return Err(self.error(kind, format!("error in the stream: {err}")));
+            let mut e = self.error(kind, format!("error in the stream: {err}"));
+            e.code = error_code(&err);
+            return Err(e);
         }
         if let Some(m) = chunk.model.filter(|m| !m.is_empty()) {
             self.model = Some(m);

@@ -321,3 +321,68 @@ fn sandbox_command_passes_output_and_exit_code_and_is_audited() {
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(mode.permissions().mode() & 0o777, 0o600);
 }
+
+/// Ctrl-C stops the run at a step boundary with exit 130, and it resumes to success.
+#[test]
+fn ctrl_c_cancels_at_a_step_boundary_and_the_run_resumes() {
+    let f = Fixture::new();
+    f.write("t/ws/a.txt", "a\n");
+    let script = [
+        r#"{"tool_calls": [{"name": "run_command", "input": {"argv": ["sleep", "1.5"]}}]}"#,
+        r#"{"tool_calls": [{"name": "write_file", "input": {"path": "b.txt", "content": "b\n"}}]}"#,
+        r#"{"text": "done"}"#,
+    ];
+    f.write("t/script.jsonl", &(script.join("\n") + "\n"));
+    let task = f.write(
+        "t/task.toml",
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"b.txt\", needle = \"b\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    );
+    let mut child = bin()
+        .args(["run", task.to_str().unwrap(), "--json"])
+        .env("XDG_CACHE_HOME", f.path().join("cache"))
+        .env("XDG_CONFIG_HOME", f.path().join("config"))
+        .env("IO_HARNESS_STORE", f.store())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the command of step 1 is running, then interrupt.
+    let pid = child.id() as i32;
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        use std::io::BufRead;
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the run ended early"
+        );
+        if line.contains("\"tool_called\"") {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on the child we spawned.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(rest.contains("\"cancelled\""), "{rest}");
+    assert!(
+        !f.path().join("t/ws/b.txt").exists(),
+        "stopped before step 2"
+    );
+    let runs: serde_json::Value =
+        serde_json::from_slice(&f.cmd(&["runs", "--json"]).stdout).unwrap();
+    assert_eq!(runs[0]["outcome"], "cancelled");
+    assert_eq!(
+        runs[0]["steps"], 1,
+        "the interrupted step was committed first"
+    );
+    let out = f.cmd(&["resume", &runs[0]["id"].to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(f.path().join("t/ws/b.txt")).unwrap(),
+        "b\n"
+    );
+}

@@ -10,6 +10,7 @@ mod fake_server;
 mod openai;
 mod openrouter;
 mod record;
+mod retrying;
 mod sdk;
 
 use std::time::Duration;

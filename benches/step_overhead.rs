@@ -177,6 +177,7 @@ async fn tool_time(ws: &std::path::Path) -> f64 {
         workspace: Arc::new(Workspace::open(ws).unwrap()),
         limits: ToolLimits::default(),
         exec: None,
+        read_gate: None,
     };
     let registry = ToolRegistry::standard();
     let calls: Vec<(String, serde_json::Value)> = script()

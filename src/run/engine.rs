@@ -122,9 +122,9 @@ fn tool_context(
     store: &Store,
     run_id: i64,
     opts: &RunOptions,
-    policy: &dyn PolicyGate,
+    policy: &Arc<dyn PolicyGate>,
 ) -> ToolContext {
-    let masked = setup::masked_paths(work, policy);
+    let masked = setup::masked_paths(work, policy.as_ref());
     let exec = crate::exec::Executor::new(
         sandbox,
         contract.sandbox.clone(),
@@ -138,6 +138,7 @@ fn tool_context(
         workspace: Arc::new(ws),
         limits: ToolLimits::default(),
         exec: Some(Arc::new(exec)),
+        read_gate: Some(policy.clone()),
     }
 }
 
@@ -247,14 +248,7 @@ impl<'a> Engine<'a> {
             scratch_dir: Some(dirs.scratch.display().to_string()),
         })?;
         let ctx = tool_context(
-            ws,
-            sandbox,
-            &contract,
-            &dirs.work,
-            store,
-            run_id,
-            &opts,
-            policy.as_ref(),
+            ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
         );
         let first = prompt::first_message(&contract, &ctx.workspace);
         Ok(Self {
@@ -334,14 +328,7 @@ impl<'a> Engine<'a> {
         };
         let policy = resolve_policy(&opts, &contract, sandbox.backend(), &dirs.work)?;
         let ctx = tool_context(
-            ws,
-            sandbox,
-            &contract,
-            &dirs.work,
-            store,
-            run_id,
-            &opts,
-            policy.as_ref(),
+            ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
         );
         let steps = store.steps(run_id)?;
         let mut messages = vec![Message::user(prompt::first_message(

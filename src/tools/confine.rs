@@ -248,6 +248,21 @@ impl Workspace {
         Ok(WorkspaceDir { rel, inner })
     }
 
+    /// The path a read of `rel` really reaches, relative to the root, when it differs
+    /// from `rel` (a symlink inside the workspace): the policy must judge the file that
+    /// is read, not the name it was asked by, or a link named `notes.txt` pointing at
+    /// `.env` would pass a read-deny of `.env`. `None` when it is `rel` itself, when
+    /// nothing is there, or where the OS cannot say.
+    pub fn resolved_target(&self, rel: &str) -> Option<String> {
+        let rel = normalize(rel).ok()?;
+        let (file, _) = self.inner.open_file(&rel, Follow::Inside).ok()?;
+        let real = fd_path(&file)?;
+        let root = std::fs::canonicalize(&self.root).ok()?;
+        let inside = real.strip_prefix(&root).ok()?;
+        let target = inside.to_str()?.to_string();
+        (target != rel && !target.is_empty()).then_some(target)
+    }
+
     /// Opens a regular file for reading, with its metadata.
     pub(crate) fn open_file(
         &self,
@@ -332,6 +347,20 @@ fn read_limited(file: File, len: u64, max: u64, rel: &str) -> Result<Vec<u8>, To
 }
 
 /// Maps an I/O error on `rel`: not-found is its own variant, the rest keep the cause.
+/// The path the kernel has for an open file.
+fn fd_path(file: &File) -> Option<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        None
+    }
+}
+
 pub(crate) fn io_error(rel: &str, e: io::Error) -> ToolError {
     if e.kind() == io::ErrorKind::NotFound {
         ToolError::NotFound(rel.to_string())

@@ -33,7 +33,17 @@ pub(super) fn parse<T: DeserializeOwned>(input: &serde_json::Value) -> Result<T,
 
 /// The one action of a single-path tool, on the normalized path.
 pub(super) fn plan_path(ctx: &ToolContext, act: Act, path: &str) -> Result<Vec<Action>, ToolError> {
-    Ok(vec![Action::new(act, ctx.workspace.normalize(path)?)])
+    let rel = ctx.workspace.normalize(path)?;
+    let mut actions = Vec::new();
+    // A read follows symlinks that stay inside: the file it really reaches is judged
+    // too. (Writes never go through a symlink, so their target is the name.)
+    if act == Act::Read
+        && let Some(real) = ctx.workspace.resolved_target(&rel)
+    {
+        actions.push(Action::new(act, real));
+    }
+    actions.insert(0, Action::new(act, rel));
+    Ok(actions)
 }
 
 /// Parses `input` and runs `f` on the blocking pool: file system work (a grep over a

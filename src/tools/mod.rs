@@ -55,6 +55,10 @@ pub struct ToolContext {
     pub limits: ToolLimits,
     /// Runs commands in the run's sandbox; `None` where commands are not available.
     pub exec: Option<Arc<crate::exec::Executor>>,
+    /// The run's policy, for tools that read many files at once (`grep`): a file the
+    /// policy denies reading is skipped, so a search cannot show what `read_file` may
+    /// not. `None` skips nothing.
+    pub read_gate: Option<Arc<dyn PolicyGate>>,
 }
 
 /// A file a tool changed, with content hashes (SHA-256 hex) before and after, for the

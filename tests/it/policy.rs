@@ -431,6 +431,7 @@ async fn the_tool_dispatcher_refuses_what_the_policy_denies() {
         workspace: Arc::new(Workspace::open(dir.path()).unwrap()),
         limits: ToolLimits::default(),
         exec: None,
+        read_gate: None,
     };
     let policy = Policy::builtin();
     let tools = ToolRegistry::standard();
@@ -454,6 +455,81 @@ async fn the_tool_dispatcher_refuses_what_the_policy_denies() {
         .await;
     assert!(
         !out.is_error && out.content.contains("fine"),
+        "{}",
+        out.content
+    );
+}
+
+/// Regression: a symlink inside the workspace named like an ordinary file used to be
+/// judged by its name, so `notes.txt -> .env` read the secret.
+#[tokio::test]
+async fn a_read_through_an_inside_symlink_is_judged_by_the_file_it_reaches() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".env"), "TOKEN=canary").unwrap();
+    std::fs::create_dir(dir.path().join("docs")).unwrap();
+    std::os::unix::fs::symlink("../.env", dir.path().join("docs/notes.txt")).unwrap();
+    let ctx = ToolContext {
+        workspace: Arc::new(Workspace::open(dir.path()).unwrap()),
+        limits: ToolLimits::default(),
+        exec: None,
+        read_gate: None,
+    };
+    let out = ToolRegistry::standard()
+        .dispatch(
+            &ctx,
+            &Policy::builtin(),
+            "read_file",
+            &serde_json::json!({"path": "docs/notes.txt"}),
+        )
+        .await;
+    assert!(
+        out.is_error && !out.content.contains("canary"),
+        "{}",
+        out.content
+    );
+    let targets: Vec<&str> = out
+        .decisions
+        .iter()
+        .map(|d| d.action.target.as_str())
+        .collect();
+    assert_eq!(targets, ["docs/notes.txt", ".env"]);
+}
+
+/// Regression: grep read every file under its path, so it showed the content of a
+/// file `read_file` is refused.
+#[tokio::test]
+async fn grep_does_not_search_files_the_policy_denies_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".env"), "TOKEN=canary").unwrap();
+    std::fs::write(
+        dir.path().join("app.txt"),
+        "TOKEN is read from the environment",
+    )
+    .unwrap();
+    let policy: Arc<dyn io_harness::policy::PolicyGate> = Arc::new(Policy::builtin());
+    let ctx = ToolContext {
+        workspace: Arc::new(Workspace::open(dir.path()).unwrap()),
+        limits: ToolLimits::default(),
+        exec: None,
+        read_gate: Some(policy.clone()),
+    };
+    let out = ToolRegistry::standard()
+        .dispatch(
+            &ctx,
+            policy.as_ref(),
+            "grep",
+            &serde_json::json!({"pattern": "TOKEN"}),
+        )
+        .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(
+        out.content.contains("app.txt") && !out.content.contains("canary"),
+        "{}",
+        out.content
+    );
+    assert!(
+        out.content
+            .contains("1 files not searched: the policy denies"),
         "{}",
         out.content
     );

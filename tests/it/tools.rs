@@ -38,6 +38,7 @@ fn fx_with(limits: ToolLimits) -> Fx {
         workspace: Arc::new(Workspace::open(&root).unwrap()),
         limits,
         exec: None,
+        read_gate: None,
     };
     Fx {
         _tmp: tmp,

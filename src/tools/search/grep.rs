@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::PathGlob;
 use super::walk::walk;
-use crate::policy::{Act, Action};
+use crate::policy::{Act, Action, Decision};
 use crate::provider::ToolSpec;
 use crate::tools::confine::Follow;
 use crate::tools::fs::{cut_line, parse, plan_path, run_blocking, text};
@@ -68,7 +68,13 @@ impl Tool for Grep {
         ctx: &'a ToolContext,
         input: &'a serde_json::Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        run_blocking(ctx, input, |ws, limits, a: Args| {
+        let gate = ctx.read_gate.clone();
+        run_blocking(ctx, input, move |ws, limits, a: Args| {
+            let denied = |rel: &str| {
+                gate.as_ref().is_some_and(|g| {
+                    g.decide(&Action::new(Act::Read, rel)).decision == Decision::Deny
+                })
+            };
             let start = ws.normalize(a.path.as_deref().unwrap_or("."))?;
             let matcher = RegexMatcherBuilder::new()
                 .case_insensitive(a.case_insensitive)
@@ -88,6 +94,10 @@ impl Tool for Grep {
                     if v.entry.kind != EntryKind::File
                         || glob.as_ref().is_some_and(|gl| !gl.is_match(v.rel, &start))
                     {
+                        return ControlFlow::Continue(());
+                    }
+                    if denied(v.rel) {
+                        g.withheld += 1;
                         return ControlFlow::Continue(());
                     }
                     match v.dir.open_file(v.entry.os_name()) {
@@ -115,6 +125,8 @@ struct Collector {
     stopped: bool,
     too_large: usize,
     unreadable: usize,
+    /// Files the policy denies reading, not searched.
+    withheld: usize,
 }
 
 impl Collector {
@@ -132,6 +144,7 @@ impl Collector {
             stopped: false,
             too_large: 0,
             unreadable: 0,
+            withheld: 0,
         }
     }
 
@@ -183,6 +196,12 @@ impl Collector {
         if unreadable > 0 {
             self.out.push_str(&format!(
                 "[{unreadable} files or directories could not be read]\n"
+            ));
+        }
+        if self.withheld > 0 {
+            self.out.push_str(&format!(
+                "[{} files not searched: the policy denies reading them]\n",
+                self.withheld
             ));
         }
         self.out

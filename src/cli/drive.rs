@@ -96,5 +96,11 @@ fn report(r: &RunResult, json: bool, secrets: &[String]) {
     } else {
         println!("\ndiff:\n{}", c(&r.diff));
     }
+    if let io_harness::RunOutcome::AwaitingApproval { request_id } = &r.outcome {
+        println!(
+            "awaiting approval: io-harness approve {} {request_id} allow|deny [--reason …], then io-harness resume {}",
+            r.run_id, r.run_id
+        );
+    }
     println!("trace: io-harness show {}", r.run_id);
 }

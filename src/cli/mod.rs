@@ -2,6 +2,7 @@
 //! calls in one file per subcommand. Exit codes come from one table
 //! (`RunOutcome::exit_code`, 2 for usage errors).
 
+mod approve;
 mod audit;
 mod doctor;
 mod drive;
@@ -38,12 +39,32 @@ enum Command {
     Runs(ListArgs),
     /// Show one run's trace: steps, tool calls, tokens, cost, outcome, diff.
     Show(ShowArgs),
+    /// Answer a deferred approval request of a run.
+    Approve(ApproveArgs),
     /// Read the audit log of sandbox sessions (every generation).
     Audit(AuditArgs),
     /// Show which isolation layers this machine provides and which backend a run gets.
     Doctor(DoctorArgs),
     /// Run one command in the sandbox exactly as a run would.
     Sandbox(SandboxArgs),
+}
+
+#[derive(Debug, Args)]
+struct ApproveArgs {
+    /// The run.
+    run_id: i64,
+    /// The request (shown when the run stopped awaiting approval).
+    request_id: String,
+    /// allow | deny
+    decision: String,
+    /// Why, shown to the model (with deny).
+    #[arg(long)]
+    reason: Option<String>,
+    /// Remember the allow as a rule for the rest of the run.
+    #[arg(long)]
+    remember: bool,
+    #[command(flatten)]
+    store: StoreArg,
 }
 
 #[derive(Debug, Args)]
@@ -207,6 +228,7 @@ pub fn main() -> ExitCode {
             Command::Resume(a) => resume::execute(a).await,
             Command::Runs(a) => runs::execute(a),
             Command::Show(a) => show::execute(a),
+            Command::Approve(a) => approve::execute(a),
             Command::Audit(a) => audit::execute(a),
             Command::Doctor(a) => doctor::execute(a),
             Command::Sandbox(a) => sandbox_cmd::execute(a),

@@ -270,6 +270,10 @@ struct Found<'a> {
 }
 
 impl PolicyGate for Policy {
+    fn remember(&self, action: &Action) -> bool {
+        Policy::remember(self, action).is_ok()
+    }
+
     fn decide(&self, action: &Action) -> PolicyDecision {
         let act = action.act;
         let target = normalize_target(act, &action.target);

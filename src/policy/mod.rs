@@ -130,4 +130,11 @@ pub struct PolicyDecision {
 pub trait PolicyGate: Send + Sync {
     /// Decides one action.
     fn decide(&self, action: &Action) -> PolicyDecision;
+
+    /// Remembers an approval of `action` as an allow rule for the rest of the run;
+    /// returns whether the gate can remember at all.
+    fn remember(&self, action: &Action) -> bool {
+        let _ = action;
+        false
+    }
 }

@@ -16,14 +16,14 @@ use super::state::LoopState;
 use super::workdir::{self, WorkDirs};
 use super::{RunError, RunOptions, RunResult};
 use crate::contract::{TaskContract, WorkspaceMode};
-use crate::policy::PolicyGate;
+use crate::policy::{Action, Approval, ApprovalRequest, Decision, PolicyDecision, PolicyGate};
 use crate::provider::{
-    ChainAttempt, ChainError, CompletionRequest, ContentBlock, Message, Provider, ProviderIdentity,
-    Role, ThinkingSettings, complete_chain,
+    ChainAttempt, ChainError, Completion, CompletionRequest, ContentBlock, Message, Provider,
+    ProviderIdentity, Role, ThinkingSettings, complete_chain,
 };
 use crate::store::{
-    NewRun, PolicyEvent, ProviderAttempt, RunFinish, SandboxEvent, StepRecord, Store,
-    ToolCallRecord, ToolIntent,
+    ApprovalRecord, NewRun, PolicyEvent, ProviderAttempt, RunFinish, SandboxEvent, StepRecord,
+    Store, ToolCallRecord, ToolIntent,
 };
 use crate::tools::{FileEffect, ToolContext, ToolLimits, Workspace};
 use crate::verify;
@@ -47,6 +47,25 @@ struct JournalAction {
     target: String,
     #[serde(default)]
     before: Option<String>,
+}
+
+/// How an ask was answered.
+enum AskAnswer {
+    /// Run it (with these arguments, possibly modified by the approver).
+    Approved {
+        input: serde_json::Value,
+        remember: bool,
+    },
+    /// Do not run it; the reason goes to the model.
+    Denied(String),
+}
+
+fn describe(actions: &[Action]) -> String {
+    actions
+        .iter()
+        .map(|a| format!("{} {}", a.act.as_str(), a.target))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Why a step ended the run without being committed.
@@ -75,6 +94,8 @@ pub(super) struct Engine<'a> {
     stall: StallDetector,
     /// Said to the model in the first step after a resume (uncertain commands).
     resume_notes: Vec<String>,
+    /// The model reply of a step an approval interrupted, replayed on resume.
+    replay_reply: Option<Completion>,
     _lock: super::liveness::RunLock,
     policy: Arc<dyn PolicyGate>,
 }
@@ -268,6 +289,7 @@ impl<'a> Engine<'a> {
             applied: Vec::new(),
             stall: StallDetector::default(),
             resume_notes: Vec::new(),
+            replay_reply: None,
             _lock: lock,
             policy,
         })
@@ -358,6 +380,29 @@ impl<'a> Engine<'a> {
             .into_iter()
             .filter(|j| j.intent.step == next_step)
             .collect();
+        let mut replay_reply = None;
+        for a in store
+            .approvals(run_id)?
+            .into_iter()
+            .filter(|a| a.step == next_step)
+        {
+            if a.status == "pending" {
+                return Err(RunError::NotResumable {
+                    run_id,
+                    reason: format!(
+                        "approval request {} is still pending: decide it with `io-harness approve {run_id} {} allow|deny`",
+                        a.request_id, a.request_id
+                    ),
+                });
+            }
+            let reply: Completion =
+                serde_json::from_str(&a.reply_json).map_err(|e| RunError::Corrupt {
+                    run_id,
+                    what: "approval reply",
+                    message: e.to_string(),
+                })?;
+            replay_reply = Some(reply);
+        }
         let mut resume_notes = Vec::new();
         for j in &journal {
             if j.status == "pending" && j.intent.actions_json.contains("\"exec\"") {
@@ -393,6 +438,7 @@ impl<'a> Engine<'a> {
             _lock: lock,
             policy,
             resume_notes,
+            replay_reply,
             stall,
             totals: Totals::from_steps(&steps),
             contract,
@@ -482,82 +528,12 @@ impl<'a> Engine<'a> {
             max_steps: self.contract.budget.max_steps,
         });
         let request = self.request();
-        let remaining = budget::remaining(&self.contract.budget, self.elapsed());
         let model_started = Instant::now();
-        let deadline = remaining.map(|d| tokio::time::Instant::now() + d);
-        let chain: Vec<&dyn Provider> = std::iter::once(self.provider)
-            .chain(
-                self.opts
-                    .fallbacks
-                    .iter()
-                    .map(|p| p.as_ref() as &dyn Provider),
-            )
-            .collect();
-        let names: Vec<String> = chain
-            .iter()
-            .map(|p| {
-                let id = p.identity();
-                format!("{}/{}", id.kind, id.model)
-            })
-            .collect();
-        let mut attempts = Vec::new();
-        let mut on_attempt = |a: &ChainAttempt| attempts.push(a.clone());
-        let call = complete_chain(
-            &chain,
-            &request,
-            &self.contract.retry,
-            deadline,
-            &mut on_attempt,
-        );
-        let outcome = tokio::select! {
-            _ = self.opts.cancel.cancelled() => None,
-            r = async {
-                match remaining {
-                    Some(d) => tokio::time::timeout(d, call).await.unwrap_or(Err(ChainError::Deadline)),
-                    None => call.await,
-                }
-            } => Some(r),
+        let (reply, served_by) = match self.replay_reply.take() {
+            // Resuming a step an approval interrupted: its reply is on record.
+            Some(r) => (r, Some("replayed from the approval record".to_string())),
+            None => self.call_model(step, &request).await?,
         };
-        self.record_attempts(step, &names, &attempts);
-        let (reply, served) = match outcome {
-            None => return Err(StepEnd::Outcome(RunOutcome::Cancelled)),
-            Some(Err(ChainError::Deadline)) => {
-                return Err(StepEnd::Outcome(RunOutcome::TimeBudgetExceeded));
-            }
-            Some(Err(ChainError::Escalated { error, retryable })) => {
-                tracing::warn!(run_id = self.run_id, step, error = %error, "provider call failed");
-                let provider = names
-                    .iter()
-                    .find(|n| n.starts_with(&format!("{}/", error.provider)))
-                    .or(names.last())
-                    .cloned()
-                    .unwrap_or_default();
-                let _ = self.store.record_provider_attempt(&ProviderAttempt {
-                    run_id: self.run_id,
-                    step,
-                    provider,
-                    attempt: 0,
-                    kind: error.kind.as_str().to_string(),
-                    status: error.status,
-                    delay_ms: 0,
-                    next: "escalate".into(),
-                    code: error.code.clone(),
-                    request_bytes: serde_json::to_vec(&request).ok().map(|b| b.len() as u64),
-                });
-                return Err(StepEnd::Outcome(
-                    if error.kind == crate::provider::ProviderErrorKind::ContextOverflow {
-                        RunOutcome::ContextOverflow
-                    } else {
-                        RunOutcome::Escalated {
-                            kind: error.kind,
-                            retryable,
-                        }
-                    },
-                ));
-            }
-            Some(Ok(r)) => r,
-        };
-        let served_by = names.get(served).cloned();
         crate::failpoint::hit("step.after_reply", step);
         let model_ms = ms(model_started.elapsed());
         let calls: Vec<(String, String, serde_json::Value)> = reply
@@ -578,7 +554,10 @@ impl<'a> Engine<'a> {
         let mut policy_events = Vec::new();
         let mut effects = Vec::new();
         for (id, name, input) in &calls {
-            let (block, record, decisions, fx) = self.call_tool(step, id, name, input).await;
+            let (block, record, decisions, fx) = self
+                .call_tool(step, id, name, input, &reply)
+                .await
+                .map_err(StepEnd::Outcome)?;
             results.push(block);
             tool_records.push(record);
             policy_events.extend(decisions);
@@ -718,6 +697,91 @@ impl<'a> Engine<'a> {
         Ok(budget::after_step(&self.contract.budget, &self.totals))
     }
 
+    /// Calls the provider chain with retries, under the time budget and the cancel
+    /// token; records every failed attempt.
+    async fn call_model(
+        &mut self,
+        step: u32,
+        request: &CompletionRequest,
+    ) -> Result<(Completion, Option<String>), StepEnd> {
+        let remaining = budget::remaining(&self.contract.budget, self.elapsed());
+        let deadline = remaining.map(|d| tokio::time::Instant::now() + d);
+        let chain: Vec<&dyn Provider> = std::iter::once(self.provider)
+            .chain(
+                self.opts
+                    .fallbacks
+                    .iter()
+                    .map(|p| p.as_ref() as &dyn Provider),
+            )
+            .collect();
+        let names: Vec<String> = chain
+            .iter()
+            .map(|p| {
+                let id = p.identity();
+                format!("{}/{}", id.kind, id.model)
+            })
+            .collect();
+        let mut attempts = Vec::new();
+        let mut on_attempt = |a: &ChainAttempt| attempts.push(a.clone());
+        let call = complete_chain(
+            &chain,
+            request,
+            &self.contract.retry,
+            deadline,
+            &mut on_attempt,
+        );
+        let outcome = tokio::select! {
+            _ = self.opts.cancel.cancelled() => None,
+            r = async {
+                match remaining {
+                    Some(d) => tokio::time::timeout(d, call).await.unwrap_or(Err(ChainError::Deadline)),
+                    None => call.await,
+                }
+            } => Some(r),
+        };
+        self.record_attempts(step, &names, &attempts);
+        let (reply, served) = match outcome {
+            None => return Err(StepEnd::Outcome(RunOutcome::Cancelled)),
+            Some(Err(ChainError::Deadline)) => {
+                return Err(StepEnd::Outcome(RunOutcome::TimeBudgetExceeded));
+            }
+            Some(Err(ChainError::Escalated { error, retryable })) => {
+                tracing::warn!(run_id = self.run_id, step, error = %error, "provider call failed");
+                let provider = names
+                    .iter()
+                    .find(|n| n.starts_with(&format!("{}/", error.provider)))
+                    .or(names.last())
+                    .cloned()
+                    .unwrap_or_default();
+                let _ = self.store.record_provider_attempt(&ProviderAttempt {
+                    run_id: self.run_id,
+                    step,
+                    provider,
+                    attempt: 0,
+                    kind: error.kind.as_str().to_string(),
+                    status: error.status,
+                    delay_ms: 0,
+                    next: "escalate".into(),
+                    code: error.code.clone(),
+                    request_bytes: serde_json::to_vec(request).ok().map(|b| b.len() as u64),
+                });
+                return Err(StepEnd::Outcome(
+                    if error.kind == crate::provider::ProviderErrorKind::ContextOverflow {
+                        RunOutcome::ContextOverflow
+                    } else {
+                        RunOutcome::Escalated {
+                            kind: error.kind,
+                            retryable,
+                        }
+                    },
+                ));
+            }
+            Some(Ok(r)) => r,
+        };
+        let served_by = names.get(served).cloned();
+        Ok((reply, served_by))
+    }
+
     /// Records the failed attempts of a step's model call (best effort: a record that
     /// cannot be written must not end the run) and tells the observer.
     fn record_attempts(&self, step: u32, names: &[String], attempts: &[ChainAttempt]) {
@@ -754,12 +818,16 @@ impl<'a> Engine<'a> {
         id: &str,
         name: &str,
         input: &serde_json::Value,
-    ) -> (
-        ContentBlock,
-        ToolCallRecord,
-        Vec<PolicyEvent>,
-        Vec<FileEffect>,
-    ) {
+        reply: &Completion,
+    ) -> Result<
+        (
+            ContentBlock,
+            ToolCallRecord,
+            Vec<PolicyEvent>,
+            Vec<FileEffect>,
+        ),
+        RunOutcome,
+    > {
         let target = ["path", "pattern"]
             .iter()
             .find_map(|k| input.get(k).and_then(|v| v.as_str()).map(str::to_string));
@@ -773,49 +841,41 @@ impl<'a> Engine<'a> {
         let dispatched = if let Some(done) = self.already_applied(name, &input_json) {
             done
         } else {
-            let actions: Vec<JournalAction> = self
-                .opts
-                .tools
-                .get(name)
-                .and_then(|t| t.plan(&self.ctx, input).ok())
-                .unwrap_or_default()
-                .into_iter()
-                .map(|a| JournalAction {
-                    before: (a.act == crate::policy::Act::Write)
-                        .then(|| file_hash(&self.ctx.workspace, &a.target))
-                        .flatten(),
-                    act: a.act,
-                    target: a.target,
-                })
-                .collect();
-            // Only calls that can change something need an intent on record: a read
-            // replayed after a crash does no harm, and skipping its two journal writes
-            // is most of a read step's bookkeeping.
-            let effectful = actions.iter().any(|a| a.act != crate::policy::Act::Read);
-            let intent_id = effectful
-                .then(|| {
-                    self.store.journal_intent(&ToolIntent {
-                        run_id: self.run_id,
-                        step,
-                        call_id: id.to_string(),
-                        tool: name.to_string(),
-                        input_json: input_json.clone(),
-                        actions_json: serde_json::to_string(&actions).unwrap_or_default(),
-                    })
-                })
-                .and_then(Result::ok);
-            let d = self
-                .opts
-                .tools
-                .dispatch(&self.ctx, self.policy.as_ref(), name, input)
-                .await;
-            crate::failpoint::hit("tool.after_apply", step);
-            if let Some(iid) = intent_id {
-                let _ = self.store.journal_complete(
-                    iid,
-                    !d.is_error,
-                    &serde_json::to_string(&d.effects).unwrap_or_default(),
-                );
+            let mut d = self.journaled_dispatch(step, id, name, input, &[]).await;
+            if !d.asked.is_empty() {
+                let asked = std::mem::take(&mut d.asked);
+                match self
+                    .resolve_ask(step, id, name, input, &input_json, &asked, reply)
+                    .await?
+                {
+                    AskAnswer::Approved {
+                        input: approved_input,
+                        remember,
+                    } => {
+                        if remember {
+                            for a in &asked {
+                                self.policy.remember(a);
+                            }
+                        }
+                        let first = std::mem::take(&mut d.decisions);
+                        d = self
+                            .journaled_dispatch(step, id, name, &approved_input, &asked)
+                            .await;
+                        d.decisions.splice(0..0, first);
+                    }
+                    AskAnswer::Denied(reason) => {
+                        d.content = format!(
+                            "refused: the operator denied {}: {reason}",
+                            describe(&asked)
+                        );
+                        d.decisions.extend(asked.iter().map(|a| PolicyDecision {
+                            action: a.clone(),
+                            decision: Decision::Deny,
+                            rule: "denied by approver".into(),
+                            layer: "approval".into(),
+                        }));
+                    }
+                }
             }
             d
         };
@@ -860,7 +920,141 @@ impl<'a> Engine<'a> {
             content: dispatched.content,
             is_error: dispatched.is_error,
         };
-        (block, record, events, dispatched.effects)
+        Ok((block, record, events, dispatched.effects))
+    }
+
+    /// Journals (when the call can change something), dispatches with `approved`
+    /// actions, and completes the journal entry.
+    async fn journaled_dispatch(
+        &self,
+        step: u32,
+        id: &str,
+        name: &str,
+        input: &serde_json::Value,
+        approved: &[Action],
+    ) -> crate::tools::Dispatched {
+        let input_json = serde_json::to_string(input).unwrap_or_default();
+        let actions: Vec<JournalAction> = self
+            .opts
+            .tools
+            .get(name)
+            .and_then(|t| t.plan(&self.ctx, input).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| JournalAction {
+                before: (a.act == crate::policy::Act::Write)
+                    .then(|| file_hash(&self.ctx.workspace, &a.target))
+                    .flatten(),
+                act: a.act,
+                target: a.target,
+            })
+            .collect();
+        // Only calls that can change something need an intent on record: a read
+        // replayed after a crash does no harm, and skipping its two journal writes is
+        // most of a read step's bookkeeping.
+        let effectful = actions.iter().any(|a| a.act != crate::policy::Act::Read);
+        let intent_id = effectful
+            .then(|| {
+                self.store.journal_intent(&ToolIntent {
+                    run_id: self.run_id,
+                    step,
+                    call_id: id.to_string(),
+                    tool: name.to_string(),
+                    input_json,
+                    actions_json: serde_json::to_string(&actions).unwrap_or_default(),
+                })
+            })
+            .and_then(Result::ok);
+        let d = self
+            .opts
+            .tools
+            .dispatch_approved(&self.ctx, self.policy.as_ref(), name, input, approved)
+            .await;
+        crate::failpoint::hit("tool.after_apply", step);
+        if let Some(iid) = intent_id {
+            let _ = self.store.journal_complete(
+                iid,
+                !d.is_error,
+                &serde_json::to_string(&d.effects).unwrap_or_default(),
+            );
+        }
+        d
+    }
+
+    /// Answers an `ask`: a decision already on record (an operator's `approve` before
+    /// this resume), else the approver, else — nobody to ask — a deferral that ends the
+    /// run `AwaitingApproval`, never a hang.
+    #[allow(clippy::too_many_arguments)]
+    async fn resolve_ask(
+        &self,
+        step: u32,
+        id: &str,
+        name: &str,
+        input: &serde_json::Value,
+        input_json: &str,
+        asked: &[Action],
+        reply: &Completion,
+    ) -> Result<AskAnswer, RunOutcome> {
+        let decided = self
+            .store
+            .approvals(self.run_id)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|a| {
+                a.step == step
+                    && a.tool == name
+                    && a.input_json == input_json
+                    && a.status != "pending"
+            });
+        if let Some(a) = decided {
+            return Ok(if a.status == "allowed" {
+                AskAnswer::Approved {
+                    input: input.clone(),
+                    remember: a.remember,
+                }
+            } else {
+                AskAnswer::Denied(a.reason.unwrap_or_else(|| "no reason given".into()))
+            });
+        }
+        let request_id = format!("{step}-{id}");
+        let request = ApprovalRequest {
+            id: request_id.clone(),
+            action: asked[0].clone(),
+            detail: format!(
+                "{name} {}",
+                crate::tools::bound_text(input_json.to_string(), 2000)
+            ),
+        };
+        let answer = match &self.opts.approver {
+            Some(a) => a.decide(&request).await,
+            None => Approval::Defer,
+        };
+        match answer {
+            Approval::Approve { modified, remember } => Ok(AskAnswer::Approved {
+                input: modified.unwrap_or_else(|| input.clone()),
+                remember,
+            }),
+            Approval::Deny { reason } => Ok(AskAnswer::Denied(reason)),
+            Approval::Defer => {
+                let record = ApprovalRecord {
+                    run_id: self.run_id,
+                    request_id: request_id.clone(),
+                    step,
+                    call_id: id.to_string(),
+                    tool: name.to_string(),
+                    input_json: input_json.to_string(),
+                    action_json: serde_json::to_string(&asked[0]).unwrap_or_default(),
+                    reply_json: serde_json::to_string(reply).unwrap_or_default(),
+                    status: "pending".into(),
+                    reason: None,
+                    remember: false,
+                };
+                if let Err(e) = self.store.record_approval_request(&record) {
+                    tracing::error!(error = %e, "could not record the approval request");
+                }
+                Err(RunOutcome::AwaitingApproval { request_id })
+            }
+        }
     }
 
     /// On the first step after an interruption: a write the interrupted session already
@@ -899,6 +1093,7 @@ impl<'a> Engine<'a> {
             confinement_refusal: None,
             effects: a.effects,
             duration_ms: 0,
+            asked: Vec::new(),
         })
     }
 

@@ -154,6 +154,9 @@ pub struct RunOptions {
     pub sandbox: Option<Arc<dyn crate::sandbox::Sandbox>>,
     /// Where sandbox sessions are logged; the default location unless set.
     pub audit: Option<crate::audit::AuditLog>,
+    /// Answers the policy's asks; without one an ask defers (the run ends
+    /// `AwaitingApproval`, resumable once an operator decides).
+    pub approver: Option<Arc<dyn crate::policy::Approver>>,
     /// Providers tried, in order, when the primary fails with a retryable kind after
     /// its retries.
     pub fallbacks: Vec<Arc<dyn Provider>>,
@@ -168,6 +171,7 @@ impl Default for RunOptions {
             policy: None,
             sandbox: None,
             audit: crate::audit::AuditLog::default_location(),
+            approver: None,
             fallbacks: Vec::new(),
         }
     }

@@ -43,6 +43,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use rusqlite::Connection;
 
+mod approvals;
 mod attempts;
 mod blobs;
 mod events;
@@ -57,8 +58,8 @@ mod sessions;
 mod steps;
 
 pub use records::{
-    NewRun, PolicyEvent, ProviderAttempt, RunFinish, RunRecord, SandboxSession, StepRecord,
-    ToolCallRecord, ToolIntent, ToolIntentRecord,
+    ApprovalRecord, NewRun, PolicyEvent, ProviderAttempt, RunFinish, RunRecord, SandboxSession,
+    StepRecord, ToolCallRecord, ToolIntent, ToolIntentRecord,
 };
 pub use sandbox_event::SandboxEvent;
 pub use schema::SCHEMA_VERSION;
@@ -87,6 +88,14 @@ pub enum StoreError {
         found: u32,
         /// Newest this build knows.
         supported: u32,
+    },
+    /// No pending approval request of that id.
+    #[error("run {run_id} has no pending approval request {request_id:?}")]
+    NoSuchApproval {
+        /// The run.
+        run_id: i64,
+        /// The request.
+        request_id: String,
     },
     /// A run id that does not exist.
     #[error("no run with id {0}")]

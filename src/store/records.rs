@@ -227,6 +227,33 @@ pub struct RunFinish {
     pub diff: Option<String>,
 }
 
+/// An approval request: an action the policy asks about, deferred to a human.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    /// Run.
+    pub run_id: i64,
+    /// The id an operator answers (`io-harness approve <run> <request> allow|deny`).
+    pub request_id: String,
+    /// The step it interrupted.
+    pub step: u32,
+    /// The tool call it belongs to.
+    pub call_id: String,
+    /// Tool name.
+    pub tool: String,
+    /// The call's arguments, JSON.
+    pub input_json: String,
+    /// The action asked about, JSON.
+    pub action_json: String,
+    /// The model reply of the interrupted step (`Completion`, JSON), replayed on resume.
+    pub reply_json: String,
+    /// `pending`, `allowed` or `denied`.
+    pub status: String,
+    /// The reason given with a denial.
+    pub reason: Option<String>,
+    /// Whether an allow is remembered as a rule for the rest of the run.
+    pub remember: bool,
+}
+
 /// One sandboxed command as recorded: what was applied, not what was asked for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxSession {

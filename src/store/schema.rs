@@ -16,7 +16,29 @@ use super::{Result, StoreError};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migrations in order; `MIGRATIONS[i]` takes version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
+
+/// Version 8: approval requests — an `ask` deferred to a human, with the model reply
+/// of the step it interrupted so the resumed run continues from exactly that action.
+const V8: &str = "
+CREATE TABLE approvals (
+    id            INTEGER PRIMARY KEY,
+    run_id        INTEGER NOT NULL REFERENCES runs(id),
+    request_id    TEXT NOT NULL,
+    step          INTEGER NOT NULL,
+    call_id       TEXT NOT NULL,
+    tool          TEXT NOT NULL,
+    input_json    TEXT NOT NULL,
+    action_json   TEXT NOT NULL,
+    reply_json    TEXT NOT NULL,
+    status        TEXT NOT NULL CHECK (status IN ('pending', 'allowed', 'denied')),
+    reason        TEXT,
+    remember      INTEGER NOT NULL DEFAULT 0,
+    created_at_ms INTEGER NOT NULL,
+    decided_at_ms INTEGER,
+    UNIQUE (run_id, request_id)
+);
+";
 
 /// Version 7: an intent can be `uncertain` — a command interrupted by a crash, whose
 /// effects no one can reconcile. SQLite cannot change a CHECK in place, so the table is

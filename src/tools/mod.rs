@@ -162,6 +162,9 @@ pub struct Dispatched {
     pub effects: Vec<FileEffect>,
     /// Wall time of the call.
     pub duration_ms: u64,
+    /// Actions the policy asked about that no approval answered (the call did not
+    /// run). Empty when a deny refused it.
+    pub asked: Vec<Action>,
 }
 
 /// The tools offered to a run.
@@ -214,6 +217,21 @@ impl ToolRegistry {
         name: &str,
         input: &serde_json::Value,
     ) -> Dispatched {
+        self.dispatch_approved(ctx, gate, name, input, &[]).await
+    }
+
+    /// [`ToolRegistry::dispatch`] where the actions in `approved` were approved by an
+    /// `Approver`: an `ask` for one of them counts as allowed (recorded with layer
+    /// `approval`); a `deny` still refuses. An ask not approved leaves the call unrun
+    /// with the action in [`Dispatched::asked`], for the caller to take to an approver.
+    pub async fn dispatch_approved(
+        &self,
+        ctx: &ToolContext,
+        gate: &dyn PolicyGate,
+        name: &str,
+        input: &serde_json::Value,
+        approved: &[Action],
+    ) -> Dispatched {
         let started = Instant::now();
         let mut out = Dispatched {
             content: String::new(),
@@ -222,6 +240,7 @@ impl ToolRegistry {
             confinement_refusal: None,
             effects: Vec::new(),
             duration_ms: 0,
+            asked: Vec::new(),
         };
         let Some(tool) = self.get(name) else {
             let names: Vec<String> = self.tools.iter().map(|t| t.spec().name).collect();
@@ -232,8 +251,21 @@ impl ToolRegistry {
             Err(e) => Err(e),
             Ok(actions) => {
                 let mut refused = None;
+                let mut denied = false;
                 for a in &actions {
-                    let d = gate.decide(a);
+                    let mut d = gate.decide(a);
+                    if d.decision == Decision::Ask && approved.contains(a) {
+                        d = PolicyDecision {
+                            action: a.clone(),
+                            decision: Decision::Allow,
+                            rule: "approved".into(),
+                            layer: "approval".into(),
+                        };
+                    }
+                    if d.decision == Decision::Ask {
+                        out.asked.push(a.clone());
+                    }
+                    denied |= d.decision == Decision::Deny;
                     if d.decision != Decision::Allow && refused.is_none() {
                         refused = Some(format!(
                             "policy {} {} {} (rule {} in layer {})",
@@ -245,6 +277,10 @@ impl ToolRegistry {
                         ));
                     }
                     out.decisions.push(d);
+                }
+                if denied {
+                    // A deny is final: there is nothing to ask anyone about.
+                    out.asked.clear();
                 }
                 match refused {
                     Some(msg) => {

@@ -386,3 +386,108 @@ fn ctrl_c_cancels_at_a_step_boundary_and_the_run_resumes() {
         "b\n"
     );
 }
+
+/// An ask with nobody to answer it defers: exit 5, `approve`, `resume` continues from
+/// exactly that action.
+#[test]
+fn a_deferred_approval_round_trips_through_the_cli() {
+    let f = Fixture::new();
+    f.write("t/ws/a.txt", "a\n");
+    let script = [
+        r#"{"tool_calls": [{"name": "write_file", "input": {"path": "b.txt", "content": "b\n"}}, {"name": "run_command", "input": {"argv": ["sh", "-c", "echo approved > c.txt"]}}]}"#,
+        r#"{"text": "done"}"#,
+    ];
+    f.write("t/script.jsonl", &(script.join("\n") + "\n"));
+    // On the floor, a command needs a decision.
+    let task = f.write(
+        "t/task.toml",
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"c.txt\", needle = \"approved\" }\n[sandbox]\nrequire = \"portable-floor\"\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    );
+    let out = f.cmd(&["run", task.to_str().unwrap(), "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let result: serde_json::Value =
+        serde_json::from_str(text(&out.stdout).lines().last().unwrap()).unwrap();
+    let outcome = &result["result"]["outcome"];
+    assert_eq!(outcome["outcome"], "awaiting_approval");
+    let request = outcome["request_id"].as_str().unwrap().to_string();
+    let id = result["result"]["run_id"].to_string();
+    assert!(
+        f.path().join("t/ws/b.txt").exists(),
+        "the call before the ask ran"
+    );
+    assert!(
+        !f.path().join("t/ws/c.txt").exists(),
+        "the asked command did not run"
+    );
+
+    let out = f.cmd(&["resume", &id]);
+    assert_eq!(out.status.code(), Some(2), "pending: resume refuses");
+    assert!(
+        text(&out.stderr).contains("still pending"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = f.cmd(&["approve", &id, "no-such-request", "allow"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = f.cmd(&["approve", &id, &request, "allow"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let out = f.cmd(&["resume", &id, "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.path().join("t/ws/c.txt")).unwrap(),
+        "approved\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.path().join("t/ws/b.txt")).unwrap(),
+        "b\n"
+    );
+    let show: serde_json::Value =
+        serde_json::from_slice(&f.cmd(&["show", &id, "--json"]).stdout).unwrap();
+    let calls = &show["steps"][0]["tool_calls"];
+    assert!(
+        calls[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("already applied"),
+        "{calls}"
+    );
+    assert!(
+        calls[1]["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("exit code 0"),
+        "{calls}"
+    );
+    let decisions: Vec<(String, String)> = show["policy_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["act"] == "exec" && p["target"] == "sh")
+        .map(|p| {
+            (
+                p["decision"].as_str().unwrap().to_string(),
+                p["layer"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("ask".to_string(), "builtin".to_string()),
+            ("allow".to_string(), "approval".to_string())
+        ]
+    );
+}

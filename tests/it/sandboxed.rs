@@ -206,3 +206,58 @@ async fn open_network_is_recorded_as_open() {
     let sessions = store.sandbox_sessions(r.run_id).unwrap();
     assert_eq!(sessions[0].network, "open");
 }
+
+#[tokio::test]
+async fn an_approver_answers_asks_remembering_or_denying_with_a_reason() {
+    use io_harness::policy::{Approval, ApprovalRequest, Callback};
+    use std::sync::{Arc, Mutex};
+    let fx = fixture();
+    let store = Store::memory().unwrap();
+    let mut c = TaskContract::workspace("g", &fx.ws, Verification::file_contains("out.txt", "2"));
+    c.sandbox.require = Some("portable-floor".into());
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = asked.clone();
+    let approver = Callback::new(move |r: &ApprovalRequest| {
+        seen.lock().unwrap().push(r.action.target.clone());
+        match r.action.target.as_str() {
+            "sh" => Approval::Approve {
+                modified: None,
+                remember: true,
+            },
+            _ => Approval::deny("no network tools here"),
+        }
+    });
+    let provider = Scripted::new(vec![
+        cmd(&["sh", "-c", "echo 1 > out.txt"]),
+        cmd(&["curl", "http://example.invalid"]),
+        cmd(&["sh", "-c", "echo 2 > out.txt"]),
+        ScriptTurn::text("done"),
+    ]);
+    let options = RunOptions {
+        approver: Some(Arc::new(approver)),
+        ..options(&fx)
+    };
+    let r = run_with(&c, &provider, &store, options).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    // `sh` was asked about once, then remembered; `curl` was denied.
+    assert_eq!(*asked.lock().unwrap(), ["sh", "curl"]);
+    let steps = store.steps(r.run_id).unwrap();
+    assert!(
+        steps[1].tool_calls[0]
+            .output
+            .contains("no network tools here"),
+        "{}",
+        steps[1].tool_calls[0].output
+    );
+    let policy = store.policy_events(r.run_id).unwrap();
+    assert!(
+        policy
+            .iter()
+            .any(|p| p.target == "sh" && p.layer == "remembered" && p.decision == "allow")
+    );
+    assert!(
+        policy
+            .iter()
+            .any(|p| p.target == "curl" && p.layer == "approval" && p.decision == "deny")
+    );
+}

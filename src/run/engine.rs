@@ -16,7 +16,9 @@ use super::state::LoopState;
 use super::workdir::{self, WorkDirs};
 use super::{RunError, RunOptions, RunResult};
 use crate::contract::{TaskContract, WorkspaceMode};
-use crate::policy::{Action, Approval, ApprovalRequest, Decision, PolicyDecision, PolicyGate};
+use crate::policy::{
+    Action, Approval, ApprovalRequest, Decision, Policy, PolicyDecision, PolicyGate, PolicyLayers,
+};
 use crate::provider::{
     ChainAttempt, ChainError, Completion, CompletionRequest, ContentBlock, Message, Provider,
     ProviderIdentity, Role, ThinkingSettings, complete_chain,
@@ -98,6 +100,10 @@ pub(super) struct Engine<'a> {
     replay_reply: Option<Completion>,
     _lock: super::liveness::RunLock,
     policy: Arc<dyn PolicyGate>,
+    /// The policy the harness built, whose layers are kept with the run.
+    owned_policy: Option<Arc<Policy>>,
+    /// The layers last written to the store.
+    saved_policy: String,
 }
 
 fn now_ms() -> i64 {
@@ -120,16 +126,29 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// The caller's policy, or the contract's.
+/// The run's policy: the caller's, or the stored layers of a resumed run, or the
+/// contract's. The second value is set when the harness owns the policy and keeps its
+/// layers on record.
 fn resolve_policy(
     opts: &RunOptions,
     contract: &TaskContract,
     backend: crate::sandbox::Backend,
     work: &std::path::Path,
-) -> Result<Arc<dyn PolicyGate>, RunError> {
-    Ok(match &opts.policy {
-        Some(p) => p.clone(),
-        None => Arc::new(setup::build_policy(contract, backend, work)?),
-    })
+    stored: Option<&str>,
+) -> Result<(Arc<dyn PolicyGate>, Option<Arc<Policy>>), RunError> {
+    if let Some(p) = &opts.policy {
+        return Ok((p.clone(), None));
+    }
+    let policy = match stored {
+        Some(json) => {
+            let layers: PolicyLayers = serde_json::from_str(json)
+                .map_err(|e| RunError::Policy(format!("stored layers: {e}")))?;
+            Policy::from_layers(layers).map_err(|e| RunError::Policy(e.to_string()))?
+        }
+        None => setup::build_policy(contract, backend, work)?,
+    };
+    let p = Arc::new(policy);
+    Ok((p.clone(), Some(p)))
 }
 
 /// The tools' context: the confined workspace and an executor for commands, which
@@ -244,7 +263,8 @@ impl<'a> Engine<'a> {
         };
         let dirs = workdir::prepare(&contract.root, contract.workspace)
             .map_err(|e| workspace_err(&contract.root, e))?;
-        let policy = resolve_policy(&opts, &contract, sandbox.backend(), &dirs.work)?;
+        let (policy, owned_policy) =
+            resolve_policy(&opts, &contract, sandbox.backend(), &dirs.work, None)?;
         let ws = Workspace::open(&dirs.work).map_err(|e| workspace_err(&dirs.work, e))?;
         let lock = super::liveness::acquire(&dirs.scratch)
             .map_err(|e| workspace_err(&dirs.scratch, e))?
@@ -292,6 +312,8 @@ impl<'a> Engine<'a> {
             replay_reply: None,
             _lock: lock,
             policy,
+            owned_policy,
+            saved_policy: String::new(),
         })
     }
 
@@ -348,7 +370,13 @@ impl<'a> Engine<'a> {
             Some(s) => s.clone(),
             None => setup::choose_sandbox(&contract)?,
         };
-        let policy = resolve_policy(&opts, &contract, sandbox.backend(), &dirs.work)?;
+        let (policy, owned_policy) = resolve_policy(
+            &opts,
+            &contract,
+            sandbox.backend(),
+            &dirs.work,
+            rec.policy_json.as_deref(),
+        )?;
         let ctx = tool_context(
             ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
         );
@@ -437,6 +465,8 @@ impl<'a> Engine<'a> {
         Ok(Self {
             _lock: lock,
             policy,
+            saved_policy: rec.policy_json.clone().unwrap_or_default(),
+            owned_policy,
             resume_notes,
             replay_reply,
             stall,
@@ -485,6 +515,7 @@ impl<'a> Engine<'a> {
     }
 
     pub(super) async fn drive(mut self) -> Result<RunResult, RunError> {
+        self.save_policy();
         self.emit(RunEvent::RunStarted {
             run_id: self.run_id,
             goal: self.contract.goal.clone(),
@@ -673,6 +704,7 @@ impl<'a> Engine<'a> {
             return Err(StepEnd::Store(e));
         }
         crate::failpoint::hit("step.after_commit", step);
+        self.save_policy();
         self.messages.extend(added);
         self.applied.clear();
         self.emit(RunEvent::StepCommitted {
@@ -780,6 +812,23 @@ impl<'a> Engine<'a> {
         };
         let served_by = names.get(served).cloned();
         Ok((reply, served_by))
+    }
+
+    /// Keeps the policy's layers with the run whenever they changed (an approval
+    /// remembered), so a resume applies exactly them.
+    fn save_policy(&mut self) {
+        let Some(p) = &self.owned_policy else {
+            return;
+        };
+        let Ok(json) = serde_json::to_string(&p.layers()) else {
+            return;
+        };
+        if json != self.saved_policy {
+            if let Err(e) = self.store.set_run_policy(self.run_id, &json) {
+                tracing::warn!(error = %e, "could not store the policy layers");
+            }
+            self.saved_policy = json;
+        }
     }
 
     /// Records the failed attempts of a step's model call (best effort: a record that

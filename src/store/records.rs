@@ -66,6 +66,9 @@ pub struct RunRecord {
     pub parent_run_id: Option<i64>,
     /// Scratch directory (workspace copy or baseline).
     pub scratch_dir: Option<String>,
+    /// The policy layers in force (`PolicyLayers`, JSON), when the run has a policy.
+    #[serde(default)]
+    pub policy_json: Option<String>,
     /// Unix ms.
     pub started_at_ms: i64,
     /// Unix ms.

@@ -17,7 +17,7 @@ SELECT r.id, r.goal, r.root, r.work_dir, r.status, r.outcome, r.outcome_json,
        COALESCE(SUM(s.cached_input_tokens), 0),
        SUM(s.cost_usd),
        COALESCE(SUM(s.id IS NOT NULL AND s.cost_usd IS NULL), 0),
-       r.scratch_dir
+       r.scratch_dir, r.policy_json
 FROM runs r LEFT JOIN steps s ON s.run_id = r.id";
 
 impl Store {
@@ -64,6 +64,23 @@ impl Store {
         let id = tx.last_insert_rowid();
         tx.commit()?;
         Ok(id)
+    }
+
+    /// Stores the policy layers a run is under (again whenever they change, as when an
+    /// approval is remembered). Fails with [`StoreError::NoSuchRun`] for an unknown run.
+    pub fn set_run_policy(&self, run_id: i64, policy_json: &str) -> Result<()> {
+        let red = self.redactor();
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        let changed = tx.execute(
+            "UPDATE runs SET policy_json = ?2 WHERE id = ?1",
+            params![run_id, red.text(policy_json)],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NoSuchRun(run_id));
+        }
+        tx.commit()?;
+        Ok(())
     }
 
     /// One run, or `None` if there is no such id.
@@ -140,6 +157,7 @@ fn run_record(r: &Row<'_>) -> rusqlite::Result<RunRecord> {
         provider_json: r.get(8)?,
         parent_run_id: r.get(9)?,
         scratch_dir: r.get(20)?,
+        policy_json: r.get(21)?,
         started_at_ms: r.get(10)?,
         finished_at_ms: r.get(11)?,
         final_message: r.get(12)?,

@@ -16,7 +16,11 @@ use super::{Result, StoreError};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migrations in order; `MIGRATIONS[i]` takes version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
+
+/// Version 9: the run's policy layers, so a resumed run applies exactly the policy it
+/// had — remembered approvals included — never one rebuilt from a changed project file.
+const V9: &str = "ALTER TABLE runs ADD COLUMN policy_json TEXT;";
 
 /// Version 8: approval requests — an `ask` deferred to a human, with the model reply
 /// of the step it interrupted so the resumed run continues from exactly that action.

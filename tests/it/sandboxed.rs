@@ -160,17 +160,26 @@ async fn a_required_backend_that_is_missing_stops_the_run_before_it_starts() {
 
 #[tokio::test]
 async fn the_floor_names_itself_and_commands_there_are_asked_about() {
+    use io_harness::policy::{Approval, ApprovalRequest, Callback};
     let fx = fixture();
     let store = Store::memory().unwrap();
     let mut c = TaskContract::workspace("g", &fx.ws, Verification::command(["true"]));
     c.sandbox.require = Some("portable-floor".into());
     let provider = Scripted::new(vec![cmd(&["ls"]), ScriptTurn::text("done")]);
-    let r = run_with(&c, &provider, &store, options(&fx)).await.unwrap();
+    let deny =
+        Callback::new(|r: &ApprovalRequest| Approval::deny(format!("not {}", r.action.target)));
+    let opts = RunOptions {
+        approver: Some(std::sync::Arc::new(deny)),
+        ..options(&fx)
+    };
+    let r = run_with(&c, &provider, &store, opts).await.unwrap();
     assert_eq!(r.outcome, RunOutcome::Success);
     let steps = store.steps(r.run_id).unwrap();
-    // Weaker isolation: the agent's command needs a decision nobody gave.
+    // Weaker isolation: the agent's command was asked about, and the answer was no.
     assert!(
-        steps[0].tool_calls[0].output.contains("ask"),
+        steps[0].tool_calls[0]
+            .output
+            .contains("denied exec ls: not ls"),
         "{}",
         steps[0].tool_calls[0].output
     );
@@ -259,5 +268,60 @@ async fn an_approver_answers_asks_remembering_or_denying_with_a_reason() {
         policy
             .iter()
             .any(|p| p.target == "curl" && p.layer == "approval" && p.decision == "deny")
+    );
+}
+
+#[tokio::test]
+async fn a_resumed_run_keeps_its_policy_layers_and_remembered_approvals() {
+    use io_harness::policy::{Approval, ApprovalRequest, Callback};
+    use io_harness::run::{Flow, RunEvent};
+    use std::sync::Arc;
+    let fx = fixture();
+    let store = Store::memory().unwrap();
+    let mut c = TaskContract::workspace("g", &fx.ws, Verification::file_contains("out.txt", "2"));
+    c.sandbox.require = Some("portable-floor".into());
+    let provider = Scripted::new(vec![
+        cmd(&["sh", "-c", "echo 1 > out.txt"]),
+        cmd(&["sh", "-c", "echo 2 > out.txt"]),
+        ScriptTurn::text("done"),
+    ]);
+    let remember = Callback::new(|_: &ApprovalRequest| Approval::Approve {
+        modified: None,
+        remember: true,
+    });
+    let stop_after_first = |e: &RunEvent| match e {
+        RunEvent::StepCommitted { step: 1, .. } => Flow::Cancel,
+        _ => Flow::Continue,
+    };
+    let first = RunOptions {
+        approver: Some(Arc::new(remember)),
+        observer: Some(Arc::new(stop_after_first)),
+        ..options(&fx)
+    };
+    let r = run_with(&c, &provider, &store, first).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Cancelled);
+    let stored = store.run(r.run_id).unwrap().unwrap().policy_json.unwrap();
+    assert!(
+        stored.contains("\"sh\""),
+        "the remembered rule is on record: {stored}"
+    );
+    // Between the sessions the workspace grows a project file that would deny `sh`:
+    // the resumed run keeps the layers it had.
+    std::fs::create_dir(fx.ws.join(".io-harness")).unwrap();
+    std::fs::write(
+        fx.ws.join(".io-harness/policy.toml"),
+        "rules = [{ act = \"exec\", target = \"sh\", decision = \"deny\" }]\n",
+    )
+    .unwrap();
+    // No approver now: without the stored remembered rule the ask would defer.
+    let r = io_harness::run::resume_with(&store, r.run_id, &provider, None, options(&fx))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    let policy = store.policy_events(r.run_id).unwrap();
+    assert!(
+        policy
+            .iter()
+            .any(|p| p.step == 2 && p.target == "sh" && p.layer == "remembered")
     );
 }

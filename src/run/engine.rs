@@ -126,6 +126,9 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// The caller's policy, or the contract's.
+/// A policy the harness built itself (its layers go on record), or none.
+type OwnedPolicy = Option<Arc<Policy>>;
+
 /// The run's policy: the caller's, or the stored layers of a resumed run, or the
 /// contract's. The second value is set when the harness owns the policy and keeps its
 /// layers on record.
@@ -135,7 +138,7 @@ fn resolve_policy(
     backend: crate::sandbox::Backend,
     work: &std::path::Path,
     stored: Option<&str>,
-) -> Result<(Arc<dyn PolicyGate>, Option<Arc<Policy>>), RunError> {
+) -> Result<(Arc<dyn PolicyGate>, OwnedPolicy), RunError> {
     if let Some(p) = &opts.policy {
         return Ok((p.clone(), None));
     }

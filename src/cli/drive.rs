@@ -45,6 +45,9 @@ where
         .observer(progress.clone())
         .cancel_token(cancel);
     options.fallbacks = chain.fallbacks.clone();
+    if let Some(t) = super::prompt::TerminalApprover::if_interactive(json) {
+        options.approver = Some(Arc::new(t));
+    }
     let result = call(chain.primary.as_ref(), options).await;
     progress.finish_line();
     let result = result?;

@@ -8,6 +8,7 @@ mod doctor;
 mod drive;
 mod output;
 mod progress;
+mod prompt;
 mod provider_args;
 mod resume;
 mod run;

@@ -491,3 +491,50 @@ fn a_deferred_approval_round_trips_through_the_cli() {
         ]
     );
 }
+
+/// On a terminal, an ask is put to the person at the keyboard (driven here through a
+/// real pty by util-linux `script`).
+#[test]
+fn the_interactive_prompt_answers_an_ask_through_a_pty() {
+    let f = Fixture::new();
+    let script = [
+        r#"{"tool_calls": [{"name": "run_command", "input": {"argv": ["sh", "-c", "echo yes > c.txt"]}}]}"#,
+        r#"{"text": "done"}"#,
+    ];
+    f.write("t/ws/a.txt", "a\n");
+    f.write("t/script.jsonl", &(script.join("\n") + "\n"));
+    let task = f.write(
+        "t/task.toml",
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"c.txt\", needle = \"yes\" }\n[sandbox]\nrequire = \"portable-floor\"\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    );
+    let line = format!(
+        "{} run {}",
+        env!("CARGO_BIN_EXE_io-harness"),
+        task.display()
+    );
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .env("IO_HARNESS_STORE", f.store())
+        .env("XDG_CACHE_HOME", f.path().join("cache"))
+        .env("XDG_CONFIG_HOME", f.path().join("config"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.as_mut().unwrap().write_all(b"a\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let screen = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{screen}\n{}",
+        text(&out.stderr)
+    );
+    assert!(screen.contains("approval needed"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(f.path().join("t/ws/c.txt")).unwrap(),
+        "yes\n"
+    );
+}

@@ -1,68 +1,59 @@
-use io_harness::sandbox::{FloorSandbox, Layer, NativeSandbox, RunSpec, Sandbox, probe};
+//! Experiment: per-layer cost, as wall-clock medians and CPU time per spawn.
 use std::time::{Duration, Instant};
+
+use io_harness::sandbox::{FloorSandbox, Layer, NativeSandbox, RunSpec, Sandbox, probe};
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
+
+fn cpu_us() -> u64 {
+    let mut total = 0;
+    for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
+        // SAFETY: getrusage fills the struct.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(who, &mut ru) };
+        let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+        total += us(ru.ru_utime) + us(ru.ru_stime);
+    }
+    total
+}
+
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let spec = RunSpec::new(["/bin/true"], dir.path());
     let _ = probe();
     let n = NativeSandbox::new().unwrap();
-    let cases: Vec<(&str, Box<dyn Sandbox>)> = vec![
-        ("native", Box::new(n.clone())),
-        ("native -cgroup", Box::new(n.clone().without(Layer::Cgroup))),
-        (
-            "native -landlock",
-            Box::new(n.clone().without(Layer::Landlock)),
-        ),
-        (
-            "native -seccomp",
-            Box::new(n.clone().without(Layer::Seccomp)),
-        ),
-        (
-            "native -mountns",
-            Box::new(n.clone().without(Layer::MountNs)),
-        ),
-        ("native -netns", Box::new(n.clone().without(Layer::NetNs))),
-        ("native -pidns", Box::new(n.clone().without(Layer::PidNs))),
-        (
-            "native -cg-ll-sc",
-            Box::new(
-                n.clone()
-                    .without(Layer::Cgroup)
-                    .without(Layer::Landlock)
-                    .without(Layer::Seccomp),
-            ),
-        ),
-        ("floor", Box::new(FloorSandbox::new())),
-        (
-            "floor -cgroup",
-            Box::new(FloorSandbox::new().without(Layer::Cgroup)),
-        ),
-        (
-            "floor -cg-ll-sc",
-            Box::new(
-                FloorSandbox::new()
-                    .without(Layer::Cgroup)
-                    .without(Layer::Landlock)
-                    .without(Layer::Seccomp),
-            ),
-        ),
-    ];
+    let mut cases: Vec<(&str, Box<dyn FnMut() -> bool>)> = Vec::new();
+    let mut sb_case = |name: &'static str, sb: Box<dyn Sandbox>| {
+        let spec = spec.clone();
+        cases.push((name, Box::new(move || sb.run(&spec).unwrap().success())));
+    };
+    sb_case("native", Box::new(n.clone()));
+    sb_case("native -cgroup", Box::new(n.clone().without(Layer::Cgroup)));
+    sb_case("native -landlock", Box::new(n.clone().without(Layer::Landlock)));
+    sb_case("native -seccomp", Box::new(n.clone().without(Layer::Seccomp)));
+    sb_case("native -mountns", Box::new(n.clone().without(Layer::MountNs)));
+    sb_case("native -netns", Box::new(n.clone().without(Layer::NetNs)));
+    sb_case("floor", Box::new(FloorSandbox::new()));
+    sb_case("floor -cgroup", Box::new(FloorSandbox::new().without(Layer::Cgroup)));
+    cases.push(("unshare", Box::new(|| {
+        std::process::Command::new("unshare").args(["-Urnpm", "--fork", "/bin/true"]).status().unwrap().success()
+    })));
+    let runs = 100;
     let mut times = vec![Vec::new(); cases.len()];
-    for _ in 0..60 {
-        for (i, (_, s)) in cases.iter().enumerate() {
+    let mut cpu = vec![0u64; cases.len()];
+    for _ in 0..runs {
+        for (i, (_, f)) in cases.iter_mut().enumerate() {
+            let c = cpu_us();
             let t = Instant::now();
-            let o = s
-                .run(&spec)
-                .map_err(|e| format!("{}: {e:?}", cases[i].0))
-                .unwrap();
-            assert!(o.success());
+            assert!(f());
             times[i].push(t.elapsed());
+            cpu[i] += cpu_us() - c;
         }
     }
-    for ((name, _), t) in cases.iter().zip(times) {
-        println!("{:>8.3} ms {name}", median(t).as_secs_f64() * 1e3);
+    for (((name, _), t), c) in cases.iter().zip(times).zip(cpu) {
+        println!("{:>8.3} ms wall {:>8.3} ms cpu  {name}", median(t).as_secs_f64() * 1e3, c as f64 / runs as f64 / 1e3);
     }
 }

@@ -28,6 +28,7 @@ pub(crate) mod bit {
     pub const SECCOMP: u32 = 1 << 9;
     pub const FDS: u32 = 1 << 10;
     pub const CHDIR: u32 = 1 << 11;
+    pub const CGROUP: u32 = 1 << 12;
 }
 
 /// The program to execute, with NULL-terminated pointer arrays into owned strings.
@@ -139,9 +140,11 @@ pub(crate) struct ChildPlan {
     pub required: u32,
     /// Slots for detached mount trees, sized by the mount plan.
     pub slots: Vec<RawFd>,
+    /// `cgroup.procs` files the child writes itself into, before anything else.
+    pub cgroup_procs: Vec<CString>,
     /// Stack of the command process while it shares init's memory (vfork).
     pub vfork_stack: Vec<u8>,
 }
 
 /// Size of [`ChildPlan::vfork_stack`].
-pub(crate) const VFORK_STACK: usize = 256 * 1024;
+pub(crate) const VFORK_STACK: usize = 64 * 1024;

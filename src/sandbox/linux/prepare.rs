@@ -4,7 +4,9 @@
 //! toolchain directories exist, which host sockets listen, the `PATH` search) is
 //! done here, in the parent, so the child has no decision left to make.
 
+use std::collections::HashSet;
 use std::ffi::CString;
+use std::sync::OnceLock;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
@@ -12,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::cgroup::{self, SandboxCgroup};
 use super::landlock::{self as ll, Rules, Shape};
-use super::mounts::{DEVICES, MountInputs, MountPlan};
+use super::mounts::{DEVICES, MountInputs, MountPlan, PROC_READ_ONLY};
 use super::plan::{ChildPlan, ExecPlan, IdMaps, bit};
 use super::seccomp;
 use crate::sandbox::env::{DEFAULT_PATH, EnvBase, build_env};
@@ -187,7 +189,7 @@ pub(crate) fn prepare(
     let wd = workdir(spec)?;
     let native = mode == Mode::Native;
     let on = |b: u32| disabled & b == 0;
-    let home = host_home();
+    let home = host_facts().home.clone();
 
     // Namespaces.
     let mut flags = 0u64;
@@ -242,7 +244,7 @@ pub(crate) fn prepare(
 
     // Mounts.
     let mounts = if has(Namespace::Mount) {
-        let mut inputs = mount_inputs(spec, &wd, home.as_deref());
+        let mut inputs = mount_inputs(spec, &wd, host_facts());
         inputs.fresh_proc = has(Namespace::Pid);
         Some(MountPlan::build(&inputs))
     } else {
@@ -315,7 +317,7 @@ pub(crate) fn prepare(
     };
     let controllers = cgroup
         .as_ref()
-        .map(|c| c.controllers(support))
+        .map(SandboxCgroup::controllers)
         .unwrap_or_default();
     use crate::sandbox::CgroupController as C;
     let cg_memory = controllers
@@ -395,6 +397,11 @@ pub(crate) fn prepare(
         exec,
         required: required_bits,
         slots,
+        cgroup_procs: cgroup
+            .as_ref()
+            .map(|c| c.procs_files().iter().map(|p| cstring(p)).collect::<Result<_, _>>())
+            .transpose()?
+            .unwrap_or_default(),
         vfork_stack: if has(Namespace::Pid) {
             vec![0; super::plan::VFORK_STACK]
         } else {
@@ -433,51 +440,82 @@ fn floor_dir() -> Result<PathBuf, SandboxError> {
     Ok(base)
 }
 
-fn mount_inputs(spec: &RunSpec, wd: &Path, home: Option<&Path>) -> MountInputs {
-    let mut hide: Vec<PathBuf> = ["/tmp", "/var/tmp", "/run", "/var/run"]
-        .iter()
-        .filter_map(|p| canonical_dir(Path::new(p)))
-        .collect();
-    if let Some(h) = home {
-        hide.push(h.to_owned());
-    }
-    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").and_then(|x| canonical_dir(Path::new(&x)))
-    {
-        hide.push(x);
-    }
-    hide.extend(
-        spec.hidden_paths
+/// Host facts that do not change while the harness runs, found once: what to hide
+/// always, which toolchain directories exist, which devices and /proc knobs exist.
+struct HostFacts {
+    home: Option<PathBuf>,
+    hide: Vec<PathBuf>,
+    read_only: Vec<PathBuf>,
+    devices: Vec<PathBuf>,
+    proc_read_only: Vec<PathBuf>,
+    dirs: HashSet<PathBuf>,
+}
+
+fn host_facts() -> &'static HostFacts {
+    static FACTS: OnceLock<HostFacts> = OnceLock::new();
+    FACTS.get_or_init(|| {
+        let home = host_home();
+        let mut hide: Vec<PathBuf> = ["/tmp", "/var/tmp", "/run", "/var/run"]
             .iter()
-            .filter_map(|p| fs::canonicalize(p).ok()),
-    );
+            .filter_map(|p| canonical_dir(Path::new(p)))
+            .collect();
+        hide.extend(home.clone());
+        hide.extend(std::env::var_os("XDG_RUNTIME_DIR").and_then(|x| canonical_dir(Path::new(&x))));
+        hide.extend(host_secrets());
+        let mut read_only: Vec<PathBuf> = Vec::new();
+        if let Some(h) = &home {
+            for sub in [".cargo/bin", ".cargo/registry", ".rustup"] {
+                read_only.push(h.join(sub));
+            }
+        }
+        if let Some(v) = std::env::var_os("CARGO_HOME").map(PathBuf::from) {
+            read_only.push(v.join("bin"));
+            read_only.push(v.join("registry"));
+        }
+        read_only.extend(std::env::var_os("RUSTUP_HOME").map(PathBuf::from));
+        let read_only: Vec<PathBuf> =
+            read_only.iter().filter_map(|p| fs::canonicalize(p).ok()).collect();
+        let devices = DEVICES
+            .iter()
+            .map(|d| Path::new("/dev").join(d))
+            .filter(|d| d.exists())
+            .collect();
+        let proc_read_only = PROC_READ_ONLY
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+            .collect();
+        let dirs = hide.iter().chain(&read_only).filter(|p| p.is_dir()).cloned().collect();
+        HostFacts {
+            home,
+            hide,
+            read_only,
+            devices,
+            proc_read_only,
+            dirs,
+        }
+    })
+}
+
+fn mount_inputs(spec: &RunSpec, wd: &Path, facts: &HostFacts) -> MountInputs {
+    let mut dirs = facts.dirs.clone();
+    dirs.insert(wd.to_owned());
+    let mut canonical = |p: &Path| -> Option<PathBuf> {
+        let c = fs::canonicalize(p).ok()?;
+        if c.is_dir() {
+            dirs.insert(c.clone());
+        }
+        Some(c)
+    };
+    let mut hide = facts.hide.clone();
+    hide.extend(spec.hidden_paths.iter().filter_map(|p| canonical(p)));
     hide.extend(host_sockets());
-    hide.extend(host_secrets());
     hide.retain(|p| p != Path::new("/"));
     hide.sort();
     hide.dedup();
 
-    let mut read_only: Vec<PathBuf> = Vec::new();
-    if let Some(h) = home {
-        for sub in [".cargo/bin", ".cargo/registry", ".rustup"] {
-            read_only.push(h.join(sub));
-        }
-    }
-    for var in ["CARGO_HOME", "RUSTUP_HOME"] {
-        if let Some(v) = std::env::var_os(var) {
-            let v = PathBuf::from(v);
-            if var == "CARGO_HOME" {
-                read_only.push(v.join("bin"));
-                read_only.push(v.join("registry"));
-            } else {
-                read_only.push(v);
-            }
-        }
-    }
-    read_only.extend(spec.read_only_paths.iter().cloned());
-    let mut read_only: Vec<PathBuf> = read_only
-        .iter()
-        .filter_map(|p| fs::canonicalize(p).ok())
-        .collect();
+    let mut read_only = facts.read_only.clone();
+    read_only.extend(spec.read_only_paths.iter().filter_map(|p| canonical(p)));
     read_only.sort();
     read_only.dedup();
 
@@ -489,18 +527,15 @@ fn mount_inputs(spec: &RunSpec, wd: &Path, home: Option<&Path>) -> MountInputs {
     let masked = spec
         .masked_paths
         .iter()
-        .map(|m| {
-            if m.is_absolute() {
-                m.clone()
-            } else {
-                wd.join(m)
-            }
-        })
-        .filter_map(|m| fs::canonicalize(m).ok())
+        .map(|m| if m.is_absolute() { m.clone() } else { wd.join(m) })
+        .filter_map(|m| canonical(&m))
         .collect();
     MountInputs {
+        dirs,
+        devices: facts.devices.clone(),
+        proc_read_only: facts.proc_read_only.clone(),
         workdir: wd.to_owned(),
-        home: home.map(Path::to_owned),
+        home: facts.home.clone(),
         hide,
         read_only,
         protect,
@@ -532,6 +567,17 @@ pub(crate) fn complete(
     base.new_session = applied & bit::SETSID != 0;
     base.capabilities_dropped = applied & bit::CAPS != 0;
     base.fds_closed = applied & bit::FDS != 0;
+    if applied & bit::CGROUP == 0 && !base.limits.cgroup.is_empty() {
+        // Not in the cgroup after all: its caps and teardown do not apply.
+        base.limits.cgroup.clear();
+        base.limits.teardown.retain(|t| *t != Teardown::Cgroup);
+        let nproc = base.limits.rlimits.contains(&"nproc");
+        base.limits.enforced.retain(|c| match c {
+            Cap::Processes => nproc,
+            Cap::Memory => false,
+            _ => true,
+        });
+    }
     if applied & bit::RLIMITS == 0 {
         base.limits.rlimits.clear();
         base.limits

@@ -133,7 +133,6 @@ impl Session {
         let Launched {
             pid,
             pidfd,
-            sync_w,
             stdin,
             stdout,
             stderr,
@@ -159,21 +158,6 @@ impl Session {
             watchdog: None,
             fired: Arc::new(Mutex::new(None)),
         };
-        if let Some(cg) = &session.cgroup
-            && let Err(e) = cg.add(pid)
-        {
-            drop(sync_w);
-            session.abort();
-            return Err(e);
-        }
-        if let Err(e) = sys::write_all(sync_w.as_raw_fd(), b"g") {
-            session.abort();
-            return Err(SandboxError::Spawn {
-                stage: "release child",
-                source: std::io::Error::from_raw_os_error(e),
-            });
-        }
-        drop(sync_w);
         match session.read_exec_report(&exec_r, &plan) {
             Ok(applied) => {
                 let layers = std::mem::take(&mut session.layers);

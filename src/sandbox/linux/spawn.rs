@@ -79,8 +79,6 @@ pub(crate) struct Launched {
     pub pid: i32,
     /// pidfd of the child.
     pub pidfd: OwnedFd,
-    /// Writing one byte releases the child; dropping it makes the child exit.
-    pub sync_w: OwnedFd,
     /// Write end of the child's stdin, when it is a pipe.
     pub stdin: Option<OwnedFd>,
     /// Read end of stdout.
@@ -157,14 +155,12 @@ struct CloneArgs {
     cgroup: u64,
 }
 
-/// Clone a child that runs `plan`. The child waits for `sync_w` before doing
-/// anything. Returns the parent's ends and the plan (for error descriptions).
+/// Clone a child that runs `plan`. Returns the parent's ends and the plan (for error descriptions).
 pub(crate) fn launch(plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan), SandboxError> {
     on_spawner(move || launch_here(plan, stdin))?
 }
 
 fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan), SandboxError> {
-    let (sync_r, sync_w) = pipe()?;
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let (exec_r, exec_w) = pipe()?;
@@ -177,7 +173,6 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
         }
     };
     let fds = ChildFds {
-        sync_r: sync_r.as_raw_fd(),
         stdin: stdin_child.as_raw_fd(),
         stdout: out_w.as_raw_fd(),
         stderr: err_w.as_raw_fd(),
@@ -212,12 +207,11 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
     }
     // SAFETY: CLONE_PIDFD stored a new pidfd owned by us.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    drop((sync_r, out_w, err_w, exec_w, status_w, stdin_child));
+    drop((out_w, err_w, exec_w, status_w, stdin_child));
     Ok((
         Launched {
             pid: pid as i32,
             pidfd,
-            sync_w,
             stdin: stdin_parent,
             stdout: out_r,
             stderr: err_r,

@@ -44,8 +44,11 @@ fn main() {
     let runs = 100;
     let mut times = vec![Vec::new(); cases.len()];
     let mut cpu = vec![0u64; cases.len()];
-    for _ in 0..runs {
-        for (i, (_, f)) in cases.iter_mut().enumerate() {
+    let n = cases.len();
+    for round in 0..runs {
+        for k in 0..n {
+            let i = (round + k) % n;
+            let f = &mut cases[i].1;
             let c = cpu_us();
             let t = Instant::now();
             assert!(f());

@@ -45,25 +45,31 @@ pub(crate) struct V2 {
 }
 
 impl Support {
-    /// Controllers a sandbox would get.
+    /// Controllers a sandbox would get. A v2 group that would only serve
+    /// `cgroup.kill` is skipped when a v1 hierarchy is in use: killing what its
+    /// `cgroup.procs` lists until it is empty tears down just as surely, and every
+    /// extra group costs a join per sandbox.
     pub(crate) fn controllers(&self) -> Vec<CgroupController> {
         let mut out = Vec::new();
-        if let Some(v2) = &self.v2 {
-            if v2.pids {
-                out.push(CgroupController::V2Pids);
-            }
-            if v2.memory {
-                out.push(CgroupController::V2Memory);
-            }
-            if v2.kill {
-                out.push(CgroupController::V2Kill);
-            }
+        let v2_pids = self.v2.as_ref().is_some_and(|v| v.pids);
+        let v2_memory = self.v2.as_ref().is_some_and(|v| v.memory);
+        if v2_pids {
+            out.push(CgroupController::V2Pids);
         }
-        if self.v1_pids.is_some() && !self.v2.as_ref().is_some_and(|v| v.pids) {
+        if v2_memory {
+            out.push(CgroupController::V2Memory);
+        }
+        if self.v1_pids.is_some() && !v2_pids {
             out.push(CgroupController::V1Pids);
         }
-        if self.v1_memory.is_some() && !self.v2.as_ref().is_some_and(|v| v.memory) {
+        if self.v1_memory.is_some() && !v2_memory {
             out.push(CgroupController::V1Memory);
+        }
+        let v1_used = out
+            .iter()
+            .any(|c| matches!(c, CgroupController::V1Pids | CgroupController::V1Memory));
+        if self.v2.as_ref().is_some_and(|v| v.kill) && (v2_pids || v2_memory || !v1_used) {
+            out.push(CgroupController::V2Kill);
         }
         out
     }
@@ -259,7 +265,13 @@ impl Dirs {
             Ok(dir)
         };
         let controllers = support.controllers();
-        if let Some(v2) = &support.v2 {
+        let v2_used = controllers.iter().any(|c| {
+            matches!(
+                c,
+                CgroupController::V2Pids | CgroupController::V2Memory | CgroupController::V2Kill
+            )
+        });
+        if v2_used && let Some(v2) = &support.v2 {
             dirs.v2 = Some(mkdir(&v2.parent)?);
         }
         if controllers.contains(&CgroupController::V1Pids)
@@ -345,10 +357,8 @@ impl Dirs {
         out
     }
 
-    fn kill_all(&self, support: &Support) {
-        if let Some(v2) = &self.v2
-            && support.v2.as_ref().is_some_and(|v| v.kill)
-        {
+    fn kill_all(&self) {
+        if let Some(v2) = &self.v2 {
             let _ = fs::write(v2.join("cgroup.kill"), "1");
         }
         for pid in self.procs() {
@@ -461,7 +471,7 @@ impl SandboxCgroup {
     /// Kill everything in the groups.
     pub(crate) fn kill_all(&self) {
         if let Some(d) = &self.dirs {
-            d.kill_all(self.support);
+            d.kill_all();
         }
     }
 
@@ -494,7 +504,7 @@ impl SandboxCgroup {
                     remaining: procs.len(),
                 });
             }
-            dirs.kill_all(self.support);
+            dirs.kill_all();
             std::thread::sleep(Duration::from_millis(1));
         }
     }

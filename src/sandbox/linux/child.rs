@@ -306,7 +306,7 @@ extern "C" fn command_entry(arg: *mut libc::c_void) -> libc::c_int {
 
 /// The command process: session, limits, capabilities, Landlock, seccomp, exec.
 fn command(mut ctx: Ctx, plan: &ChildPlan) -> ! {
-    sys::reset_signals();
+    sys::reset_signals(plan.ignored_signals);
     if plan.setsid {
         let r = sys::setsid();
         ctx.layer(bit::SETSID, Stage::Setsid, 0, r);

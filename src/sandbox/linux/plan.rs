@@ -140,6 +140,9 @@ pub(crate) struct ChildPlan {
     pub required: u32,
     /// Slots for detached mount trees, sized by the mount plan.
     pub slots: Vec<RawFd>,
+    /// Signals the harness ignores (exec keeps them ignored): the command resets
+    /// these to the default. Caught signals are reset by exec itself.
+    pub ignored_signals: u64,
     /// `cgroup.procs` files the child writes itself into, before anything else.
     pub cgroup_procs: Vec<CString>,
     /// Stack of the command process while it shares init's memory (vfork).

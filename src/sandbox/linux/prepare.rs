@@ -397,16 +397,13 @@ pub(crate) fn prepare(
         exec,
         required: required_bits,
         slots,
+        ignored_signals: ignored_signals(),
         cgroup_procs: cgroup
             .as_ref()
             .map(|c| c.procs_files().iter().map(|p| cstring(p)).collect::<Result<_, _>>())
             .transpose()?
             .unwrap_or_default(),
-        vfork_stack: if has(Namespace::Pid) {
-            vec![0; super::plan::VFORK_STACK]
-        } else {
-            Vec::new()
-        },
+        vfork_stack: vec![0; super::plan::VFORK_STACK],
         mounts,
     };
     Ok(Prepared {
@@ -417,6 +414,19 @@ pub(crate) fn prepare(
         private_dir,
         memory_monitor,
     })
+}
+
+/// Signals this process ignores, from `/proc/thread-self/status` (`SigIgn`, a hex
+/// mask with bit n-1 for signal n). All but SIGKILL/SIGSTOP if it cannot be read.
+fn ignored_signals() -> u64 {
+    fs::read_to_string("/proc/thread-self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigIgn:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(u64::MAX)
 }
 
 /// The floor's private `HOME` and `TMPDIR`, in a fresh 0700 directory.

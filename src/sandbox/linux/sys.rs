@@ -291,11 +291,12 @@ pub(crate) fn exit(code: c_int) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-/// Reset every signal disposition to the default and unblock all signals, so the
-/// child neither runs the embedder's handlers nor inherits the spawner's mask.
-pub(crate) fn reset_signals() {
+/// Reset the `ignored` signals (bit n-1 for signal n) to their default and unblock
+/// all signals, so the command neither inherits the harness's ignored signals nor
+/// the spawner's mask. Handled signals need nothing: exec resets them.
+pub(crate) fn reset_signals(ignored: u64) {
     for sig in 1..=64 {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP || ignored & (1 << (sig - 1)) == 0 {
             continue;
         }
         // SAFETY: a zeroed sigaction with SIG_DFL is valid; rt_sigaction with the

@@ -7,6 +7,7 @@ mod child;
 mod landlock;
 mod monitor;
 mod mounts;
+mod netns;
 mod plan;
 mod prepare;
 mod seccomp;

@@ -112,6 +112,9 @@ pub(crate) struct IdMaps {
 pub(crate) struct ChildPlan {
     /// Namespace flags for `clone3`.
     pub clone_flags: u64,
+    /// A pooled network namespace the child is cloned into (instead of
+    /// `CLONE_NEWNET`), returned to the pool after teardown.
+    pub netns: Option<OwnedFd>,
     /// A pid namespace: the child is its init and forks the command.
     pub pid_ns: bool,
     /// uid/gid maps (with a user namespace).

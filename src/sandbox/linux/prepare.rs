@@ -212,6 +212,12 @@ pub(crate) fn prepare(
     }
     let has = |ns: Namespace| namespaces.contains(&ns);
     let private_net = has(Namespace::Net);
+    // Root: a pooled namespace (loopback already up) instead of a new one.
+    let pooled_net = if private_net { super::netns::take() } else { None };
+    if pooled_net.is_some() {
+        flags &= !(libc::CLONE_NEWNET as u64);
+    }
+    let loopback = private_net && pooled_net.is_none();
 
     // Private directories and the environment.
     let (inside_home, inside_tmp, private_dir) = if native && has(Namespace::Mount) {
@@ -384,10 +390,11 @@ pub(crate) fn prepare(
     let drop_caps = on(off::CAPS).then(cap_last);
     let plan = ChildPlan {
         clone_flags: flags,
+        netns: pooled_net,
         pid_ns: has(Namespace::Pid),
         id_maps,
         hostname: has(Namespace::Uts).then_some(&b"io-harness"[..]),
-        loopback: private_net,
+        loopback,
         setsid: on(off::SETSID),
         rlimits,
         workdir: cstring(&wd)?,

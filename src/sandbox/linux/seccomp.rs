@@ -145,7 +145,36 @@ fn compile(deny_inet: bool) -> Result<Vec<Vec<libc::sock_filter>>, SandboxError>
         ARCH,
     )?;
     let deny: BpfProgram = deny.try_into()?;
-    Ok(vec![to_libc(deny), nosys()])
+    Ok(merge(to_libc(deny), nosys()))
+}
+
+/// One program instead of two (each installed filter is JIT-compiled and evaluated
+/// on every system call): the ENOSYS checks are spliced in right after
+/// seccompiler's three-instruction architecture check, which jumps over its `kill`
+/// straight to them. BPF jumps are relative and forward, so seccompiler's own jumps,
+/// all after the splice point, are unaffected. If the prefix is not the expected
+/// one, the two programs are kept separate.
+fn merge(main: Vec<libc::sock_filter>, nosys: Vec<libc::sock_filter>) -> Vec<Vec<libc::sock_filter>> {
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    let arch_check = main.len() > 3
+        && main[0].code == LD_W_ABS
+        && main[0].k == 4
+        && main[1].code == JEQ_K
+        && main[1].k == AUDIT_ARCH
+        && (main[1].jt, main[1].jf) == (1, 0);
+    if !arch_check {
+        return vec![main, nosys];
+    }
+    // nosys = [ld arch, jeq arch, ret allow, <checks...>, ret enosys, ret allow]:
+    // keep the checks and the ENOSYS return; fall through to `main` instead of
+    // allowing.
+    let body = &nosys[3..nosys.len() - 1];
+    let mut out = Vec::with_capacity(main.len() + body.len());
+    out.extend_from_slice(&main[..3]);
+    out.extend_from_slice(body);
+    out.extend_from_slice(&main[3..]);
+    vec![out]
 }
 
 fn to_libc(p: BpfProgram) -> Vec<libc::sock_filter> {
@@ -201,7 +230,7 @@ mod tests {
     fn programs_compile_and_start_with_the_arch_check() {
         for deny_inet in [false, true] {
             let progs = programs(deny_inet).unwrap();
-            assert_eq!(progs.len(), 2);
+            assert_eq!(progs.len(), 1, "the ENOSYS checks were not spliced in");
             // seccompiler's arch check: load seccomp_data.arch (offset 4).
             assert_eq!(progs[0][0].k, 4);
             assert!(progs.iter().all(|p| p.len() < 4096));

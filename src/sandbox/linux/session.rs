@@ -59,6 +59,8 @@ pub(crate) struct Session {
     watchdog: Option<Watchdog>,
     /// What the watchdog killed for.
     fired: Arc<Mutex<Option<Cap>>>,
+    /// The pooled network namespace, given back once the sandbox is verified gone.
+    netns: Option<OwnedFd>,
 }
 
 /// A thread that enforces the wall clock (and the memory monitor) on a spawned
@@ -129,7 +131,8 @@ impl Session {
         } = prepared;
         let pid_ns = plan.pid_ns;
         let started = Instant::now();
-        let (launched, plan) = spawn::launch(plan, stdin)?;
+        let (launched, mut plan) = spawn::launch(plan, stdin)?;
+        let netns = plan.netns.take();
         let Launched {
             pid,
             pidfd,
@@ -157,6 +160,7 @@ impl Session {
             done: false,
             watchdog: None,
             fired: Arc::new(Mutex::new(None)),
+            netns,
         };
         match session.read_exec_report(&exec_r, &plan) {
             Ok(applied) => {
@@ -627,10 +631,21 @@ impl Session {
         if let Some(dir) = self.private_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
-        match self.cgroup.as_mut() {
+        let verified = match self.cgroup.as_mut() {
             Some(cg) => cg.destroy(),
             None => Ok(()),
+        };
+        // Reuse the network namespace only when nothing of the sandbox can be left
+        // in it: its pid namespace died with init (reaped by now), and the cgroup,
+        // if any, was verified empty.
+        if let Some(ns) = self.netns.take()
+            && self.pid_ns
+            && self.exit.is_some()
+            && verified.is_ok()
+        {
+            super::netns::give(ns);
         }
+        verified
     }
 
     /// Kill, reap and tear down after a failed start.

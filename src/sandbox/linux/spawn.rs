@@ -205,25 +205,36 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
         exit_signal: libc::SIGCHLD as u64,
         ..CloneArgs::default()
     };
-    // SAFETY: clone3 without CLONE_VM and with no stack duplicates the process like
-    // fork; args is a valid clone_args of the size passed. In the child only
-    // child_main runs, which makes raw system calls and never returns.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &args as *const CloneArgs,
-            std::mem::size_of::<CloneArgs>(),
-        )
+    let clone = |plan: &mut ChildPlan| {
+        // SAFETY: clone3 without CLONE_VM and with no stack duplicates the process
+        // like fork; args is a valid clone_args of the size passed. In the child only
+        // child_main runs, which makes raw system calls and never returns.
+        let pid = unsafe {
+            libc::syscall(
+                libc::SYS_clone3,
+                &args as *const CloneArgs,
+                std::mem::size_of::<CloneArgs>(),
+            )
+        };
+        if pid == 0 {
+            child::child_main(plan, fds);
+        }
+        if pid < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(pid)
+        }
     };
-    if pid == 0 {
-        child::child_main(&mut plan, fds);
-    }
-    if pid < 0 {
-        return Err(SandboxError::Spawn {
-            stage: "clone3",
-            source: std::io::Error::last_os_error(),
-        });
-    }
+    let netns = plan.netns.take();
+    let pid = match &netns {
+        Some(ns) => super::netns::inside(ns, || clone(&mut plan)).and_then(|r| r),
+        None => clone(&mut plan),
+    };
+    plan.netns = netns;
+    let pid = pid.map_err(|source| SandboxError::Spawn {
+        stage: "clone3",
+        source,
+    })?;
     // SAFETY: CLONE_PIDFD stored a new pidfd owned by us.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     drop((out_w, err_w, exec_w, status_w, stdin_child));

@@ -18,8 +18,8 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::sandbox::{CgroupController, SandboxError};
@@ -341,7 +341,10 @@ impl Dirs {
         if self.memory_v2(support) {
             read_key(&self.v2.as_ref()?.join("memory.events"), "oom_kill")
         } else {
-            read_key(&self.v1_memory.as_ref()?.join("memory.oom_control"), "oom_kill")
+            read_key(
+                &self.v1_memory.as_ref()?.join("memory.oom_control"),
+                "oom_kill",
+            )
         }
     }
 
@@ -459,7 +462,10 @@ impl SandboxCgroup {
     /// Forks refused at `pids.max` during this sandbox.
     pub(crate) fn pids_max_hits(&self) -> Option<u64> {
         let d = self.dirs.as_ref()?;
-        Some(d.forks_refused(self.support)?.saturating_sub(d.base_forks_refused))
+        Some(
+            d.forks_refused(self.support)?
+                .saturating_sub(d.base_forks_refused),
+        )
     }
 
     /// OOM kills inside the group during this sandbox.

@@ -40,8 +40,8 @@ impl Stage {
     pub(crate) fn from_u32(v: u32) -> Option<Stage> {
         use Stage::*;
         [
-            Fds, IdMap, Mount, Hostname, Loopback, Fork, Setsid, Rlimit, Chdir, Caps,
-            NoNewPrivs, Landlock, Seccomp, Cgroup,
+            Fds, IdMap, Mount, Hostname, Loopback, Fork, Setsid, Rlimit, Chdir, Caps, NoNewPrivs,
+            Landlock, Seccomp, Cgroup,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)

@@ -322,7 +322,11 @@ impl MountPlan {
         for (target, slot) in &places {
             // Mount points only need creating inside a hiding tmpfs: below the
             // deepest hide that covers the target (if any).
-            let cover = applied.iter().filter(|h| target.starts_with(h)).map(|h| depth(h)).max();
+            let cover = applied
+                .iter()
+                .filter(|h| target.starts_with(h))
+                .map(|h| depth(h))
+                .max();
             if let Some(cover) = cover {
                 let mut ancestors: Vec<&Path> = target
                     .ancestors()
@@ -501,7 +505,10 @@ mod tests {
         let inputs = MountInputs {
             workdir: PathBuf::from("/tmp/w"),
             hide: vec![PathBuf::from("/tmp"), PathBuf::from("/tmp/w/inner")],
-            dirs: ["/tmp", "/tmp/w", "/tmp/w/inner"].iter().map(PathBuf::from).collect(),
+            dirs: ["/tmp", "/tmp/w", "/tmp/w/inner"]
+                .iter()
+                .map(PathBuf::from)
+                .collect(),
             ..MountInputs::default()
         };
         let plan = MountPlan::build(&inputs);
@@ -512,7 +519,10 @@ mod tests {
         let place = find("Place { slot: 0");
         let late = find("\"/tmp/w/inner\"");
         assert!(hide < mkdir && mkdir < place && place < late, "{ops:#?}");
-        assert!(!ops.iter().any(|o| o == "Mkdir { path: \"/tmp\" }"), "{ops:#?}");
+        assert!(
+            !ops.iter().any(|o| o == "Mkdir { path: \"/tmp\" }"),
+            "{ops:#?}"
+        );
         assert_eq!(
             plan.report.hidden,
             vec![PathBuf::from("/tmp"), PathBuf::from("/tmp/w/inner")]

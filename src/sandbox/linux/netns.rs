@@ -100,7 +100,9 @@ pub(crate) fn inside<R>(ns: &OwnedFd, f: impl FnOnce() -> R) -> std::io::Result<
         static OWN: Option<OwnedFd> = open_ns();
     }
     if POISONED.load(Ordering::SeqCst) {
-        return Err(std::io::Error::other("the spawner thread lost its network namespace"));
+        return Err(std::io::Error::other(
+            "the spawner thread lost its network namespace",
+        ));
     }
     let own = OWN.with(|o| o.as_ref().map(|fd| fd.as_raw_fd()));
     let own = own.ok_or_else(|| std::io::Error::other("cannot open the own network namespace"))?;

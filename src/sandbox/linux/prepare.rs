@@ -6,11 +6,11 @@
 
 use std::collections::HashSet;
 use std::ffi::CString;
-use std::sync::OnceLock;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use super::cgroup::{self, SandboxCgroup};
 use super::landlock::{self as ll, Rules, Shape};
@@ -213,7 +213,11 @@ pub(crate) fn prepare(
     let has = |ns: Namespace| namespaces.contains(&ns);
     let private_net = has(Namespace::Net);
     // Root: a pooled namespace (loopback already up) instead of a new one.
-    let pooled_net = if private_net { super::netns::take() } else { None };
+    let pooled_net = if private_net {
+        super::netns::take()
+    } else {
+        None
+    };
     if pooled_net.is_some() {
         flags &= !(libc::CLONE_NEWNET as u64);
     }
@@ -407,7 +411,12 @@ pub(crate) fn prepare(
         ignored_signals: ignored_signals(),
         cgroup_procs: cgroup
             .as_ref()
-            .map(|c| c.procs_files().iter().map(|p| cstring(p)).collect::<Result<_, _>>())
+            .map(|c| {
+                c.procs_files()
+                    .iter()
+                    .map(|p| cstring(p))
+                    .collect::<Result<_, _>>()
+            })
             .transpose()?
             .unwrap_or_default(),
         vfork_stack: vec![0; super::plan::VFORK_STACK],
@@ -490,8 +499,10 @@ fn host_facts() -> &'static HostFacts {
             read_only.push(v.join("registry"));
         }
         read_only.extend(std::env::var_os("RUSTUP_HOME").map(PathBuf::from));
-        let read_only: Vec<PathBuf> =
-            read_only.iter().filter_map(|p| fs::canonicalize(p).ok()).collect();
+        let read_only: Vec<PathBuf> = read_only
+            .iter()
+            .filter_map(|p| fs::canonicalize(p).ok())
+            .collect();
         let devices = DEVICES
             .iter()
             .map(|d| Path::new("/dev").join(d))
@@ -502,7 +513,12 @@ fn host_facts() -> &'static HostFacts {
             .map(PathBuf::from)
             .filter(|p| p.exists())
             .collect();
-        let dirs = hide.iter().chain(&read_only).filter(|p| p.is_dir()).cloned().collect();
+        let dirs = hide
+            .iter()
+            .chain(&read_only)
+            .filter(|p| p.is_dir())
+            .cloned()
+            .collect();
         HostFacts {
             home,
             hide,
@@ -544,7 +560,13 @@ fn mount_inputs(spec: &RunSpec, wd: &Path, facts: &HostFacts) -> MountInputs {
     let masked = spec
         .masked_paths
         .iter()
-        .map(|m| if m.is_absolute() { m.clone() } else { wd.join(m) })
+        .map(|m| {
+            if m.is_absolute() {
+                m.clone()
+            } else {
+                wd.join(m)
+            }
+        })
         .filter_map(|m| canonical(&m))
         .collect();
     MountInputs {

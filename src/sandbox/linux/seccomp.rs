@@ -154,7 +154,10 @@ fn compile(deny_inet: bool) -> Result<Vec<Vec<libc::sock_filter>>, SandboxError>
 /// straight to them. BPF jumps are relative and forward, so seccompiler's own jumps,
 /// all after the splice point, are unaffected. If the prefix is not the expected
 /// one, the two programs are kept separate.
-fn merge(main: Vec<libc::sock_filter>, nosys: Vec<libc::sock_filter>) -> Vec<Vec<libc::sock_filter>> {
+fn merge(
+    main: Vec<libc::sock_filter>,
+    nosys: Vec<libc::sock_filter>,
+) -> Vec<Vec<libc::sock_filter>> {
     const LD_W_ABS: u16 = 0x20;
     const JEQ_K: u16 = 0x15;
     let arch_check = main.len() > 3
@@ -209,7 +212,11 @@ fn nosys() -> Vec<libc::sock_filter> {
     let allow = libc::SECCOMP_RET_ALLOW;
     let enosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
     // x32 numbers only exist on x86_64; elsewhere the comparison never matches.
-    let x32 = if cfg!(target_arch = "x86_64") { 0x4000_0000 } else { u32::MAX };
+    let x32 = if cfg!(target_arch = "x86_64") {
+        0x4000_0000
+    } else {
+        u32::MAX
+    };
     vec![
         op(LD_W_ABS, 0, 0, 4), // seccomp_data.arch
         op(JEQ_K, 1, 0, AUDIT_ARCH),

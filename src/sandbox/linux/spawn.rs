@@ -277,7 +277,11 @@ fn launch_vfork(
         plan: &mut plan,
         fds,
     };
-    let r = super::sys::vfork_on(&mut stack, vfork_entry, (&mut args as *mut VforkArgs).cast());
+    let r = super::sys::vfork_on(
+        &mut stack,
+        vfork_entry,
+        (&mut args as *mut VforkArgs).cast(),
+    );
     plan.vfork_stack = stack;
     let pid = r.map_err(|e| SandboxError::Spawn {
         stage: "clone",

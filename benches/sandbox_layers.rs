@@ -1,4 +1,7 @@
-//! Experiment: per-layer cost, as wall-clock medians and CPU time per spawn.
+//! What each layer costs: wall-clock medians and CPU time per spawn of `/bin/true`
+//! with one layer switched off at a time (test-only switch).
+//!
+//! `cargo bench --bench sandbox_layers --features sandbox-test-disable-layers`
 use std::time::{Duration, Instant};
 
 use io_harness::sandbox::{FloorSandbox, Layer, NativeSandbox, RunSpec, Sandbox, probe};
@@ -32,15 +35,34 @@ fn main() {
     };
     sb_case("native", Box::new(n.clone()));
     sb_case("native -cgroup", Box::new(n.clone().without(Layer::Cgroup)));
-    sb_case("native -landlock", Box::new(n.clone().without(Layer::Landlock)));
-    sb_case("native -seccomp", Box::new(n.clone().without(Layer::Seccomp)));
-    sb_case("native -mountns", Box::new(n.clone().without(Layer::MountNs)));
+    sb_case(
+        "native -landlock",
+        Box::new(n.clone().without(Layer::Landlock)),
+    );
+    sb_case(
+        "native -seccomp",
+        Box::new(n.clone().without(Layer::Seccomp)),
+    );
+    sb_case(
+        "native -mountns",
+        Box::new(n.clone().without(Layer::MountNs)),
+    );
     sb_case("native -netns", Box::new(n.clone().without(Layer::NetNs)));
     sb_case("floor", Box::new(FloorSandbox::new()));
-    sb_case("floor -cgroup", Box::new(FloorSandbox::new().without(Layer::Cgroup)));
-    cases.push(("unshare", Box::new(|| {
-        std::process::Command::new("unshare").args(["-Urnpm", "--fork", "/bin/true"]).status().unwrap().success()
-    })));
+    sb_case(
+        "floor -cgroup",
+        Box::new(FloorSandbox::new().without(Layer::Cgroup)),
+    );
+    cases.push((
+        "unshare",
+        Box::new(|| {
+            std::process::Command::new("unshare")
+                .args(["-Urnpm", "--fork", "/bin/true"])
+                .status()
+                .unwrap()
+                .success()
+        }),
+    ));
     let runs = 100;
     let mut times = vec![Vec::new(); cases.len()];
     let mut cpu = vec![0u64; cases.len()];
@@ -57,6 +79,10 @@ fn main() {
         }
     }
     for (((name, _), t), c) in cases.iter().zip(times).zip(cpu) {
-        println!("{:>8.3} ms wall {:>8.3} ms cpu  {name}", median(t).as_secs_f64() * 1e3, c as f64 / runs as f64 / 1e3);
+        println!(
+            "{:>8.3} ms wall {:>8.3} ms cpu  {name}",
+            median(t).as_secs_f64() * 1e3,
+            c as f64 / runs as f64 / 1e3
+        );
     }
 }

@@ -325,10 +325,16 @@ pub(crate) fn reset_signals(ignored: u64) {
 
 /// Drop every capability: bounding set, ambient set, then effective, permitted and
 /// inheritable. After this even uid 0 in the user namespace holds nothing.
+///
+/// A process without `CAP_SETPCAP` (an unprivileged floor) cannot shrink its
+/// bounding set (EPERM) — and does not need to: it holds no capability to lose and
+/// cannot gain one (no uid 0, no_new_privs); the rest still applies.
 pub(crate) fn drop_capabilities(cap_last: u32) -> Result<(), Errno> {
     for cap in 0..=cap_last {
         match prctl(libc::PR_CAPBSET_DROP, cap as c_ulong, 0) {
             Ok(_) | Err(libc::EINVAL) => {}
+            // SAFETY: geteuid has no preconditions.
+            Err(libc::EPERM) if unsafe { libc::geteuid() } != 0 => break,
             Err(e) => return Err(e),
         }
     }

@@ -353,12 +353,19 @@ fn command(mut ctx: Ctx, plan: &ChildPlan) -> ! {
         ..Report::default()
     }
     .send(ctx.exec_w);
+    // execvp semantics: skip candidates that are missing or not executable, and
+    // report EACCES if one existed but could not be executed.
     let mut last = libc::ENOENT;
+    let mut denied = false;
     for path in &plan.exec.candidates {
         last = sys::execve(path, plan.exec.argv(), plan.exec.envp());
+        denied |= last == libc::EACCES;
         if !matches!(last, libc::ENOENT | libc::ENOTDIR | libc::EACCES) {
             break;
         }
+    }
+    if denied && matches!(last, libc::ENOENT | libc::ENOTDIR) {
+        last = libc::EACCES;
     }
     Report {
         kind: KIND_EXEC_FAILED,

@@ -74,6 +74,14 @@ impl ExecPlan {
         })
     }
 
+    /// `argv[0]`, for error messages.
+    pub fn program(&self) -> String {
+        self._argv
+            .first()
+            .map(|a| a.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
     /// NULL-terminated `argv`.
     pub fn argv(&self) -> *const *const c_char {
         self.argv_ptrs.as_ptr()

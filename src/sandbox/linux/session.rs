@@ -240,13 +240,7 @@ impl Session {
                     });
                 }
                 KIND_EXEC_FAILED => {
-                    let program = plan.exec.candidates.first().map_or_else(String::new, |c| {
-                        c.to_string_lossy()
-                            .rsplit('/')
-                            .next()
-                            .unwrap_or_default()
-                            .to_owned()
-                    });
+                    let program = plan.exec.program();
                     return Err(SandboxError::Exec {
                         program,
                         source: std::io::Error::from_raw_os_error(r.errno),

@@ -136,8 +136,10 @@ fn host_secrets() -> Vec<PathBuf> {
     out
 }
 
-/// Listening pathname unix sockets of the host network namespace.
-fn host_sockets() -> Vec<PathBuf> {
+/// Pathname unix sockets of the host network namespace, except those in directories
+/// hidden anyway (most live in /run, /tmp and $HOME) and not brought back (the
+/// workspace may lie in /tmp).
+fn host_sockets(hidden: &[PathBuf], shown: &[&Path]) -> Vec<PathBuf> {
     let text = fs::read_to_string("/proc/net/unix").unwrap_or_default();
     let mut out: Vec<PathBuf> = text
         .lines()
@@ -145,6 +147,9 @@ fn host_sockets() -> Vec<PathBuf> {
         .filter_map(|l| l.split_whitespace().nth(7))
         .filter(|p| p.starts_with('/'))
         .map(PathBuf::from)
+        .filter(|p| {
+            !hidden.iter().any(|h| p.starts_with(h)) || shown.iter().any(|s| p.starts_with(s))
+        })
         .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()))
         .collect();
     out.sort();
@@ -542,7 +547,7 @@ fn mount_inputs(spec: &RunSpec, wd: &Path, facts: &HostFacts) -> MountInputs {
     };
     let mut hide = facts.hide.clone();
     hide.extend(spec.hidden_paths.iter().filter_map(|p| canonical(p)));
-    hide.extend(host_sockets());
+    hide.extend(host_sockets(&facts.hide, &[wd]));
     hide.retain(|p| p != Path::new("/"));
     hide.sort();
     hide.dedup();

@@ -7,9 +7,9 @@
 //! empty, then the floor's private directory is removed (`remove_dir_all` does not
 //! follow symlinks the sandbox may have planted).
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::cgroup::SandboxCgroup;
@@ -17,15 +17,15 @@ use super::child::{
     KIND_EXEC_FAILED, KIND_FAILED, KIND_LAYERS, KIND_STATUS, REPORT_LEN, Report, Stage,
 };
 use super::monitor;
+use super::pipes::{self, Sink, pfd, poll, set_nonblocking};
 use super::prepare::{Prepared, complete};
 use super::spawn::{self, Launched, Stdin};
 use super::sys;
+use super::watchdog::{MONITOR_TICK, Watchdog};
 use crate::sandbox::{
     Backend, Cap, Captured, LayerReport, SandboxError, SandboxLimits, SandboxOutcome,
 };
 
-/// How often the memory monitor samples.
-const MONITOR_TICK: Duration = Duration::from_millis(50);
 /// How long to keep draining output after the top process is gone.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
@@ -63,53 +63,11 @@ pub(crate) struct Session {
     netns: Option<OwnedFd>,
 }
 
-/// A thread that enforces the wall clock (and the memory monitor) on a spawned
-/// child while its owner is not waiting. Stopped before the child is reaped, so it
-/// can never signal a recycled pid.
-#[derive(Debug)]
-struct Watchdog {
-    stop: Option<mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.stop.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// Parent ends of the child's stdio.
 pub(crate) struct Pipes {
     pub stdin: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
-}
-
-fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> Result<(), SandboxError> {
-    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
-    // SAFETY: fds is a valid array of pollfd of the length passed.
-    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(SandboxError::Io {
-                stage: "poll",
-                source: e,
-            });
-        }
-    }
-    Ok(())
-}
-
-fn pfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    }
 }
 
 impl Session {
@@ -299,51 +257,16 @@ impl Session {
             .pidfd
             .try_clone()
             .map_err(SandboxError::spawn("dup pidfd"))?;
-        let (stop, rx) = mpsc::channel::<()>();
         let fired = Arc::clone(&self.fired);
-        let (deadline, pid, pid_ns) = (self.deadline, self.pid, self.pid_ns);
         let memory = self.limits.memory_bytes.filter(|_| self.monitor);
-        let kill = move |cap: Cap| {
-            if let Ok(mut f) = fired.lock() {
-                f.get_or_insert(cap);
-            }
-            let _ = sys::pidfd_kill(pidfd.as_raw_fd(), libc::SIGKILL);
-            if !pid_ns {
-                // SAFETY: kill(2) on our unreaped child's process group.
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
-            }
-        };
-        let thread = std::thread::Builder::new()
-            .name("io-harness-sandbox-watchdog".into())
-            .spawn(move || {
-                loop {
-                    let now = Instant::now();
-                    let mut wait =
-                        deadline.map_or(MONITOR_TICK, |d| d.saturating_duration_since(now));
-                    if memory.is_some() {
-                        wait = wait.min(MONITOR_TICK);
-                    }
-                    match rx.recv_timeout(wait) {
-                        Err(mpsc::RecvTimeoutError::Timeout) => {}
-                        _ => return,
-                    }
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        kill(Cap::Wall);
-                        return;
-                    }
-                    if let Some(m) = memory
-                        && monitor::tree_rss_bytes(pid) > m
-                    {
-                        kill(Cap::Memory);
-                        return;
-                    }
-                }
-            })
-            .map_err(SandboxError::spawn("watchdog thread"))?;
-        self.watchdog = Some(Watchdog {
-            stop: Some(stop),
-            thread: Some(thread),
-        });
+        self.watchdog = Some(Watchdog::start(
+            pidfd,
+            fired,
+            self.deadline,
+            memory,
+            self.pid,
+            self.pid_ns,
+        )?);
         Ok(())
     }
 
@@ -507,7 +430,7 @@ impl Session {
             if ready(idx[2])
                 && let Some(fd) = &stdin
             {
-                match sys_write_some(fd.as_raw_fd(), &input[written..]) {
+                match pipes::write_some(fd.as_raw_fd(), &input[written..]) {
                     Ok(n) => written += n,
                     Err(libc::EAGAIN) => {}
                     Err(_) => written = input.len(),
@@ -654,81 +577,6 @@ impl Drop for Session {
     fn drop(&mut self) {
         if !self.done {
             self.abort();
-        }
-    }
-}
-
-fn set_nonblocking(fd: RawFd) {
-    // SAFETY: fcntl on an fd we own.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-    }
-}
-
-fn sys_write_some(fd: RawFd, buf: &[u8]) -> Result<usize, i32> {
-    let chunk = &buf[..buf.len().min(64 * 1024)];
-    // SAFETY: chunk is a valid buffer.
-    let n = unsafe { libc::write(fd, chunk.as_ptr().cast(), chunk.len()) };
-    if n < 0 {
-        Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO))
-    } else {
-        Ok(n as usize)
-    }
-}
-
-/// A bounded reader of one output pipe: keeps the first `cap` bytes, drains and
-/// drops the rest.
-struct Sink {
-    fd: Option<OwnedFd>,
-    cap: usize,
-    kept: Vec<u8>,
-    truncated: bool,
-}
-
-impl Sink {
-    fn new(fd: OwnedFd, cap: usize) -> Sink {
-        set_nonblocking(fd.as_raw_fd());
-        Sink {
-            fd: Some(fd),
-            cap,
-            kept: Vec::new(),
-            truncated: false,
-        }
-    }
-
-    fn pull(&mut self) {
-        let Some(fd) = &self.fd else { return };
-        let mut buf = [0u8; 64 * 1024];
-        for _ in 0..16 {
-            match sys::read(fd.as_raw_fd(), &mut buf) {
-                Ok(0) => {
-                    self.fd = None;
-                    return;
-                }
-                Ok(n) => {
-                    let room = self.cap.saturating_sub(self.kept.len());
-                    let take = n.min(room);
-                    self.kept.extend_from_slice(&buf[..take]);
-                    if take < n {
-                        self.truncated = true;
-                    }
-                }
-                Err(libc::EAGAIN) => return,
-                Err(_) => {
-                    self.fd = None;
-                    return;
-                }
-            }
-        }
-    }
-
-    fn finish(self) -> Captured {
-        Captured {
-            bytes: self.kept,
-            truncated: self.truncated,
         }
     }
 }

@@ -196,3 +196,27 @@ fn unprivileged_user_native() {
 fn unprivileged_user_floor() {
     unprivileged_user("floor");
 }
+
+fn stdin_to_a_command_that_does_not_read(backend: &str) {
+    let out = helper("sigpipe")
+        .env("HELPER_BACKEND", backend)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the harness died: {:?}\n{stdout}",
+        out.status
+    );
+    assert_eq!(value(&helper_lines(&stdout), "exit"), ["Some(0)"]);
+}
+
+#[test]
+fn stdin_to_a_command_that_does_not_read_native() {
+    stdin_to_a_command_that_does_not_read("native");
+}
+
+#[test]
+fn stdin_to_a_command_that_does_not_read_floor() {
+    stdin_to_a_command_that_does_not_read("floor");
+}

@@ -49,6 +49,7 @@ fn entry() {
         "tiocsti" => tiocsti(),
         "env" => env(),
         "unprivileged" => unprivileged(),
+        "sigpipe" => sigpipe(),
         other => panic!("unknown helper mode {other}"),
     }
 }
@@ -134,4 +135,16 @@ fn unprivileged() {
     println!("HELPER:rlimits={}", out.layers.limits.rlimits.join(","));
     println!("HELPER:landlock={}", out.layers.landlock.status.label());
     println!("HELPER:seccomp={}", out.layers.seccomp);
+}
+
+/// An embedder that does not ignore SIGPIPE feeds stdin to a command that exits
+/// without reading it: the harness must survive.
+fn sigpipe() {
+    // SAFETY: restoring the default disposition, as a C embedder would have it.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let sb = backend();
+    let mut spec = RunSpec::new(vec!["/bin/true".to_string()], workdir());
+    spec.stdin = vec![b'x'; 4 << 20];
+    let out = sb.run(&spec).unwrap();
+    println!("HELPER:exit={:?}", out.exit_code);
 }

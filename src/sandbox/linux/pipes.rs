@@ -42,17 +42,37 @@ pub(crate) fn set_nonblocking(fd: RawFd) {
     }
 }
 
+/// Write what the pipe takes now. A reader that went away must not kill the
+/// embedder with SIGPIPE (a library cannot assume it is ignored): the signal is
+/// blocked around the write and a pending one consumed; the caller sees EPIPE.
 pub(crate) fn write_some(fd: RawFd, buf: &[u8]) -> Result<usize, i32> {
     let chunk = &buf[..buf.len().min(64 * 1024)];
+    // SAFETY: sigset operations on local sets; pthread_sigmask only changes this
+    // thread's mask and is restored below.
+    let (set, old) = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        (set, old)
+    };
     // SAFETY: chunk is a valid buffer.
     let n = unsafe { libc::write(fd, chunk.as_ptr().cast(), chunk.len()) };
-    if n < 0 {
-        Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO))
-    } else {
-        Ok(n as usize)
+    let err = std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO);
+    if n < 0 && err == libc::EPIPE {
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: consume the SIGPIPE this write raised (blocked, so pending).
+        unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &zero) };
     }
+    // SAFETY: restore the thread's previous mask.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    if n < 0 { Err(err) } else { Ok(n as usize) }
 }
 
 /// A bounded reader of one output pipe: keeps the first `cap` bytes, drains and

@@ -387,10 +387,6 @@ impl Session {
         }
         let mut drain_until: Option<Instant> = None;
         loop {
-            if self.exit.is_none() && self.pidfd_ready() {
-                self.reap()?;
-                drain_until = Some(Instant::now() + DRAIN_GRACE);
-            }
             if self.exit.is_some() && out.fd.is_none() && err.fd.is_none() {
                 break;
             }
@@ -398,7 +394,7 @@ impl Session {
                 break;
             }
             let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
-            let mut idx = [usize::MAX; 3];
+            let mut idx = [usize::MAX; 4];
             if let Some(fd) = &out.fd {
                 idx[0] = fds.len();
                 fds.push(pfd(fd.as_raw_fd(), libc::POLLIN));
@@ -412,6 +408,7 @@ impl Session {
                 fds.push(pfd(fd.as_raw_fd(), libc::POLLOUT));
             }
             if self.exit.is_none() {
+                idx[3] = fds.len();
                 fds.push(pfd(self.pidfd.as_raw_fd(), libc::POLLIN));
             }
             let mut timeout = self.next_timeout();
@@ -438,6 +435,10 @@ impl Session {
                 if written >= input.len() {
                     stdin = None;
                 }
+            }
+            if ready(idx[3]) {
+                self.reap()?;
+                drain_until = Some(Instant::now() + DRAIN_GRACE);
             }
             self.enforce();
         }

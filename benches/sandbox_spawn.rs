@@ -85,8 +85,14 @@ fn main() {
         }
     }
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); cases.len()];
-    for _ in 0..runs {
-        for (i, (name, f)) in cases.iter_mut().enumerate() {
+    // Rotate the order each round: a namespace torn down by one case delays the
+    // next case's creation (the kernel cleans network namespaces up asynchronously),
+    // so no case may always follow the same neighbour.
+    let n = cases.len();
+    for round in 0..runs {
+        for k in 0..n {
+            let i = (round + k) % n;
+            let (name, f) = &mut cases[i];
             let t = Instant::now();
             let ok = f();
             times[i].push(t.elapsed());

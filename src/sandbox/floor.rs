@@ -49,13 +49,13 @@ impl Sandbox for FloorSandbox {
         #[cfg(target_os = "linux")]
         return super::linux::run_floor(spec, self.disabled);
         #[cfg(not(target_os = "linux"))]
-        return super::floor_std::run(Backend::PortableFloor, spec, &[]);
+        return super::floor_std::run(Backend::PortableFloor, spec, &super::floor_std::unwrapped);
     }
 
     fn spawn(&self, spec: &RunSpec) -> Result<SandboxChild, SandboxError> {
         #[cfg(target_os = "linux")]
         return super::linux::spawn_floor(spec, self.disabled);
         #[cfg(not(target_os = "linux"))]
-        return super::floor_std::spawn(Backend::PortableFloor, spec, &[]);
+        return super::floor_std::spawn(Backend::PortableFloor, spec, &super::floor_std::unwrapped);
     }
 }

@@ -23,6 +23,11 @@ use super::{
 /// macOS runner wraps it in `sandbox-exec`).
 pub(crate) type Wrap<'a> = &'a dyn Fn(&Path, &[String]) -> Vec<String>;
 
+/// The argv unchanged.
+pub(crate) fn unwrapped(_private: &Path, argv: &[String]) -> Vec<String> {
+    argv.to_vec()
+}
+
 fn layers() -> LayerReport {
     let mut limits = LimitReport {
         enforced: vec![Cap::Wall, Cap::Output],
@@ -85,35 +90,34 @@ fn start(spec: &RunSpec, wrap: Wrap<'_>, stdin: Stdio) -> Result<Started, Sandbo
         use std::os::unix::process::CommandExt;
         let cpu = spec.limits.cpu_secs;
         let files = spec.limits.open_files;
-        // SAFETY: the closure only calls setsid and setrlimit, which are
-        // async-signal-safe, and allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                let set = |res, soft: u64, hard: u64| {
-                    let lim = libc::rlimit {
-                        rlim_cur: soft as libc::rlim_t,
-                        rlim_max: hard as libc::rlim_t,
-                    };
-                    // SAFETY: lim is a valid rlimit.
-                    if unsafe { libc::setrlimit(res, &lim) } != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
+        let setup = move || {
+            let set = |res, soft: u64, hard: u64| {
+                let lim = libc::rlimit {
+                    rlim_cur: soft as libc::rlim_t,
+                    rlim_max: hard as libc::rlim_t,
                 };
-                // SAFETY: setsid has no preconditions.
-                if unsafe { libc::setsid() } < 0 {
+                // SAFETY: lim is a valid rlimit.
+                if unsafe { libc::setrlimit(res, &lim) } != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                set(libc::RLIMIT_CORE, 0, 0)?;
-                if let Some(c) = cpu {
-                    set(libc::RLIMIT_CPU, c, c.saturating_add(1))?;
-                }
-                if let Some(n) = files {
-                    set(libc::RLIMIT_NOFILE, n, n)?;
-                }
                 Ok(())
-            });
-        }
+            };
+            // SAFETY: setsid has no preconditions.
+            if unsafe { libc::setsid() } < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            set(libc::RLIMIT_CORE, 0, 0)?;
+            if let Some(c) = cpu {
+                set(libc::RLIMIT_CPU, c, c.saturating_add(1))?;
+            }
+            if let Some(n) = files {
+                set(libc::RLIMIT_NOFILE, n, n)?;
+            }
+            Ok(())
+        };
+        // SAFETY: the closure only calls setsid and setrlimit, which are
+        // async-signal-safe, and allocates nothing.
+        unsafe { cmd.pre_exec(setup) };
     }
     let child = cmd.spawn().map_err(|source| SandboxError::Exec {
         program: spec.argv[0].clone(),

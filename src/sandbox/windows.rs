@@ -51,19 +51,23 @@ mod runner {
     #[derive(Debug, Clone, Default)]
     pub struct WindowsSandbox;
 
-    fn same(_: &std::path::Path, argv: &[String]) -> Vec<String> {
-        argv.to_vec()
-    }
-
     impl Sandbox for WindowsSandbox {
         fn backend(&self) -> Backend {
             Backend::PortableFloor
         }
         fn run(&self, spec: &RunSpec) -> Result<SandboxOutcome, SandboxError> {
-            crate::sandbox::floor_std::run(Backend::PortableFloor, spec, &same)
+            crate::sandbox::floor_std::run(
+                Backend::PortableFloor,
+                spec,
+                &crate::sandbox::floor_std::unwrapped,
+            )
         }
         fn spawn(&self, spec: &RunSpec) -> Result<SandboxChild, SandboxError> {
-            crate::sandbox::floor_std::spawn(Backend::PortableFloor, spec, &same)
+            crate::sandbox::floor_std::spawn(
+                Backend::PortableFloor,
+                spec,
+                &crate::sandbox::floor_std::unwrapped,
+            )
         }
     }
 }

@@ -400,3 +400,30 @@ fn workdir_inside_hidden_tmp(sb: &dyn Sandbox) {
     );
 }
 backends!(workdir_inside_hidden_tmp, [native]);
+
+fn only_toolchain_parts_of_home_come_back(sb: &dyn Sandbox) {
+    let home = std::path::PathBuf::from(std::env::var("HOME").unwrap());
+    if !home.join(".cargo/bin").is_dir() {
+        return;
+    }
+    let f = Fixture::new();
+    let (_, out, _) = run_text(
+        sb,
+        &f.spec(sh("ls -A $HOME/.cargo; touch $HOME/.cargo/bin/x 2>&1")),
+    );
+    let mut listed: Vec<&str> = out
+        .lines()
+        .take_while(|l| !l.starts_with("touch"))
+        .collect();
+    listed.sort();
+    let expected: Vec<&str> = ["bin", "registry"]
+        .into_iter()
+        .filter(|d| home.join(".cargo").join(d).is_dir())
+        .collect();
+    assert_eq!(
+        listed, expected,
+        "only bin and registry (never credentials.toml or config)"
+    );
+    assert!(out.contains("Read-only file system"), "{out}");
+}
+backends!(only_toolchain_parts_of_home_come_back, [native]);

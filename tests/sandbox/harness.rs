@@ -123,10 +123,9 @@ fn provider_keys_absent_floor() {
     provider_keys_absent("floor");
 }
 
-/// The native backend works for a user without any privilege: user namespaces,
+/// Both backends work for a user without any privilege: user namespaces (native),
 /// no cgroups (so rlimits and the memory monitor), Landlock and seccomp.
-#[test]
-fn unprivileged_user_native() {
+fn unprivileged_user(backend: &str) {
     const NOBODY: u32 = 65534;
     let work = tempfile::Builder::new()
         .prefix("nobody-")
@@ -137,6 +136,7 @@ fn unprivileged_user_native() {
         .uid(NOBODY)
         .gid(NOBODY)
         .env("HOME", "/nonexistent")
+        .env("HELPER_BACKEND", backend)
         .env("HELPER_WORKDIR", work.path())
         .current_dir("/")
         .output()
@@ -161,18 +161,62 @@ fn unprivileged_user_native() {
         get("out").starts_with("65534 CapEff:\t0000000000000000"),
         "{stdout}"
     );
-    assert_eq!(get("namespaces"), "6");
     assert_eq!(
         get("cgroup"),
         "0",
         "an unprivileged user cannot create cgroups here"
     );
     assert_eq!(get("monitor"), "true");
-    assert_eq!(get("rlimits"), "core,cpu,nofile,nproc");
+    assert_eq!(
+        get("hog"),
+        "Some(Memory)",
+        "the memory monitor did not stop the hog"
+    );
     assert_eq!(get("seccomp"), "true");
     assert_ne!(get("landlock"), "not");
+    if backend == "native" {
+        assert_eq!(get("namespaces"), "6");
+        assert_eq!(get("rlimits"), "core,cpu,nofile,nproc");
+    } else {
+        assert_eq!(get("namespaces"), "0");
+        assert_eq!(get("rlimits"), "core,cpu,nofile");
+    }
     let made = work.path().join("made");
     assert_eq!(std::fs::read_to_string(&made).unwrap(), "ok\n");
     use std::os::unix::fs::MetadataExt;
     assert_eq!(std::fs::metadata(&made).unwrap().uid(), NOBODY);
+}
+
+#[test]
+fn unprivileged_user_native() {
+    unprivileged_user("native");
+}
+
+#[test]
+fn unprivileged_user_floor() {
+    unprivileged_user("floor");
+}
+
+fn stdin_to_a_command_that_does_not_read(backend: &str) {
+    let out = helper("sigpipe")
+        .env("HELPER_BACKEND", backend)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the harness died: {:?}\n{stdout}",
+        out.status
+    );
+    assert_eq!(value(&helper_lines(&stdout), "exit"), ["Some(0)"]);
+}
+
+#[test]
+fn stdin_to_a_command_that_does_not_read_native() {
+    stdin_to_a_command_that_does_not_read("native");
+}
+
+#[test]
+fn stdin_to_a_command_that_does_not_read_floor() {
+    stdin_to_a_command_that_does_not_read("floor");
 }

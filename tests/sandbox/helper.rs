@@ -49,6 +49,7 @@ fn entry() {
         "tiocsti" => tiocsti(),
         "env" => env(),
         "unprivileged" => unprivileged(),
+        "sigpipe" => sigpipe(),
         other => panic!("unknown helper mode {other}"),
     }
 }
@@ -105,11 +106,20 @@ fn env() {
     }
 }
 
-/// Run as an unprivileged user: the native backend must still work.
+/// Run as an unprivileged user: both backends must still work, with rlimits and the
+/// memory monitor standing in for cgroups.
 fn unprivileged() {
     // SAFETY: geteuid has no preconditions.
     println!("HELPER:uid={}", unsafe { libc::geteuid() });
-    let sb = io_harness::sandbox::NativeSandbox::new().unwrap();
+    let sb: Box<dyn Sandbox> = match std::env::var("HELPER_BACKEND").as_deref() {
+        Ok("floor") => Box::new(floor()),
+        _ => Box::new(io_harness::sandbox::NativeSandbox::new().unwrap()),
+    };
+    let hog = "chunks=[]\nfor i in range(256): chunks.append(b'\\x01'*(1<<20))\nprint('SURVIVED')";
+    let mut spec = RunSpec::new(py(hog), workdir());
+    spec.limits.memory_bytes = Some(128 << 20);
+    let out = sb.run(&spec).unwrap();
+    println!("HELPER:hog={:?}", out.cap_hit);
     let mut spec = RunSpec::new(
         sh("id -u; echo ok > made; cat /proc/self/status | grep CapEff"),
         workdir(),
@@ -125,4 +135,16 @@ fn unprivileged() {
     println!("HELPER:rlimits={}", out.layers.limits.rlimits.join(","));
     println!("HELPER:landlock={}", out.layers.landlock.status.label());
     println!("HELPER:seccomp={}", out.layers.seccomp);
+}
+
+/// An embedder that does not ignore SIGPIPE feeds stdin to a command that exits
+/// without reading it: the harness must survive.
+fn sigpipe() {
+    // SAFETY: restoring the default disposition, as a C embedder would have it.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let sb = backend();
+    let mut spec = RunSpec::new(vec!["/bin/true".to_string()], workdir());
+    spec.stdin = vec![b'x'; 4 << 20];
+    let out = sb.run(&spec).unwrap();
+    println!("HELPER:exit={:?}", out.exit_code);
 }

@@ -212,3 +212,21 @@ fn sandbox_listener_unreachable(sb: &dyn Sandbox) {
     assert!(!reached, "the host reached a listener inside the sandbox");
 }
 backends!(sandbox_listener_unreachable, [native]);
+
+/// A host listener inside a workspace that lies in the hidden /tmp: the workspace is
+/// brought back, so the socket must be masked explicitly.
+fn unix_socket_in_workspace_under_tmp(sb: &dyn Sandbox) {
+    let work = tempfile::Builder::new()
+        .prefix("iohx-sockwork-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let path = work.path().join("host.sock");
+    let l = UnixCounter::path(&path);
+    let code = connect_code("socket.AF_UNIX", "'host.sock'");
+    let mut spec = io_harness::sandbox::RunSpec::new(py(&code), work.path());
+    spec.limits = test_limits();
+    let (_, out, _) = run_text(sb, &spec);
+    assert!(out.starts_with("ERR"), "{out}");
+    assert_eq!(l.hits(), 0);
+}
+backends!(unix_socket_in_workspace_under_tmp, [native]);

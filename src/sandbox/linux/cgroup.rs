@@ -18,8 +18,8 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::sandbox::{CgroupController, SandboxError};
@@ -45,25 +45,31 @@ pub(crate) struct V2 {
 }
 
 impl Support {
-    /// Controllers a sandbox would get.
+    /// Controllers a sandbox would get. A v2 group that would only serve
+    /// `cgroup.kill` is skipped when a v1 hierarchy is in use: killing what its
+    /// `cgroup.procs` lists until it is empty tears down just as surely, and every
+    /// extra group costs a join per sandbox.
     pub(crate) fn controllers(&self) -> Vec<CgroupController> {
         let mut out = Vec::new();
-        if let Some(v2) = &self.v2 {
-            if v2.pids {
-                out.push(CgroupController::V2Pids);
-            }
-            if v2.memory {
-                out.push(CgroupController::V2Memory);
-            }
-            if v2.kill {
-                out.push(CgroupController::V2Kill);
-            }
+        let v2_pids = self.v2.as_ref().is_some_and(|v| v.pids);
+        let v2_memory = self.v2.as_ref().is_some_and(|v| v.memory);
+        if v2_pids {
+            out.push(CgroupController::V2Pids);
         }
-        if self.v1_pids.is_some() && !self.v2.as_ref().is_some_and(|v| v.pids) {
+        if v2_memory {
+            out.push(CgroupController::V2Memory);
+        }
+        if self.v1_pids.is_some() && !v2_pids {
             out.push(CgroupController::V1Pids);
         }
-        if self.v1_memory.is_some() && !self.v2.as_ref().is_some_and(|v| v.memory) {
+        if self.v1_memory.is_some() && !v2_memory {
             out.push(CgroupController::V1Memory);
+        }
+        let v1_used = out
+            .iter()
+            .any(|c| matches!(c, CgroupController::V1Pids | CgroupController::V1Memory));
+        if self.v2.as_ref().is_some_and(|v| v.kill) && (v2_pids || v2_memory || !v1_used) {
+            out.push(CgroupController::V2Kill);
         }
         out
     }
@@ -205,13 +211,177 @@ fn sweep(parent: &Path) {
     }
 }
 
+/// One directory per usable hierarchy, used by one sandbox at a time and then
+/// returned to a small pool: creating and removing cgroups (the memory controller's
+/// especially) costs more than the rest of a sandbox's cgroup work together.
+#[derive(Debug)]
+struct Dirs {
+    v1_pids: Option<PathBuf>,
+    v1_memory: Option<PathBuf>,
+    v2: Option<PathBuf>,
+    /// Limits last written: a reused set is only rewritten when they change.
+    pids_max: Option<Option<u64>>,
+    memory_max: Option<Option<u64>>,
+    /// Event counters when the current sandbox took the set (they never reset).
+    base_forks_refused: u64,
+    base_oom_kills: u64,
+}
+
+/// How many idle sets are kept.
+const POOL_MAX: usize = 16;
+
+fn pool() -> &'static Mutex<Vec<Dirs>> {
+    static POOL: OnceLock<Mutex<Vec<Dirs>>> = OnceLock::new();
+    POOL.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+impl Dirs {
+    fn all(&self) -> impl Iterator<Item = &PathBuf> {
+        self.v2.iter().chain(&self.v1_pids).chain(&self.v1_memory)
+    }
+
+    fn create(support: &Support) -> Result<Dirs, SandboxError> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "io-harness-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut dirs = Dirs {
+            v1_pids: None,
+            v1_memory: None,
+            v2: None,
+            pids_max: None,
+            memory_max: None,
+            base_forks_refused: 0,
+            base_oom_kills: 0,
+        };
+        let mkdir = |parent: &Path| -> Result<PathBuf, SandboxError> {
+            let dir = parent.join(&name);
+            fs::create_dir(&dir).map_err(|source| SandboxError::Cgroup {
+                path: dir.clone(),
+                source,
+            })?;
+            Ok(dir)
+        };
+        let controllers = support.controllers();
+        let v2_used = controllers.iter().any(|c| {
+            matches!(
+                c,
+                CgroupController::V2Pids | CgroupController::V2Memory | CgroupController::V2Kill
+            )
+        });
+        if v2_used && let Some(v2) = &support.v2 {
+            dirs.v2 = Some(mkdir(&v2.parent)?);
+        }
+        if controllers.contains(&CgroupController::V1Pids)
+            && let Some(p) = &support.v1_pids
+        {
+            dirs.v1_pids = Some(mkdir(p)?);
+        }
+        if controllers.contains(&CgroupController::V1Memory)
+            && let Some(p) = &support.v1_memory
+        {
+            dirs.v1_memory = Some(mkdir(p)?);
+        }
+        Ok(dirs)
+    }
+
+    fn pids_dir(&self, support: &Support) -> Option<&PathBuf> {
+        if support.v2.as_ref().is_some_and(|v| v.pids) {
+            self.v2.as_ref()
+        } else {
+            self.v1_pids.as_ref()
+        }
+    }
+
+    fn memory_v2(&self, support: &Support) -> bool {
+        support.v2.as_ref().is_some_and(|v| v.memory)
+    }
+
+    fn set_limits(
+        &mut self,
+        support: &Support,
+        processes: Option<u64>,
+        memory: Option<u64>,
+    ) -> Result<(), SandboxError> {
+        if self.pids_max != Some(processes)
+            && let Some(dir) = self.pids_dir(support)
+        {
+            write(&dir.join("pids.max"), &limit(processes))?;
+            self.pids_max = Some(processes);
+        }
+        if self.memory_max != Some(memory) {
+            if self.memory_v2(support) {
+                if let Some(dir) = &self.v2 {
+                    write(&dir.join("memory.max"), &limit(memory))?;
+                    let _ = fs::write(dir.join("memory.swap.max"), "0");
+                }
+            } else if let Some(dir) = &self.v1_memory {
+                // memsw must stay >= the memory limit: order the two writes.
+                let v = memory.map_or_else(|| "-1".to_owned(), |m| m.to_string());
+                let sw = dir.join("memory.memsw.limit_in_bytes");
+                if write(&dir.join("memory.limit_in_bytes"), &v).is_err() && sw.exists() {
+                    write(&sw, &v)?;
+                    write(&dir.join("memory.limit_in_bytes"), &v)?;
+                } else if sw.exists() {
+                    let _ = fs::write(&sw, &v);
+                }
+            }
+            self.memory_max = Some(memory);
+        }
+        Ok(())
+    }
+
+    fn forks_refused(&self, support: &Support) -> Option<u64> {
+        read_key(&self.pids_dir(support)?.join("pids.events"), "max")
+    }
+
+    fn oom_kills(&self, support: &Support) -> Option<u64> {
+        if self.memory_v2(support) {
+            read_key(&self.v2.as_ref()?.join("memory.events"), "oom_kill")
+        } else {
+            read_key(
+                &self.v1_memory.as_ref()?.join("memory.oom_control"),
+                "oom_kill",
+            )
+        }
+    }
+
+    fn procs(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        for dir in self.all() {
+            if let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) {
+                out.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    fn kill_all(&self) {
+        if let Some(v2) = &self.v2 {
+            let _ = fs::write(v2.join("cgroup.kill"), "1");
+        }
+        for pid in self.procs() {
+            // SAFETY: kill(2) with a pid read from our own cgroup; no memory effects.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+
+    fn remove(self) {
+        for dir in self.all() {
+            let _ = fs::remove_dir(dir);
+        }
+    }
+}
+
 /// The cgroups of one sandbox.
 #[derive(Debug)]
 pub(crate) struct SandboxCgroup {
-    dirs: Vec<(CgroupController, PathBuf)>,
-    /// Directory of the v2 group (for cgroup.kill), if any.
-    v2: Option<PathBuf>,
-    removed: bool,
+    dirs: Option<Dirs>,
+    support: &'static Support,
 }
 
 fn write(path: &Path, value: &str) -> Result<(), SandboxError> {
@@ -219,6 +389,11 @@ fn write(path: &Path, value: &str) -> Result<(), SandboxError> {
         path: path.to_owned(),
         source,
     })
+}
+
+/// Read a file holding one number.
+fn read_value(path: &Path) -> Option<u64> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 /// Read `key value` lines and return the value of `key`.
@@ -231,184 +406,111 @@ fn read_key(path: &Path, key: &str) -> Option<u64> {
 }
 
 impl SandboxCgroup {
-    /// Create the groups and set the caps. `processes`/`memory` are `None` when
-    /// unbounded. Returns `None` when nothing is usable.
+    /// Take a set of groups (from the pool, or new) and set the caps.
+    /// `processes`/`memory` are `None` when unbounded. `None` when nothing is usable.
     pub(crate) fn create(
-        support: &Support,
+        support: &'static Support,
         processes: Option<u64>,
         memory: Option<u64>,
     ) -> Result<Option<SandboxCgroup>, SandboxError> {
         if !support.any() {
             return Ok(None);
         }
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "io-harness-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut cg = SandboxCgroup {
-            dirs: Vec::new(),
-            v2: None,
-            removed: false,
-        };
-        let mkdir = |parent: &Path| -> Result<PathBuf, SandboxError> {
-            let dir = parent.join(&name);
-            fs::create_dir(&dir).map_err(|source| SandboxError::Cgroup {
-                path: dir.clone(),
-                source,
-            })?;
-            Ok(dir)
-        };
-        for ctrl in support.controllers() {
-            match ctrl {
-                CgroupController::V2Pids
-                | CgroupController::V2Memory
-                | CgroupController::V2Kill => {
-                    let Some(v2) = &support.v2 else { continue };
-                    let dir = match &cg.v2 {
-                        Some(d) => d.clone(),
-                        None => {
-                            let d = mkdir(&v2.parent)?;
-                            cg.v2 = Some(d.clone());
-                            cg.dirs.push((CgroupController::V2Kill, d.clone()));
-                            d
-                        }
-                    };
-                    if ctrl == CgroupController::V2Pids {
-                        write(&dir.join("pids.max"), &limit(processes))?;
-                    }
-                    if ctrl == CgroupController::V2Memory {
-                        write(&dir.join("memory.max"), &limit(memory))?;
-                        let _ = fs::write(dir.join("memory.swap.max"), "0");
-                    }
+        let pooled = pool().lock().ok().and_then(|mut p| p.pop());
+        let mut dirs = match pooled {
+            Some(mut d) => match d.set_limits(support, processes, memory) {
+                Ok(()) => d,
+                Err(_) => {
+                    // e.g. a lower memory limit below what the old set still holds.
+                    d.remove();
+                    let mut d = Dirs::create(support)?;
+                    d.set_limits(support, processes, memory)?;
+                    d
                 }
-                CgroupController::V1Pids => {
-                    let Some(parent) = &support.v1_pids else {
-                        continue;
-                    };
-                    let dir = mkdir(parent)?;
-                    cg.dirs.push((ctrl, dir.clone()));
-                    write(&dir.join("pids.max"), &limit(processes))?;
-                }
-                CgroupController::V1Memory => {
-                    let Some(parent) = &support.v1_memory else {
-                        continue;
-                    };
-                    let dir = mkdir(parent)?;
-                    cg.dirs.push((ctrl, dir.clone()));
-                    if let Some(m) = memory {
-                        write(&dir.join("memory.limit_in_bytes"), &m.to_string())?;
-                        let sw = dir.join("memory.memsw.limit_in_bytes");
-                        if sw.exists() {
-                            let _ = fs::write(sw, m.to_string());
-                        }
-                    }
-                }
+            },
+            None => {
+                let mut d = Dirs::create(support)?;
+                d.set_limits(support, processes, memory)?;
+                d
             }
+        };
+        // Counters never reset: remember where this sandbox starts.
+        if dirs.pids_max.is_some() {
+            dirs.base_forks_refused = dirs.forks_refused(support).unwrap_or(0);
         }
-        Ok(Some(cg))
+        dirs.base_oom_kills = dirs.oom_kills(support).unwrap_or(0);
+        Ok(Some(SandboxCgroup {
+            dirs: Some(dirs),
+            support,
+        }))
     }
 
     /// The controllers really in use.
-    pub(crate) fn controllers(&self, support: &Support) -> Vec<CgroupController> {
-        let mut out = support.controllers();
-        out.retain(|c| match c {
-            CgroupController::V1Pids | CgroupController::V1Memory => {
-                self.dirs.iter().any(|(k, _)| k == c)
-            }
-            _ => self.v2.is_some(),
-        });
-        out
+    pub(crate) fn controllers(&self) -> Vec<CgroupController> {
+        self.support.controllers()
     }
 
-    /// Move `pid` into every group.
-    pub(crate) fn add(&self, pid: i32) -> Result<(), SandboxError> {
-        let pid = pid.to_string();
-        for (_, dir) in &self.dirs {
-            write(&dir.join("cgroup.procs"), &pid)?;
-        }
-        Ok(())
-    }
-
-    /// Times a fork was refused at `pids.max`.
-    pub(crate) fn pids_max_hits(&self) -> Option<u64> {
+    /// The `cgroup.procs` files the child writes itself into.
+    pub(crate) fn procs_files(&self) -> Vec<PathBuf> {
         self.dirs
             .iter()
-            .find(|(k, _)| matches!(k, CgroupController::V1Pids))
-            .map(|(_, d)| d.join("pids.events"))
-            .or_else(|| self.v2.as_ref().map(|d| d.join("pids.events")))
-            .and_then(|p| read_key(&p, "max"))
+            .flat_map(|d| d.all())
+            .map(|d| d.join("cgroup.procs"))
+            .collect()
     }
 
-    /// OOM kills inside the group.
+    /// Forks refused at `pids.max` during this sandbox.
+    pub(crate) fn pids_max_hits(&self) -> Option<u64> {
+        let d = self.dirs.as_ref()?;
+        Some(
+            d.forks_refused(self.support)?
+                .saturating_sub(d.base_forks_refused),
+        )
+    }
+
+    /// OOM kills inside the group during this sandbox.
     pub(crate) fn oom_kills(&self) -> Option<u64> {
-        if let Some((_, d)) = self
-            .dirs
-            .iter()
-            .find(|(k, _)| matches!(k, CgroupController::V1Memory))
-        {
-            return read_key(&d.join("memory.oom_control"), "oom_kill");
-        }
-        self.v2
-            .as_ref()
-            .and_then(|d| read_key(&d.join("memory.events"), "oom_kill"))
-    }
-
-    fn procs(&self) -> Vec<i32> {
-        let mut out = Vec::new();
-        for (_, dir) in &self.dirs {
-            if let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) {
-                out.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
-            }
-        }
-        out.sort_unstable();
-        out.dedup();
-        out
+        let d = self.dirs.as_ref()?;
+        Some(d.oom_kills(self.support)?.saturating_sub(d.base_oom_kills))
     }
 
     /// Kill everything in the groups.
     pub(crate) fn kill_all(&self) {
-        if let Some(d) = &self.v2 {
-            let _ = fs::write(d.join("cgroup.kill"), "1");
-        }
-        for pid in self.procs() {
-            // SAFETY: kill(2) with a pid read from our own cgroup; no memory effects.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+        if let Some(d) = &self.dirs {
+            d.kill_all();
         }
     }
 
-    /// Kill everything, verify the groups are empty, remove them. Bounded: gives up
-    /// after two seconds and reports how many processes were left.
+    /// Verify the groups are empty (killing what is left, for up to two seconds),
+    /// then return them to the pool. Reports how many processes could not be killed.
     pub(crate) fn destroy(&mut self) -> Result<(), SandboxError> {
-        if self.removed {
+        let Some(dirs) = self.dirs.take() else {
             return Ok(());
-        }
-        self.removed = true;
+        };
         let deadline = Instant::now() + Duration::from_secs(2);
-        let mut dirs: Vec<PathBuf> = self.dirs.iter().map(|(_, d)| d.clone()).collect();
-        let mut killed = false;
         loop {
-            let procs = self.procs();
-            if !procs.is_empty() || !killed {
-                self.kill_all();
-                killed = true;
-            }
-            dirs.retain(|d| fs::remove_dir(d).is_err() && d.exists());
-            if dirs.is_empty() {
+            let procs = dirs.procs();
+            if procs.is_empty() {
+                // Killed orphans of a sandbox without a pid namespace may still be
+                // zombies waiting for the host's init: they no longer show in
+                // cgroup.procs but still count against pids.max. Only a set with
+                // nothing charged goes back to the pool.
+                let idle = dirs
+                    .pids_dir(self.support)
+                    .is_none_or(|d| read_value(&d.join("pids.current")) == Some(0));
+                match pool().lock() {
+                    Ok(mut p) if idle && p.len() < POOL_MAX => p.push(dirs),
+                    _ => dirs.remove(),
+                }
                 return Ok(());
             }
             if Instant::now() > deadline {
-                let remaining = self.procs().len();
-                return if remaining > 0 {
-                    Err(SandboxError::Teardown { remaining })
-                } else {
-                    Err(SandboxError::Cgroup {
-                        path: dirs[0].clone(),
-                        source: io::Error::other("cgroup could not be removed"),
-                    })
-                };
+                dirs.remove();
+                return Err(SandboxError::Teardown {
+                    remaining: procs.len(),
+                });
             }
+            dirs.kill_all();
             std::thread::sleep(Duration::from_millis(1));
         }
     }

@@ -20,8 +20,7 @@ use super::sys::{self, Errno};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub(crate) enum Stage {
-    Sync = 1,
-    Fds,
+    Fds = 1,
     IdMap,
     Mount,
     Hostname,
@@ -34,14 +33,15 @@ pub(crate) enum Stage {
     NoNewPrivs,
     Landlock,
     Seccomp,
+    Cgroup,
 }
 
 impl Stage {
     pub(crate) fn from_u32(v: u32) -> Option<Stage> {
         use Stage::*;
         [
-            Sync, Fds, IdMap, Mount, Hostname, Loopback, Fork, Setsid, Rlimit, Chdir, Caps,
-            NoNewPrivs, Landlock, Seccomp,
+            Fds, IdMap, Mount, Hostname, Loopback, Fork, Setsid, Rlimit, Chdir, Caps, NoNewPrivs,
+            Landlock, Seccomp, Cgroup,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -49,7 +49,6 @@ impl Stage {
 
     pub(crate) fn label(self) -> &'static str {
         match self {
-            Stage::Sync => "sync",
             Stage::Fds => "close fds",
             Stage::IdMap => "uid/gid map",
             Stage::Mount => "mount",
@@ -63,6 +62,7 @@ impl Stage {
             Stage::NoNewPrivs => "no_new_privs",
             Stage::Landlock => "landlock",
             Stage::Seccomp => "seccomp",
+            Stage::Cgroup => "join cgroup",
         }
     }
 }
@@ -119,7 +119,6 @@ impl Report {
 /// The fds the child starts with (all numbered 3 or above, all close-on-exec).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ChildFds {
-    pub sync_r: RawFd,
     pub stdin: RawFd,
     pub stdout: RawFd,
     pub stderr: RawFd,
@@ -189,11 +188,6 @@ pub(crate) fn child_main(plan: &mut ChildPlan, fds: ChildFds) -> ! {
     // Signals stay blocked (as on the spawner thread) until the command resets them:
     // init never runs a handler it inherited from the embedder.
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
-    let mut go = [0u8; 1];
-    if !matches!(sys::read(fds.sync_r, &mut go), Ok(1)) {
-        // The parent gave up (or died) before releasing us.
-        sys::exit(125);
-    }
     let mut ctx = Ctx {
         required: plan.required,
         exec_w: fds.exec_w,
@@ -211,6 +205,14 @@ pub(crate) fn child_main(plan: &mut ChildPlan, fds: ChildFds) -> ! {
         ctx.fail(Stage::Fds, 0, e);
     }
 
+    // Join the cgroups first: everything after, the command included, is counted.
+    if !plan.cgroup_procs.is_empty() {
+        let mut r = Ok(());
+        for procs in &plan.cgroup_procs {
+            r = r.and_then(|()| write_file(procs, b"0"));
+        }
+        ctx.layer(bit::CGROUP, Stage::Cgroup, 0, r);
+    }
     if let Some(maps) = &plan.id_maps {
         let r = write_file(c"/proc/self/setgroups", b"deny")
             .and_then(|()| write_file(c"/proc/self/uid_map", &maps.uid_map))
@@ -304,7 +306,7 @@ extern "C" fn command_entry(arg: *mut libc::c_void) -> libc::c_int {
 
 /// The command process: session, limits, capabilities, Landlock, seccomp, exec.
 fn command(mut ctx: Ctx, plan: &ChildPlan) -> ! {
-    sys::reset_signals();
+    sys::reset_signals(plan.ignored_signals);
     if plan.setsid {
         let r = sys::setsid();
         ctx.layer(bit::SETSID, Stage::Setsid, 0, r);
@@ -351,12 +353,19 @@ fn command(mut ctx: Ctx, plan: &ChildPlan) -> ! {
         ..Report::default()
     }
     .send(ctx.exec_w);
+    // execvp semantics: skip candidates that are missing or not executable, and
+    // report EACCES if one existed but could not be executed.
     let mut last = libc::ENOENT;
+    let mut denied = false;
     for path in &plan.exec.candidates {
         last = sys::execve(path, plan.exec.argv(), plan.exec.envp());
+        denied |= last == libc::EACCES;
         if !matches!(last, libc::ENOENT | libc::ENOTDIR | libc::EACCES) {
             break;
         }
+    }
+    if denied && matches!(last, libc::ENOENT | libc::ENOTDIR) {
+        last = libc::EACCES;
     }
     Report {
         kind: KIND_EXEC_FAILED,

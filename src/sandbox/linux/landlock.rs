@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -115,6 +115,32 @@ pub(crate) fn status(shape: Shape) -> LandlockStatus {
     s
 }
 
+/// `O_PATH` handles of the host root and device nodes, opened once: they name the
+/// same inodes for the life of the process.
+struct Fixed {
+    root: std::fs::File,
+    devices: Vec<(PathBuf, std::fs::File)>,
+}
+
+fn fixed_handles() -> Result<&'static Fixed, SandboxError> {
+    static FIXED: OnceLock<Result<Fixed, String>> = OnceLock::new();
+    FIXED
+        .get_or_init(|| {
+            let root = open_path(Path::new("/")).map_err(|e| e.to_string())?;
+            let devices = super::mounts::DEVICES
+                .iter()
+                .map(|d| Path::new("/dev").join(d))
+                .filter_map(|p| open_path(&p).ok().map(|f| (p, f)))
+                .collect();
+            Ok(Fixed { root, devices })
+        })
+        .as_ref()
+        .map_err(|e| SandboxError::Spawn {
+            stage: "landlock rule path",
+            source: std::io::Error::other(e.clone()),
+        })
+}
+
 /// An `O_PATH` handle: enough for a rule, and it never blocks on a device.
 fn open_path(p: &Path) -> Result<std::fs::File, SandboxError> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -141,16 +167,17 @@ pub(crate) fn prepare(
         return Ok(None);
     }
     let file_rights = AccessFs::from_file(FS_TARGET);
+    let fixed = fixed_handles()?;
     let mut created = ruleset(rules.shape)?.add_rule(PathBeneath::new(
-        open_path(Path::new("/"))?,
+        fixed.root.as_fd(),
         AccessFs::from_read(FS_TARGET),
     ))?;
     for dir in &rules.writable {
         created = created.add_rule(PathBeneath::new(open_path(dir)?, fs_all()))?;
     }
-    for dev in &rules.devices {
-        if let Ok(fd) = open_path(dev) {
-            created = created.add_rule(PathBeneath::new(fd, file_rights))?;
+    for (path, fd) in &fixed.devices {
+        if rules.devices.contains(path) {
+            created = created.add_rule(PathBeneath::new(fd.as_fd(), file_rights))?;
         }
     }
     let fd: Option<OwnedFd> = created.into();

@@ -4,15 +4,19 @@
 
 mod cgroup;
 mod child;
+mod host;
 mod landlock;
 mod monitor;
 mod mounts;
+mod netns;
+mod pipes;
 mod plan;
 mod prepare;
 mod seccomp;
 mod session;
 mod spawn;
 mod sys;
+mod watchdog;
 
 use std::process::{ChildStderr, ChildStdin, ChildStdout};
 

@@ -12,6 +12,7 @@
 //!
 //! The parent decides every step; the child only walks [`MountPlan::apply`].
 
+use std::collections::HashSet;
 use std::ffi::CString;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -35,7 +36,8 @@ const MASK_SOURCE: &str = "/dev/.io-harness-mask";
 pub(crate) const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
 /// `/proc` entries that are made read-only: writes there reach the host kernel.
-const PROC_READ_ONLY: [&str; 4] = ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"];
+pub(crate) const PROC_READ_ONLY: [&str; 4] =
+    ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"];
 
 /// One mount step.
 #[derive(Debug)]
@@ -88,9 +90,16 @@ struct Step {
     optional: bool,
 }
 
-/// What the parent knows when planning.
+/// What the parent knows when planning. Every path is canonical and exists; the
+/// plan itself touches no filesystem (the parent caches the host facts).
 #[derive(Debug, Default)]
 pub(crate) struct MountInputs {
+    /// Which of the paths below are directories.
+    pub dirs: HashSet<PathBuf>,
+    /// Host device nodes to bind into the minimal `/dev` (`/dev/null`...).
+    pub devices: Vec<PathBuf>,
+    /// `/proc` entries to make read-only (those that exist).
+    pub proc_read_only: Vec<PathBuf>,
     /// The workspace (canonical).
     pub workdir: PathBuf,
     /// The host `$HOME` (canonical), hidden with mode 0700.
@@ -180,8 +189,8 @@ impl Builder {
         });
     }
     /// Hide `path`: an empty tmpfs over a directory, the mask file over anything else.
-    fn hide(&mut self, path: &Path, home: Option<&Path>) {
-        if path.is_dir() {
+    fn hide(&mut self, path: &Path, is_dir: bool, home: Option<&Path>) {
+        if is_dir {
             let mode = if Some(path) == home {
                 "mode=0700"
             } else if path == Path::new("/tmp") || path == Path::new("/var/tmp") {
@@ -228,14 +237,10 @@ impl MountPlan {
             places.push((ro.clone(), slot));
             brought_back.push(ro.clone());
         }
-        let devices: Vec<(String, usize)> = DEVICES
+        let devices: Vec<(&Path, usize)> = inputs
+            .devices
             .iter()
-            .map(|d| format!("/dev/{d}"))
-            .filter(|d| Path::new(d).exists())
-            .map(|d| {
-                let slot = b.clone_tree(Path::new(&d), false, 0);
-                (d, slot)
-            })
+            .map(|d| (d.as_path(), b.clone_tree(d, false, 0)))
             .collect();
 
         // 2. The host tree becomes read-only, nosuid, nodev.
@@ -249,12 +254,12 @@ impl MountPlan {
         );
         for (dev, slot) in &devices {
             b.push(Op::Touch {
-                path: cs(dev),
+                path: c(dev),
                 mode: 0o666,
             });
             b.push(Op::Place {
                 slot: *slot,
-                target: cs(dev),
+                target: c(dev),
             });
         }
         for (target, link) in [
@@ -293,10 +298,8 @@ impl MountPlan {
         if inputs.fresh_proc {
             b.push(Op::Proc);
         }
-        for p in PROC_READ_ONLY {
-            if Path::new(p).exists() {
-                b.push(Op::BindReadOnly { path: cs(p) });
-            }
+        for p in &inputs.proc_read_only {
+            b.push(Op::BindReadOnly { path: c(p) });
         }
 
         // 5. Hide, place, hide what lies inside placed trees.
@@ -308,26 +311,40 @@ impl MountPlan {
             .into_iter()
             .partition(|h| place_paths.iter().any(|t| h.starts_with(t) && h != t));
         let mut applied: Vec<PathBuf> = Vec::new();
+        let is_dir = |p: &Path| inputs.dirs.contains(p);
         for h in &early {
             if visible(h, &applied, &[]) {
-                b.hide(h, home);
+                b.hide(h, is_dir(h), home);
                 applied.push(h.clone());
             }
         }
         places.sort_by_key(|(p, _)| depth(p));
         for (target, slot) in &places {
-            let mut ancestors: Vec<&Path> = target.ancestors().skip(1).collect();
-            ancestors.reverse();
-            for a in ancestors.into_iter().filter(|a| *a != Path::new("/")) {
-                b.push(Op::Mkdir { path: c(a) });
+            // Mount points only need creating inside a hiding tmpfs: below the
+            // deepest hide that covers the target (if any).
+            let cover = applied
+                .iter()
+                .filter(|h| target.starts_with(h))
+                .map(|h| depth(h))
+                .max();
+            if let Some(cover) = cover {
+                let mut ancestors: Vec<&Path> = target
+                    .ancestors()
+                    .skip(1)
+                    .filter(|a| depth(a) > cover)
+                    .collect();
+                ancestors.reverse();
+                for a in ancestors {
+                    b.push(Op::Mkdir { path: c(a) });
+                }
             }
-            if target.is_dir() {
-                b.push(Op::Mkdir { path: c(target) });
-            } else {
-                b.push(Op::Touch {
+            match (cover, is_dir(target)) {
+                (Some(_), true) => b.push(Op::Mkdir { path: c(target) }),
+                (Some(_), false) => b.push(Op::Touch {
                     path: c(target),
                     mode: 0o600,
-                });
+                }),
+                (None, _) => {}
             }
             b.push(Op::Place {
                 slot: *slot,
@@ -336,7 +353,7 @@ impl MountPlan {
         }
         for h in &late {
             if visible(h, &applied, &place_paths) {
-                b.hide(h, home);
+                b.hide(h, is_dir(h), home);
                 applied.push(h.clone());
             }
         }
@@ -354,7 +371,7 @@ impl MountPlan {
             if !visible(m, &applied, &place_paths) {
                 continue;
             }
-            if m.is_dir() {
+            if is_dir(m) {
                 let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
                 b.tmpfs(m, flags, "mode=000");
             } else {
@@ -486,28 +503,29 @@ mod tests {
     #[test]
     fn workdir_under_a_hidden_dir_is_placed_after_the_hide() {
         let inputs = MountInputs {
-            workdir: PathBuf::from("/tmp"),
-            hide: vec![PathBuf::from("/tmp"), PathBuf::from("/tmp/inner")],
+            workdir: PathBuf::from("/tmp/w"),
+            hide: vec![PathBuf::from("/tmp"), PathBuf::from("/tmp/w/inner")],
+            dirs: ["/tmp", "/tmp/w", "/tmp/w/inner"]
+                .iter()
+                .map(PathBuf::from)
+                .collect(),
             ..MountInputs::default()
         };
         let plan = MountPlan::build(&inputs);
         let ops: Vec<String> = plan.steps.iter().map(|s| format!("{:?}", s.op)).collect();
-        let hide = ops
-            .iter()
-            .position(|o| o.starts_with("Tmpfs { target: \"/tmp\""))
-            .unwrap();
-        let place = ops
-            .iter()
-            .position(|o| o.starts_with("Place { slot: 0"))
-            .unwrap();
-        let late = ops
-            .iter()
-            .position(|o| o.contains("\"/tmp/inner\""))
-            .unwrap();
-        assert!(hide < place && place < late, "{ops:#?}");
+        let find = |needle: &str| ops.iter().position(|o| o.contains(needle)).unwrap();
+        let hide = find("Tmpfs { target: \"/tmp\"");
+        let mkdir = find("Mkdir { path: \"/tmp/w\" }");
+        let place = find("Place { slot: 0");
+        let late = find("\"/tmp/w/inner\"");
+        assert!(hide < mkdir && mkdir < place && place < late, "{ops:#?}");
+        assert!(
+            !ops.iter().any(|o| o == "Mkdir { path: \"/tmp\" }"),
+            "{ops:#?}"
+        );
         assert_eq!(
             plan.report.hidden,
-            vec![PathBuf::from("/tmp"), PathBuf::from("/tmp/inner")]
+            vec![PathBuf::from("/tmp"), PathBuf::from("/tmp/w/inner")]
         );
     }
 }

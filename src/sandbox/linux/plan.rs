@@ -28,6 +28,7 @@ pub(crate) mod bit {
     pub const SECCOMP: u32 = 1 << 9;
     pub const FDS: u32 = 1 << 10;
     pub const CHDIR: u32 = 1 << 11;
+    pub const CGROUP: u32 = 1 << 12;
 }
 
 /// The program to execute, with NULL-terminated pointer arrays into owned strings.
@@ -73,6 +74,14 @@ impl ExecPlan {
         })
     }
 
+    /// `argv[0]`, for error messages.
+    pub fn program(&self) -> String {
+        self._argv
+            .first()
+            .map(|a| a.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
     /// NULL-terminated `argv`.
     pub fn argv(&self) -> *const *const c_char {
         self.argv_ptrs.as_ptr()
@@ -111,6 +120,9 @@ pub(crate) struct IdMaps {
 pub(crate) struct ChildPlan {
     /// Namespace flags for `clone3`.
     pub clone_flags: u64,
+    /// A pooled network namespace the child is cloned into (instead of
+    /// `CLONE_NEWNET`), returned to the pool after teardown.
+    pub netns: Option<OwnedFd>,
     /// A pid namespace: the child is its init and forks the command.
     pub pid_ns: bool,
     /// uid/gid maps (with a user namespace).
@@ -139,9 +151,14 @@ pub(crate) struct ChildPlan {
     pub required: u32,
     /// Slots for detached mount trees, sized by the mount plan.
     pub slots: Vec<RawFd>,
+    /// Signals the harness ignores (exec keeps them ignored): the command resets
+    /// these to the default. Caught signals are reset by exec itself.
+    pub ignored_signals: u64,
+    /// `cgroup.procs` files the child writes itself into, before anything else.
+    pub cgroup_procs: Vec<CString>,
     /// Stack of the command process while it shares init's memory (vfork).
     pub vfork_stack: Vec<u8>,
 }
 
 /// Size of [`ChildPlan::vfork_stack`].
-pub(crate) const VFORK_STACK: usize = 256 * 1024;
+pub(crate) const VFORK_STACK: usize = 64 * 1024;

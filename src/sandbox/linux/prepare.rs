@@ -7,12 +7,12 @@
 use std::ffi::CString;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use super::cgroup::{self, SandboxCgroup};
+use super::host::{cap_last, host_facts, ignored_signals, mount_inputs};
 use super::landlock::{self as ll, Rules, Shape};
-use super::mounts::{DEVICES, MountInputs, MountPlan};
+use super::mounts::{DEVICES, MountPlan};
 use super::plan::{ChildPlan, ExecPlan, IdMaps, bit};
 use super::seccomp;
 use crate::sandbox::env::{DEFAULT_PATH, EnvBase, build_env};
@@ -62,18 +62,6 @@ fn cstring(p: &Path) -> Result<CString, SandboxError> {
         .map_err(|_| SandboxError::invalid("a NUL byte in a path"))
 }
 
-fn canonical_dir(p: &Path) -> Option<PathBuf> {
-    fs::canonicalize(p).ok().filter(|p| p.is_dir())
-}
-
-/// The host home directory, if it is a real directory other than `/`.
-fn host_home() -> Option<PathBuf> {
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .and_then(|h| canonical_dir(&h))
-        .filter(|h| h != Path::new("/"))
-}
-
 /// Validate and canonicalize the workdir.
 fn workdir(spec: &RunSpec) -> Result<PathBuf, SandboxError> {
     if spec.argv.is_empty() || spec.argv[0].is_empty() {
@@ -110,46 +98,6 @@ fn candidates(argv0: &str, env: &[(String, String)]) -> Result<Vec<CString>, San
         .collect()
 }
 
-/// Host files only root may read. A sandbox started by root keeps uid 0 (without
-/// any capability), which still owns them, so they are hidden explicitly.
-fn host_secrets() -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = [
-        "/etc/shadow",
-        "/etc/shadow-",
-        "/etc/gshadow",
-        "/etc/gshadow-",
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .collect();
-    if let Ok(entries) = fs::read_dir("/etc/ssh") {
-        out.extend(
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.to_string_lossy().ends_with("_key")),
-        );
-    }
-    out.retain(|p| p.is_file());
-    out
-}
-
-/// Listening pathname unix sockets of the host network namespace.
-fn host_sockets() -> Vec<PathBuf> {
-    let text = fs::read_to_string("/proc/net/unix").unwrap_or_default();
-    let mut out: Vec<PathBuf> = text
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_whitespace().nth(7))
-        .filter(|p| p.starts_with('/'))
-        .map(PathBuf::from)
-        .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()))
-        .collect();
-    out.sort();
-    out.dedup();
-    out
-}
-
 fn rlimits(spec: &RunSpec, nproc: bool) -> (Vec<(libc::c_int, u64, u64)>, Vec<&'static str>) {
     let mut out = vec![(libc::RLIMIT_CORE as libc::c_int, 0, 0)];
     let mut names = vec!["core"];
@@ -169,13 +117,6 @@ fn rlimits(spec: &RunSpec, nproc: bool) -> (Vec<(libc::c_int, u64, u64)>, Vec<&'
     (out, names)
 }
 
-fn cap_last() -> u32 {
-    fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(40)
-}
-
 /// Prepare a child for `mode`. `disabled` holds test-only switches; `required`
 /// false makes every layer best-effort (used by the probe).
 pub(crate) fn prepare(
@@ -187,7 +128,7 @@ pub(crate) fn prepare(
     let wd = workdir(spec)?;
     let native = mode == Mode::Native;
     let on = |b: u32| disabled & b == 0;
-    let home = host_home();
+    let home = host_facts().home.clone();
 
     // Namespaces.
     let mut flags = 0u64;
@@ -210,6 +151,16 @@ pub(crate) fn prepare(
     }
     let has = |ns: Namespace| namespaces.contains(&ns);
     let private_net = has(Namespace::Net);
+    // Root: a pooled namespace (loopback already up) instead of a new one.
+    let pooled_net = if private_net {
+        super::netns::take()
+    } else {
+        None
+    };
+    if pooled_net.is_some() {
+        flags &= !(libc::CLONE_NEWNET as u64);
+    }
+    let loopback = private_net && pooled_net.is_none();
 
     // Private directories and the environment.
     let (inside_home, inside_tmp, private_dir) = if native && has(Namespace::Mount) {
@@ -242,7 +193,7 @@ pub(crate) fn prepare(
 
     // Mounts.
     let mounts = if has(Namespace::Mount) {
-        let mut inputs = mount_inputs(spec, &wd, home.as_deref());
+        let mut inputs = mount_inputs(spec, &wd, host_facts());
         inputs.fresh_proc = has(Namespace::Pid);
         Some(MountPlan::build(&inputs))
     } else {
@@ -315,7 +266,7 @@ pub(crate) fn prepare(
     };
     let controllers = cgroup
         .as_ref()
-        .map(|c| c.controllers(support))
+        .map(SandboxCgroup::controllers)
         .unwrap_or_default();
     use crate::sandbox::CgroupController as C;
     let cg_memory = controllers
@@ -382,10 +333,11 @@ pub(crate) fn prepare(
     let drop_caps = on(off::CAPS).then(cap_last);
     let plan = ChildPlan {
         clone_flags: flags,
+        netns: pooled_net,
         pid_ns: has(Namespace::Pid),
         id_maps,
         hostname: has(Namespace::Uts).then_some(&b"io-harness"[..]),
-        loopback: private_net,
+        loopback,
         setsid: on(off::SETSID),
         rlimits,
         workdir: cstring(&wd)?,
@@ -395,11 +347,18 @@ pub(crate) fn prepare(
         exec,
         required: required_bits,
         slots,
-        vfork_stack: if has(Namespace::Pid) {
-            vec![0; super::plan::VFORK_STACK]
-        } else {
-            Vec::new()
-        },
+        ignored_signals: ignored_signals(),
+        cgroup_procs: cgroup
+            .as_ref()
+            .map(|c| {
+                c.procs_files()
+                    .iter()
+                    .map(|p| cstring(p))
+                    .collect::<Result<_, _>>()
+            })
+            .transpose()?
+            .unwrap_or_default(),
+        vfork_stack: vec![0; super::plan::VFORK_STACK],
         mounts,
     };
     Ok(Prepared {
@@ -433,82 +392,6 @@ fn floor_dir() -> Result<PathBuf, SandboxError> {
     Ok(base)
 }
 
-fn mount_inputs(spec: &RunSpec, wd: &Path, home: Option<&Path>) -> MountInputs {
-    let mut hide: Vec<PathBuf> = ["/tmp", "/var/tmp", "/run", "/var/run"]
-        .iter()
-        .filter_map(|p| canonical_dir(Path::new(p)))
-        .collect();
-    if let Some(h) = home {
-        hide.push(h.to_owned());
-    }
-    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").and_then(|x| canonical_dir(Path::new(&x)))
-    {
-        hide.push(x);
-    }
-    hide.extend(
-        spec.hidden_paths
-            .iter()
-            .filter_map(|p| fs::canonicalize(p).ok()),
-    );
-    hide.extend(host_sockets());
-    hide.extend(host_secrets());
-    hide.retain(|p| p != Path::new("/"));
-    hide.sort();
-    hide.dedup();
-
-    let mut read_only: Vec<PathBuf> = Vec::new();
-    if let Some(h) = home {
-        for sub in [".cargo/bin", ".cargo/registry", ".rustup"] {
-            read_only.push(h.join(sub));
-        }
-    }
-    for var in ["CARGO_HOME", "RUSTUP_HOME"] {
-        if let Some(v) = std::env::var_os(var) {
-            let v = PathBuf::from(v);
-            if var == "CARGO_HOME" {
-                read_only.push(v.join("bin"));
-                read_only.push(v.join("registry"));
-            } else {
-                read_only.push(v);
-            }
-        }
-    }
-    read_only.extend(spec.read_only_paths.iter().cloned());
-    let mut read_only: Vec<PathBuf> = read_only
-        .iter()
-        .filter_map(|p| fs::canonicalize(p).ok())
-        .collect();
-    read_only.sort();
-    read_only.dedup();
-
-    let protect = [".git", ".io-harness"]
-        .iter()
-        .map(|n| wd.join(n))
-        .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink()))
-        .collect();
-    let masked = spec
-        .masked_paths
-        .iter()
-        .map(|m| {
-            if m.is_absolute() {
-                m.clone()
-            } else {
-                wd.join(m)
-            }
-        })
-        .filter_map(|m| fs::canonicalize(m).ok())
-        .collect();
-    MountInputs {
-        workdir: wd.to_owned(),
-        home: home.map(Path::to_owned),
-        hide,
-        read_only,
-        protect,
-        masked,
-        fresh_proc: true,
-    }
-}
-
 /// The layer report, completed with what the child applied.
 pub(crate) fn complete(
     mut base: LayerReport,
@@ -532,6 +415,17 @@ pub(crate) fn complete(
     base.new_session = applied & bit::SETSID != 0;
     base.capabilities_dropped = applied & bit::CAPS != 0;
     base.fds_closed = applied & bit::FDS != 0;
+    if applied & bit::CGROUP == 0 && !base.limits.cgroup.is_empty() {
+        // Not in the cgroup after all: its caps and teardown do not apply.
+        base.limits.cgroup.clear();
+        base.limits.teardown.retain(|t| *t != Teardown::Cgroup);
+        let nproc = base.limits.rlimits.contains(&"nproc");
+        base.limits.enforced.retain(|c| match c {
+            Cap::Processes => nproc,
+            Cap::Memory => false,
+            _ => true,
+        });
+    }
     if applied & bit::RLIMITS == 0 {
         base.limits.rlimits.clear();
         base.limits

@@ -139,26 +139,97 @@ fn compile(deny_inet: bool) -> Result<Vec<Vec<libc::sock_filter>>, SandboxError>
         ],
     );
     let deny = SeccompFilter::new(
-        rules,
+        rules.clone(),
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
         ARCH,
     )?;
-    let mut clone3 = BTreeMap::new();
-    clone3.insert(libc::SYS_clone3, Vec::new());
-    let nosys = SeccompFilter::new(
-        clone3,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        ARCH,
-    )?;
+    let denied: Vec<u32> = rules.keys().map(|&nr| nr as u32).collect();
     let deny: BpfProgram = deny.try_into()?;
-    let nosys: BpfProgram = nosys.try_into()?;
-    let mut out = vec![to_libc(deny), to_libc(nosys)];
-    if cfg!(target_arch = "x86_64") {
-        out.push(x32_guard());
+    Ok(merge(to_libc(deny), nosys(), &denied))
+}
+
+/// One program instead of two (each installed filter is JIT-compiled and evaluated
+/// on every system call): the ENOSYS checks are spliced in right after
+/// seccompiler's three-instruction architecture check, which jumps over its `kill`
+/// straight to them. BPF jumps are relative and forward, so seccompiler's own jumps,
+/// all after the splice point, are unaffected. If the prefix is not the expected
+/// one, the two programs are kept separate.
+fn merge(
+    main: Vec<libc::sock_filter>,
+    nosys: Vec<libc::sock_filter>,
+    denied: &[u32],
+) -> Vec<Vec<libc::sock_filter>> {
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    let arch_check = main.len() > 3
+        && main[0].code == LD_W_ABS
+        && main[0].k == 4
+        && main[1].code == JEQ_K
+        && main[1].k == AUDIT_ARCH
+        && (main[1].jt, main[1].jf) == (1, 0);
+    if !arch_check {
+        return vec![main, nosys];
     }
-    Ok(out)
+    // nosys = [ld arch, jeq arch, ret allow, <checks...>, ret enosys, ret allow]:
+    // keep the checks and the ENOSYS return; fall through to `main` instead of
+    // allowing.
+    let body = &nosys[3..nosys.len() - 1];
+    let mut out = Vec::with_capacity(main.len() + body.len());
+    out.extend_from_slice(&main[..3]);
+    out.extend_from_slice(body);
+    out.extend(dispatch(denied).unwrap_or_default());
+    out.extend_from_slice(&main[3..]);
+    vec![out]
+}
+
+/// A binary search over the denied system call numbers that allows every other
+/// number in a handful of instructions, before seccompiler's linear chain. The
+/// kernel evaluates a new filter for every system call number when it is installed
+/// (to cache the always-allowed ones), so the chain's length was paid about 450
+/// times per sandbox. Denied numbers fall through to the chain, which decides on
+/// their arguments. `None` if a jump would not fit BPF's 8-bit offsets.
+fn dispatch(denied: &[u32]) -> Option<Vec<libc::sock_filter>> {
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const JGT_K: u16 = 0x25;
+    const RET_K: u16 = 0x06;
+    fn emit(out: &mut Vec<libc::sock_filter>, leaves: &mut Vec<usize>, nrs: &[u32]) {
+        let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+        if let [nr] = nrs {
+            leaves.push(out.len());
+            out.push(op(JEQ_K, 0, 0, *nr)); // jt patched to the chain below
+            out.push(op(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW));
+            return;
+        }
+        let mid = nrs.len() / 2;
+        let at = out.len();
+        out.push(op(JGT_K, 0, 0, nrs[mid - 1]));
+        emit(out, leaves, &nrs[..mid]);
+        let right = out.len() - at - 1;
+        out[at].jt = u8::try_from(right).unwrap_or(u8::MAX);
+        emit(out, leaves, &nrs[mid..]);
+    }
+    let mut nrs = denied.to_vec();
+    nrs.sort_unstable();
+    nrs.dedup();
+    if nrs.is_empty() {
+        return Some(Vec::new());
+    }
+    let mut out = vec![libc::sock_filter {
+        code: LD_W_ABS,
+        jt: 0,
+        jf: 0,
+        k: 0, // seccomp_data.nr
+    }];
+    let mut leaves = Vec::new();
+    emit(&mut out, &mut leaves, &nrs);
+    let end = out.len();
+    for leaf in leaves {
+        out[leaf].jt = u8::try_from(end - leaf - 1).ok()?;
+    }
+    let fits = out.iter().all(|f| f.jt < u8::MAX);
+    fits.then_some(out)
 }
 
 fn to_libc(p: BpfProgram) -> Vec<libc::sock_filter> {
@@ -172,27 +243,41 @@ fn to_libc(p: BpfProgram) -> Vec<libc::sock_filter> {
         .collect()
 }
 
-/// Refuse x32 system call numbers (bit 30 set) with ENOSYS.
-fn x32_guard() -> Vec<libc::sock_filter> {
-    const BPF_LD_W_ABS: u16 = 0x20;
-    const BPF_JGE_K: u16 = 0x35;
-    const BPF_RET_K: u16 = 0x06;
-    let stmt = |code, k| libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
+/// `AUDIT_ARCH_*` of this build.
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xC000_00B7;
+#[cfg(target_arch = "riscv64")]
+const AUDIT_ARCH: u32 = 0xC000_00F3;
+
+/// The ENOSYS program, written by hand because seccompiler has one action per
+/// filter: `clone3` (so libc falls back to `clone`) and, on x86_64, x32 system call
+/// numbers (bit 30) look unimplemented. A foreign architecture is left to the main
+/// program, which kills it.
+fn nosys() -> Vec<libc::sock_filter> {
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const JGE_K: u16 = 0x35;
+    const RET_K: u16 = 0x06;
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let allow = libc::SECCOMP_RET_ALLOW;
+    let enosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+    // x32 numbers only exist on x86_64; elsewhere the comparison never matches.
+    let x32 = if cfg!(target_arch = "x86_64") {
+        0x4000_0000
+    } else {
+        u32::MAX
     };
     vec![
-        stmt(BPF_LD_W_ABS, 0), // seccomp_data.nr
-        libc::sock_filter {
-            code: BPF_JGE_K,
-            jt: 0,
-            jf: 1,
-            k: 0x4000_0000,
-        },
-        stmt(BPF_RET_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
-        stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW),
+        op(LD_W_ABS, 0, 0, 4), // seccomp_data.arch
+        op(JEQ_K, 1, 0, AUDIT_ARCH),
+        op(RET_K, 0, 0, allow),
+        op(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+        op(JGE_K, 1, 0, x32),
+        op(JEQ_K, 0, 1, libc::SYS_clone3 as u32),
+        op(RET_K, 0, 0, enosys),
+        op(RET_K, 0, 0, allow),
     ]
 }
 
@@ -200,11 +285,55 @@ fn x32_guard() -> Vec<libc::sock_filter> {
 mod tests {
     use super::*;
 
+    /// Evaluate a classic BPF program (the subset we emit) on a system call number.
+    fn eval(prog: &[libc::sock_filter], nr: u32) -> u32 {
+        let (mut pc, mut acc) = (0usize, 0u32);
+        loop {
+            let f = prog[pc];
+            match f.code {
+                0x20 => acc = if f.k == 0 { nr } else { AUDIT_ARCH },
+                0x15 | 0x25 | 0x35 => {
+                    let hit = match f.code {
+                        0x15 => acc == f.k,
+                        0x25 => acc > f.k,
+                        _ => acc >= f.k,
+                    };
+                    pc += usize::from(if hit { f.jt } else { f.jf });
+                }
+                0x06 => return f.k,
+                other => panic!("unexpected opcode {other:#x} at {pc}"),
+            }
+            pc += 1;
+        }
+    }
+
+    #[test]
+    fn dispatch_allows_the_rest_and_falls_through_for_denied() {
+        let denied = [16u32, 41, 56, 101, 272, 425, 426, 427, 435];
+        let mut prog = dispatch(&denied).unwrap();
+        let marker = 0xDEAD;
+        prog.push(libc::sock_filter {
+            code: 0x06,
+            jt: 0,
+            jf: 0,
+            k: marker,
+        });
+        for nr in 0..500u32 {
+            let want = if denied.contains(&nr) {
+                marker
+            } else {
+                libc::SECCOMP_RET_ALLOW
+            };
+            assert_eq!(eval(&prog, nr), want, "syscall {nr}");
+        }
+        assert!(prog.len() < 4 * denied.len());
+    }
+
     #[test]
     fn programs_compile_and_start_with_the_arch_check() {
         for deny_inet in [false, true] {
             let progs = programs(deny_inet).unwrap();
-            assert!(progs.len() >= 2);
+            assert_eq!(progs.len(), 1, "the ENOSYS checks were not spliced in");
             // seccompiler's arch check: load seccomp_data.arch (offset 4).
             assert_eq!(progs[0][0].k, 4);
             assert!(progs.iter().all(|p| p.len() < 4096));

@@ -7,9 +7,9 @@
 //! empty, then the floor's private directory is removed (`remove_dir_all` does not
 //! follow symlinks the sandbox may have planted).
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::cgroup::SandboxCgroup;
@@ -17,15 +17,15 @@ use super::child::{
     KIND_EXEC_FAILED, KIND_FAILED, KIND_LAYERS, KIND_STATUS, REPORT_LEN, Report, Stage,
 };
 use super::monitor;
+use super::pipes::{self, Sink, pfd, poll, set_nonblocking};
 use super::prepare::{Prepared, complete};
 use super::spawn::{self, Launched, Stdin};
 use super::sys;
+use super::watchdog::{MONITOR_TICK, Watchdog};
 use crate::sandbox::{
     Backend, Cap, Captured, LayerReport, SandboxError, SandboxLimits, SandboxOutcome,
 };
 
-/// How often the memory monitor samples.
-const MONITOR_TICK: Duration = Duration::from_millis(50);
 /// How long to keep draining output after the top process is gone.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
@@ -59,24 +59,8 @@ pub(crate) struct Session {
     watchdog: Option<Watchdog>,
     /// What the watchdog killed for.
     fired: Arc<Mutex<Option<Cap>>>,
-}
-
-/// A thread that enforces the wall clock (and the memory monitor) on a spawned
-/// child while its owner is not waiting. Stopped before the child is reaped, so it
-/// can never signal a recycled pid.
-#[derive(Debug)]
-struct Watchdog {
-    stop: Option<mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.stop.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+    /// The pooled network namespace, given back once the sandbox is verified gone.
+    netns: Option<OwnedFd>,
 }
 
 /// Parent ends of the child's stdio.
@@ -84,30 +68,6 @@ pub(crate) struct Pipes {
     pub stdin: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
-}
-
-fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> Result<(), SandboxError> {
-    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
-    // SAFETY: fds is a valid array of pollfd of the length passed.
-    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(SandboxError::Io {
-                stage: "poll",
-                source: e,
-            });
-        }
-    }
-    Ok(())
-}
-
-fn pfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    }
 }
 
 impl Session {
@@ -129,11 +89,11 @@ impl Session {
         } = prepared;
         let pid_ns = plan.pid_ns;
         let started = Instant::now();
-        let (launched, plan) = spawn::launch(plan, stdin)?;
+        let (launched, mut plan) = spawn::launch(plan, stdin)?;
+        let netns = plan.netns.take();
         let Launched {
             pid,
             pidfd,
-            sync_w,
             stdin,
             stdout,
             stderr,
@@ -158,22 +118,8 @@ impl Session {
             done: false,
             watchdog: None,
             fired: Arc::new(Mutex::new(None)),
+            netns,
         };
-        if let Some(cg) = &session.cgroup
-            && let Err(e) = cg.add(pid)
-        {
-            drop(sync_w);
-            session.abort();
-            return Err(e);
-        }
-        if let Err(e) = sys::write_all(sync_w.as_raw_fd(), b"g") {
-            session.abort();
-            return Err(SandboxError::Spawn {
-                stage: "release child",
-                source: std::io::Error::from_raw_os_error(e),
-            });
-        }
-        drop(sync_w);
         match session.read_exec_report(&exec_r, &plan) {
             Ok(applied) => {
                 let layers = std::mem::take(&mut session.layers);
@@ -252,13 +198,7 @@ impl Session {
                     });
                 }
                 KIND_EXEC_FAILED => {
-                    let program = plan.exec.candidates.first().map_or_else(String::new, |c| {
-                        c.to_string_lossy()
-                            .rsplit('/')
-                            .next()
-                            .unwrap_or_default()
-                            .to_owned()
-                    });
+                    let program = plan.exec.program();
                     return Err(SandboxError::Exec {
                         program,
                         source: std::io::Error::from_raw_os_error(r.errno),
@@ -317,51 +257,16 @@ impl Session {
             .pidfd
             .try_clone()
             .map_err(SandboxError::spawn("dup pidfd"))?;
-        let (stop, rx) = mpsc::channel::<()>();
         let fired = Arc::clone(&self.fired);
-        let (deadline, pid, pid_ns) = (self.deadline, self.pid, self.pid_ns);
         let memory = self.limits.memory_bytes.filter(|_| self.monitor);
-        let kill = move |cap: Cap| {
-            if let Ok(mut f) = fired.lock() {
-                f.get_or_insert(cap);
-            }
-            let _ = sys::pidfd_kill(pidfd.as_raw_fd(), libc::SIGKILL);
-            if !pid_ns {
-                // SAFETY: kill(2) on our unreaped child's process group.
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
-            }
-        };
-        let thread = std::thread::Builder::new()
-            .name("io-harness-sandbox-watchdog".into())
-            .spawn(move || {
-                loop {
-                    let now = Instant::now();
-                    let mut wait =
-                        deadline.map_or(MONITOR_TICK, |d| d.saturating_duration_since(now));
-                    if memory.is_some() {
-                        wait = wait.min(MONITOR_TICK);
-                    }
-                    match rx.recv_timeout(wait) {
-                        Err(mpsc::RecvTimeoutError::Timeout) => {}
-                        _ => return,
-                    }
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        kill(Cap::Wall);
-                        return;
-                    }
-                    if let Some(m) = memory
-                        && monitor::tree_rss_bytes(pid) > m
-                    {
-                        kill(Cap::Memory);
-                        return;
-                    }
-                }
-            })
-            .map_err(SandboxError::spawn("watchdog thread"))?;
-        self.watchdog = Some(Watchdog {
-            stop: Some(stop),
-            thread: Some(thread),
-        });
+        self.watchdog = Some(Watchdog::start(
+            pidfd,
+            fired,
+            self.deadline,
+            memory,
+            self.pid,
+            self.pid_ns,
+        )?);
         Ok(())
     }
 
@@ -482,10 +387,6 @@ impl Session {
         }
         let mut drain_until: Option<Instant> = None;
         loop {
-            if self.exit.is_none() && self.pidfd_ready() {
-                self.reap()?;
-                drain_until = Some(Instant::now() + DRAIN_GRACE);
-            }
             if self.exit.is_some() && out.fd.is_none() && err.fd.is_none() {
                 break;
             }
@@ -493,7 +394,7 @@ impl Session {
                 break;
             }
             let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
-            let mut idx = [usize::MAX; 3];
+            let mut idx = [usize::MAX; 4];
             if let Some(fd) = &out.fd {
                 idx[0] = fds.len();
                 fds.push(pfd(fd.as_raw_fd(), libc::POLLIN));
@@ -507,6 +408,7 @@ impl Session {
                 fds.push(pfd(fd.as_raw_fd(), libc::POLLOUT));
             }
             if self.exit.is_none() {
+                idx[3] = fds.len();
                 fds.push(pfd(self.pidfd.as_raw_fd(), libc::POLLIN));
             }
             let mut timeout = self.next_timeout();
@@ -525,7 +427,7 @@ impl Session {
             if ready(idx[2])
                 && let Some(fd) = &stdin
             {
-                match sys_write_some(fd.as_raw_fd(), &input[written..]) {
+                match pipes::write_some(fd.as_raw_fd(), &input[written..]) {
                     Ok(n) => written += n,
                     Err(libc::EAGAIN) => {}
                     Err(_) => written = input.len(),
@@ -533,6 +435,10 @@ impl Session {
                 if written >= input.len() {
                     stdin = None;
                 }
+            }
+            if ready(idx[3]) {
+                self.reap()?;
+                drain_until = Some(Instant::now() + DRAIN_GRACE);
             }
             self.enforce();
         }
@@ -643,10 +549,21 @@ impl Session {
         if let Some(dir) = self.private_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
-        match self.cgroup.as_mut() {
+        let verified = match self.cgroup.as_mut() {
             Some(cg) => cg.destroy(),
             None => Ok(()),
+        };
+        // Reuse the network namespace only when nothing of the sandbox can be left
+        // in it: its pid namespace died with init (reaped by now), and the cgroup,
+        // if any, was verified empty.
+        if let Some(ns) = self.netns.take()
+            && self.pid_ns
+            && self.exit.is_some()
+            && verified.is_ok()
+        {
+            super::netns::give(ns);
         }
+        verified
     }
 
     /// Kill, reap and tear down after a failed start.
@@ -661,81 +578,6 @@ impl Drop for Session {
     fn drop(&mut self) {
         if !self.done {
             self.abort();
-        }
-    }
-}
-
-fn set_nonblocking(fd: RawFd) {
-    // SAFETY: fcntl on an fd we own.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-    }
-}
-
-fn sys_write_some(fd: RawFd, buf: &[u8]) -> Result<usize, i32> {
-    let chunk = &buf[..buf.len().min(64 * 1024)];
-    // SAFETY: chunk is a valid buffer.
-    let n = unsafe { libc::write(fd, chunk.as_ptr().cast(), chunk.len()) };
-    if n < 0 {
-        Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO))
-    } else {
-        Ok(n as usize)
-    }
-}
-
-/// A bounded reader of one output pipe: keeps the first `cap` bytes, drains and
-/// drops the rest.
-struct Sink {
-    fd: Option<OwnedFd>,
-    cap: usize,
-    kept: Vec<u8>,
-    truncated: bool,
-}
-
-impl Sink {
-    fn new(fd: OwnedFd, cap: usize) -> Sink {
-        set_nonblocking(fd.as_raw_fd());
-        Sink {
-            fd: Some(fd),
-            cap,
-            kept: Vec::new(),
-            truncated: false,
-        }
-    }
-
-    fn pull(&mut self) {
-        let Some(fd) = &self.fd else { return };
-        let mut buf = [0u8; 64 * 1024];
-        for _ in 0..16 {
-            match sys::read(fd.as_raw_fd(), &mut buf) {
-                Ok(0) => {
-                    self.fd = None;
-                    return;
-                }
-                Ok(n) => {
-                    let room = self.cap.saturating_sub(self.kept.len());
-                    let take = n.min(room);
-                    self.kept.extend_from_slice(&buf[..take]);
-                    if take < n {
-                        self.truncated = true;
-                    }
-                }
-                Err(libc::EAGAIN) => return,
-                Err(_) => {
-                    self.fd = None;
-                    return;
-                }
-            }
-        }
-    }
-
-    fn finish(self) -> Captured {
-        Captured {
-            bytes: self.kept,
-            truncated: self.truncated,
         }
     }
 }

@@ -79,8 +79,6 @@ pub(crate) struct Launched {
     pub pid: i32,
     /// pidfd of the child.
     pub pidfd: OwnedFd,
-    /// Writing one byte releases the child; dropping it makes the child exit.
-    pub sync_w: OwnedFd,
     /// Write end of the child's stdin, when it is a pipe.
     pub stdin: Option<OwnedFd>,
     /// Read end of stdout.
@@ -157,14 +155,12 @@ struct CloneArgs {
     cgroup: u64,
 }
 
-/// Clone a child that runs `plan`. The child waits for `sync_w` before doing
-/// anything. Returns the parent's ends and the plan (for error descriptions).
+/// Clone a child that runs `plan`. Returns the parent's ends and the plan (for error descriptions).
 pub(crate) fn launch(plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan), SandboxError> {
     on_spawner(move || launch_here(plan, stdin))?
 }
 
 fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan), SandboxError> {
-    let (sync_r, sync_w) = pipe()?;
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let (exec_r, exec_w) = pipe()?;
@@ -177,13 +173,31 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
         }
     };
     let fds = ChildFds {
-        sync_r: sync_r.as_raw_fd(),
         stdin: stdin_child.as_raw_fd(),
         stdout: out_w.as_raw_fd(),
         stderr: err_w.as_raw_fd(),
         exec_w: exec_w.as_raw_fd(),
         status_w: status_w.as_raw_fd(),
     };
+    if !plan.pid_ns && plan.clone_flags == 0 {
+        // No namespaces: the child execs right away, so it can share our memory
+        // until then (vfork) instead of copying the page tables.
+        return launch_vfork(plan, fds).map(|(pid, pidfd, plan)| {
+            drop((out_w, err_w, exec_w, status_w, stdin_child));
+            (
+                Launched {
+                    pid,
+                    pidfd,
+                    stdin: stdin_parent,
+                    stdout: out_r,
+                    stderr: err_r,
+                    exec_r,
+                    status_r,
+                },
+                plan,
+            )
+        });
+    }
     let mut pidfd: libc::c_int = -1;
     let args = CloneArgs {
         flags: plan.clone_flags | libc::CLONE_PIDFD as u64,
@@ -191,33 +205,43 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
         exit_signal: libc::SIGCHLD as u64,
         ..CloneArgs::default()
     };
-    // SAFETY: clone3 without CLONE_VM and with no stack duplicates the process like
-    // fork; args is a valid clone_args of the size passed. In the child only
-    // child_main runs, which makes raw system calls and never returns.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &args as *const CloneArgs,
-            std::mem::size_of::<CloneArgs>(),
-        )
+    let clone = |plan: &mut ChildPlan| {
+        // SAFETY: clone3 without CLONE_VM and with no stack duplicates the process
+        // like fork; args is a valid clone_args of the size passed. In the child only
+        // child_main runs, which makes raw system calls and never returns.
+        let pid = unsafe {
+            libc::syscall(
+                libc::SYS_clone3,
+                &args as *const CloneArgs,
+                std::mem::size_of::<CloneArgs>(),
+            )
+        };
+        if pid == 0 {
+            child::child_main(plan, fds);
+        }
+        if pid < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(pid)
+        }
     };
-    if pid == 0 {
-        child::child_main(&mut plan, fds);
-    }
-    if pid < 0 {
-        return Err(SandboxError::Spawn {
-            stage: "clone3",
-            source: std::io::Error::last_os_error(),
-        });
-    }
+    let netns = plan.netns.take();
+    let pid = match &netns {
+        Some(ns) => super::netns::inside(ns, || clone(&mut plan)).and_then(|r| r),
+        None => clone(&mut plan),
+    };
+    plan.netns = netns;
+    let pid = pid.map_err(|source| SandboxError::Spawn {
+        stage: "clone3",
+        source,
+    })?;
     // SAFETY: CLONE_PIDFD stored a new pidfd owned by us.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    drop((sync_r, out_w, err_w, exec_w, status_w, stdin_child));
+    drop((out_w, err_w, exec_w, status_w, stdin_child));
     Ok((
         Launched {
             pid: pid as i32,
             pidfd,
-            sync_w,
             stdin: stdin_parent,
             stdout: out_r,
             stderr: err_r,
@@ -226,4 +250,52 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
         },
         plan,
     ))
+}
+
+/// What the vfork'ed child gets.
+struct VforkArgs {
+    plan: *mut ChildPlan,
+    fds: ChildFds,
+}
+
+extern "C" fn vfork_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points to the VforkArgs on the parent's stack; the parent is
+    // suspended (CLONE_VFORK) until this child execs or exits, so the plan it points
+    // to is valid and not accessed by anyone else meanwhile.
+    let args = unsafe { &mut *(arg as *mut VforkArgs) };
+    // SAFETY: as above; the plan outlives the child's use of it.
+    let plan = unsafe { &mut *args.plan };
+    child::child_main(plan, args.fds)
+}
+
+fn launch_vfork(
+    mut plan: ChildPlan,
+    fds: ChildFds,
+) -> Result<(i32, OwnedFd, ChildPlan), SandboxError> {
+    let mut stack = std::mem::take(&mut plan.vfork_stack);
+    let mut args = VforkArgs {
+        plan: &mut plan,
+        fds,
+    };
+    let r = super::sys::vfork_on(
+        &mut stack,
+        vfork_entry,
+        (&mut args as *mut VforkArgs).cast(),
+    );
+    plan.vfork_stack = stack;
+    let pid = r.map_err(|e| SandboxError::Spawn {
+        stage: "clone",
+        source: std::io::Error::from_raw_os_error(e),
+    })?;
+    // The child has exec'd or exited but is not reaped, so its pid is still ours.
+    // SAFETY: pidfd_open with integer arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(SandboxError::Spawn {
+            stage: "pidfd_open",
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: pidfd_open returned a new fd we own.
+    Ok((pid, unsafe { OwnedFd::from_raw_fd(fd as RawFd) }, plan))
 }

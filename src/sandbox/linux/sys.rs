@@ -92,15 +92,12 @@ pub(crate) fn mkdir_exist_ok(path: &CStr, mode: libc::mode_t) -> Result<(), Errn
     }
 }
 
-/// Create an empty file (a mount point for a file bind); an existing one is success.
+/// Create an empty regular file (a mount point for a file bind) with one
+/// `mknod(2)`; an existing entry is success.
 pub(crate) fn touch(path: &CStr, mode: libc::mode_t) -> Result<(), Errno> {
-    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW;
-    match open(path, flags, mode) {
-        Ok(fd) => {
-            close(fd);
-            Ok(())
-        }
-        Err(libc::EEXIST) => Ok(()),
+    // SAFETY: path is a valid NUL-terminated string; S_IFREG needs no privilege.
+    match check_int(unsafe { libc::mknod(path.as_ptr(), libc::S_IFREG | mode, 0) }) {
+        Ok(_) | Err(libc::EEXIST) => Ok(()),
         Err(e) => Err(e),
     }
 }
@@ -291,11 +288,12 @@ pub(crate) fn exit(code: c_int) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-/// Reset every signal disposition to the default and unblock all signals, so the
-/// child neither runs the embedder's handlers nor inherits the spawner's mask.
-pub(crate) fn reset_signals() {
+/// Reset the `ignored` signals (bit n-1 for signal n) to their default and unblock
+/// all signals, so the command neither inherits the harness's ignored signals nor
+/// the spawner's mask. Handled signals need nothing: exec resets them.
+pub(crate) fn reset_signals(ignored: u64) {
     for sig in 1..=64 {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP || ignored & (1 << (sig - 1)) == 0 {
             continue;
         }
         // SAFETY: a zeroed sigaction with SIG_DFL is valid; rt_sigaction with the
@@ -327,10 +325,16 @@ pub(crate) fn reset_signals() {
 
 /// Drop every capability: bounding set, ambient set, then effective, permitted and
 /// inheritable. After this even uid 0 in the user namespace holds nothing.
+///
+/// A process without `CAP_SETPCAP` (an unprivileged floor) cannot shrink its
+/// bounding set (EPERM) — and does not need to: it holds no capability to lose and
+/// cannot gain one (no uid 0, no_new_privs); the rest still applies.
 pub(crate) fn drop_capabilities(cap_last: u32) -> Result<(), Errno> {
     for cap in 0..=cap_last {
         match prctl(libc::PR_CAPBSET_DROP, cap as c_ulong, 0) {
             Ok(_) | Err(libc::EINVAL) => {}
+            // SAFETY: geteuid has no preconditions.
+            Err(libc::EPERM) if unsafe { libc::geteuid() } != 0 => break,
             Err(e) => return Err(e),
         }
     }

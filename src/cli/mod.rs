@@ -123,6 +123,10 @@ struct ProviderArgs {
 struct RunArgs {
     /// The task file (TOML).
     task: PathBuf,
+    /// Fail instead of running weaker than this sandbox backend (overrides
+    /// `[sandbox] require`).
+    #[arg(long = "require-sandbox", value_name = "BACKEND")]
+    require_sandbox: Option<String>,
     #[command(flatten)]
     provider: ProviderArgs,
     #[command(flatten)]

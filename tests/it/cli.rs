@@ -538,3 +538,33 @@ fn the_interactive_prompt_answers_an_ask_through_a_pty() {
         "yes\n"
     );
 }
+
+#[test]
+fn require_sandbox_refuses_to_run_weaker() {
+    let f = Fixture::new();
+    f.write("t/ws/a.txt", "a\n");
+    f.write("t/script.jsonl", "{\"text\": \"done\"}\n");
+    let task = f.write(
+        "t/task.toml",
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"a.txt\", needle = \"a\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    );
+    let out = f.cmd(&[
+        "run",
+        task.to_str().unwrap(),
+        "--require-sandbox",
+        "macos-sandbox-exec",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("macos-sandbox-exec"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = f.cmd(&[
+        "run",
+        task.to_str().unwrap(),
+        "--require-sandbox",
+        "linux-namespaces",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}

@@ -1,0 +1,119 @@
+//! The model call of a step: the provider chain with retries, under the budgets.
+
+use super::*;
+
+impl Engine<'_> {
+    /// Calls the provider chain with retries, under the time budget and the cancel
+    /// token; records every failed attempt.
+    pub(super) async fn call_model(
+        &mut self,
+        step: u32,
+        request: &CompletionRequest,
+    ) -> Result<(Completion, Option<String>), StepEnd> {
+        let remaining = budget::remaining(&self.contract.budget, self.elapsed());
+        let deadline = remaining.map(|d| tokio::time::Instant::now() + d);
+        let chain: Vec<&dyn Provider> = std::iter::once(self.provider)
+            .chain(
+                self.opts
+                    .fallbacks
+                    .iter()
+                    .map(|p| p.as_ref() as &dyn Provider),
+            )
+            .collect();
+        let names: Vec<String> = chain
+            .iter()
+            .map(|p| {
+                let id = p.identity();
+                format!("{}/{}", id.kind, id.model)
+            })
+            .collect();
+        let mut attempts = Vec::new();
+        let mut on_attempt = |a: &ChainAttempt| attempts.push(a.clone());
+        let call = complete_chain(
+            &chain,
+            request,
+            &self.contract.retry,
+            deadline,
+            &mut on_attempt,
+        );
+        let outcome = tokio::select! {
+            _ = self.opts.cancel.cancelled() => None,
+            r = async {
+                match remaining {
+                    Some(d) => tokio::time::timeout(d, call).await.unwrap_or(Err(ChainError::Deadline)),
+                    None => call.await,
+                }
+            } => Some(r),
+        };
+        self.record_attempts(step, &names, &attempts);
+        let (reply, served) = match outcome {
+            None => return Err(StepEnd::Outcome(RunOutcome::Cancelled)),
+            Some(Err(ChainError::Deadline)) => {
+                return Err(StepEnd::Outcome(RunOutcome::TimeBudgetExceeded));
+            }
+            Some(Err(ChainError::Escalated { error, retryable })) => {
+                tracing::warn!(run_id = self.run_id, step, error = %error, "provider call failed");
+                let provider = names
+                    .iter()
+                    .find(|n| n.starts_with(&format!("{}/", error.provider)))
+                    .or(names.last())
+                    .cloned()
+                    .unwrap_or_default();
+                let _ = self.store.record_provider_attempt(&ProviderAttempt {
+                    run_id: self.run_id,
+                    step,
+                    provider,
+                    attempt: 0,
+                    kind: error.kind.as_str().to_string(),
+                    status: error.status,
+                    delay_ms: 0,
+                    next: "escalate".into(),
+                    code: error.code.clone(),
+                    request_bytes: serde_json::to_vec(request).ok().map(|b| b.len() as u64),
+                });
+                return Err(StepEnd::Outcome(
+                    if error.kind == crate::provider::ProviderErrorKind::ContextOverflow {
+                        RunOutcome::ContextOverflow
+                    } else {
+                        RunOutcome::Escalated {
+                            kind: error.kind,
+                            retryable,
+                        }
+                    },
+                ));
+            }
+            Some(Ok(r)) => r,
+        };
+        let served_by = names.get(served).cloned();
+        Ok((reply, served_by))
+    }
+
+    /// Records the failed attempts of a step's model call (best effort: a record that
+    /// cannot be written must not end the run) and tells the observer.
+    pub(super) fn record_attempts(&self, step: u32, names: &[String], attempts: &[ChainAttempt]) {
+        for a in attempts {
+            let provider = names.get(a.provider_index).cloned().unwrap_or_default();
+            let _ = self.store.record_provider_attempt(&ProviderAttempt {
+                run_id: self.run_id,
+                step,
+                provider: provider.clone(),
+                attempt: a.attempt.attempt,
+                kind: a.attempt.kind.as_str().to_string(),
+                status: a.attempt.status,
+                delay_ms: a.attempt.delay_ms,
+                next: a.next.to_string(),
+                code: a.attempt.code.clone(),
+                request_bytes: None,
+            });
+            self.emit(RunEvent::ProviderRetry {
+                run_id: self.run_id,
+                step,
+                provider,
+                attempt: a.attempt.attempt,
+                kind: a.attempt.kind,
+                delay_ms: a.attempt.delay_ms,
+                next: a.next.to_string(),
+            });
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! One tool call of a step: journaled, dispatched through the policy, recorded.
+
+use super::*;
+
+impl Engine<'_> {
+    /// Journals, dispatches and records one tool call.
+    pub(super) async fn call_tool(
+        &mut self,
+        step: u32,
+        id: &str,
+        name: &str,
+        input: &serde_json::Value,
+        reply: &Completion,
+    ) -> Result<
+        (
+            ContentBlock,
+            ToolCallRecord,
+            Vec<PolicyEvent>,
+            Vec<FileEffect>,
+        ),
+        RunOutcome,
+    > {
+        let target = ["path", "pattern"]
+            .iter()
+            .find_map(|k| input.get(k).and_then(|v| v.as_str()).map(str::to_string));
+        self.emit(RunEvent::ToolCalled {
+            run_id: self.run_id,
+            step,
+            name: name.to_string(),
+            target,
+        });
+        let input_json = serde_json::to_string(input).unwrap_or_default();
+        let dispatched = if let Some(done) = self.already_applied(name, &input_json) {
+            done
+        } else {
+            let mut d = self.journaled_dispatch(step, id, name, input, &[]).await;
+            if !d.asked.is_empty() {
+                let asked = std::mem::take(&mut d.asked);
+                match self
+                    .resolve_ask(step, id, name, input, &input_json, &asked, reply)
+                    .await?
+                {
+                    AskAnswer::Approved {
+                        input: approved_input,
+                        remember,
+                    } => {
+                        if remember {
+                            for a in &asked {
+                                self.policy.remember(a);
+                            }
+                        }
+                        let first = std::mem::take(&mut d.decisions);
+                        d = self
+                            .journaled_dispatch(step, id, name, &approved_input, &asked)
+                            .await;
+                        d.decisions.splice(0..0, first);
+                    }
+                    AskAnswer::Denied(reason) => {
+                        d.content = format!(
+                            "refused: the operator denied {}: {reason}",
+                            describe(&asked)
+                        );
+                        d.decisions.extend(asked.iter().map(|a| PolicyDecision {
+                            action: a.clone(),
+                            decision: Decision::Deny,
+                            rule: "denied by approver".into(),
+                            layer: "approval".into(),
+                        }));
+                    }
+                }
+            }
+            d
+        };
+        let mut events = Vec::new();
+        for pd in &dispatched.decisions {
+            self.emit(RunEvent::PolicyDecision {
+                run_id: self.run_id,
+                step,
+                act: pd.action.act.as_str().into(),
+                target: pd.action.target.clone(),
+                decision: pd.decision.as_str().into(),
+                layer: pd.layer.clone(),
+            });
+            events.push(PolicyEvent {
+                run_id: self.run_id,
+                step,
+                act: pd.action.act.as_str().into(),
+                target: pd.action.target.clone(),
+                decision: pd.decision.as_str().into(),
+                rule: pd.rule.clone(),
+                layer: pd.layer.clone(),
+            });
+        }
+        self.emit(RunEvent::ToolFinished {
+            run_id: self.run_id,
+            step,
+            name: name.to_string(),
+            is_error: dispatched.is_error,
+            duration_ms: dispatched.duration_ms,
+        });
+        let record = ToolCallRecord {
+            call_id: id.to_string(),
+            name: name.to_string(),
+            input_json,
+            output: dispatched.content.clone(),
+            is_error: dispatched.is_error,
+            confinement_refusal: dispatched.confinement_refusal.clone(),
+            duration_ms: dispatched.duration_ms,
+        };
+        let block = ContentBlock::ToolResult {
+            tool_use_id: id.to_string(),
+            content: dispatched.content,
+            is_error: dispatched.is_error,
+        };
+        Ok((block, record, events, dispatched.effects))
+    }
+
+    /// Journals (when the call can change something), dispatches with `approved`
+    /// actions, and completes the journal entry.
+    pub(super) async fn journaled_dispatch(
+        &self,
+        step: u32,
+        id: &str,
+        name: &str,
+        input: &serde_json::Value,
+        approved: &[Action],
+    ) -> crate::tools::Dispatched {
+        let input_json = serde_json::to_string(input).unwrap_or_default();
+        let actions: Vec<JournalAction> = self
+            .opts
+            .tools
+            .get(name)
+            .and_then(|t| t.plan(&self.ctx, input).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| JournalAction {
+                before: (a.act == crate::policy::Act::Write)
+                    .then(|| file_hash(&self.ctx.workspace, &a.target))
+                    .flatten(),
+                act: a.act,
+                target: a.target,
+            })
+            .collect();
+        // Only calls that can change something need an intent on record: a read
+        // replayed after a crash does no harm, and skipping its two journal writes is
+        // most of a read step's bookkeeping.
+        let effectful = actions.iter().any(|a| a.act != crate::policy::Act::Read);
+        let intent_id = effectful
+            .then(|| {
+                self.store.journal_intent(&ToolIntent {
+                    run_id: self.run_id,
+                    step,
+                    call_id: id.to_string(),
+                    tool: name.to_string(),
+                    input_json,
+                    actions_json: serde_json::to_string(&actions).unwrap_or_default(),
+                })
+            })
+            .and_then(Result::ok);
+        let d = self
+            .opts
+            .tools
+            .dispatch_approved(&self.ctx, self.policy.as_ref(), name, input, approved)
+            .await;
+        crate::failpoint::hit("tool.after_apply", step);
+        if let Some(iid) = intent_id {
+            let _ = self.store.journal_complete(
+                iid,
+                !d.is_error,
+                &serde_json::to_string(&d.effects).unwrap_or_default(),
+            );
+        }
+        d
+    }
+}

@@ -25,9 +25,34 @@ pub fn floor() -> FloorSandbox {
 }
 
 /// A directory visible inside the sandbox (not under a hidden path): the cargo
-/// target tmp dir.
+/// target tmp dir — unless the checkout itself lies under a directory the sandbox
+/// hides (a clone in `/tmp`, in `$HOME`), where a host canary would be invisible rather
+/// than protected and the tests could not tell the two apart. Then a directory under
+/// `/var/lib` is used when it can be created (CI runs as root).
 pub fn visible_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| {
+        let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let mut hidden: Vec<PathBuf> = ["/tmp", "/var/tmp", "/dev/shm", "/run", "/var/run"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        hidden.extend(
+            ["HOME", "XDG_RUNTIME_DIR"]
+                .iter()
+                .filter_map(|v| std::env::var_os(v).map(PathBuf::from)),
+        );
+        let canonical = std::fs::canonicalize(&target).unwrap_or(target.clone());
+        if !hidden.iter().any(|h| canonical.starts_with(h)) {
+            return target;
+        }
+        let alt = PathBuf::from("/var/lib/io-harness-sandbox-tests");
+        match std::fs::create_dir_all(&alt) {
+            Ok(()) => alt,
+            Err(_) => target,
+        }
+    })
+    .clone()
 }
 
 /// A workspace and, beside it, a host directory with a canary file, both in a place

@@ -23,12 +23,15 @@ fn cpu_us() -> u64 {
     total
 }
 
+/// A named way to start `/bin/true`, run once per sample.
+type Case = (&'static str, Box<dyn FnMut() -> bool>);
+
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let spec = RunSpec::new(["/bin/true"], dir.path());
     let _ = probe();
     let n = NativeSandbox::new().unwrap();
-    let mut cases: Vec<(&str, Box<dyn FnMut() -> bool>)> = Vec::new();
+    let mut cases: Vec<Case> = Vec::new();
     let mut sb_case = |name: &'static str, sb: Box<dyn Sandbox>| {
         let spec = spec.clone();
         cases.push((name, Box::new(move || sb.run(&spec).unwrap().success())));

@@ -29,20 +29,38 @@ pub fn probe() -> &'static ProbeReport {
     REPORT.get_or_init(run_probe)
 }
 
+/// What the native backend's probe found, probed once per process on first use. Kept
+/// apart from the floor's probe so that choosing a backend costs one sandboxed
+/// `/bin/true`, not two: the floor is probed only when asked about (`doctor`) or needed.
+#[cfg(target_os = "linux")]
+pub(crate) fn native_probe() -> &'static Result<LayerReport, Arc<SandboxError>> {
+    static NATIVE: OnceLock<Result<LayerReport, Arc<SandboxError>>> = OnceLock::new();
+    NATIVE.get_or_init(|| super::linux::probe(true).map_err(Arc::new))
+}
+
 #[cfg(target_os = "linux")]
 fn run_probe() -> ProbeReport {
-    let native = super::linux::probe(true).map_err(Arc::new);
+    let native = native_probe().clone();
     let floor = super::linux::probe(false).map_err(Arc::new);
-    let selected = if native.is_ok() {
+    ProbeReport {
+        selected: selected_backend(),
+        native,
+        floor,
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn selected_backend() -> Backend {
+    if native_probe().is_ok() {
         Backend::LinuxNamespaces
     } else {
         Backend::PortableFloor
-    };
-    ProbeReport {
-        native,
-        floor,
-        selected,
     }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn selected_backend() -> Backend {
+    probe().selected
 }
 
 #[cfg(target_os = "macos")]
@@ -74,7 +92,7 @@ fn run_probe() -> ProbeReport {
 
 /// The strongest backend that works here.
 pub fn select() -> Result<Box<dyn Sandbox>, SandboxError> {
-    require(probe().selected)
+    require(selected_backend())
 }
 
 /// Exactly `backend`, or an error saying why it is unavailable — never something

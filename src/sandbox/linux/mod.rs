@@ -87,7 +87,7 @@ pub struct NativeSandbox {
 impl NativeSandbox {
     /// The native backend, if the probe found it working on this machine.
     pub fn new() -> Result<Self, SandboxError> {
-        match &super::probe().native {
+        match super::select::native_probe() {
             Ok(_) => Ok(Self::default()),
             Err(e) => Err(SandboxError::Unavailable {
                 backend: Backend::LinuxNamespaces,

@@ -105,6 +105,10 @@ impl Provider for Anthropic {
         }
     }
 
+    fn endpoint_source(&self) -> Option<String> {
+        self.http.cfg().endpoint_source.clone()
+    }
+
     fn secrets(&self) -> Vec<String> {
         self.http
             .cfg()

@@ -79,7 +79,13 @@ pub fn build_provider(
     };
     let kind = spec.kind.as_str();
     let nonempty = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
-    let base_url = nonempty(spec.base_url.clone()).or_else(|| nonempty(env(names.base_url)));
+    let (base_url, source) = match nonempty(spec.base_url.clone()) {
+        Some(u) => (Some(u), "task file or --base-url".to_string()),
+        None => match nonempty(env(names.base_url)) {
+            Some(u) => (Some(u), format!("env {}", names.base_url)),
+            None => (None, "default".to_string()),
+        },
+    };
     let custom_base = base_url.is_some();
     let base_url = base_url.unwrap_or_else(|| names.default_base.to_string());
     let model = nonempty(spec.model.clone())
@@ -97,6 +103,7 @@ pub fn build_provider(
     }
     let mut cfg = HttpConfig::new(base_url, model, api_key);
     cfg.prices = prices.clone();
+    cfg.endpoint_source = Some(source);
     Ok(match spec.kind {
         ProviderKind::Openai => Box::new(OpenAi::new(cfg)?),
         ProviderKind::Anthropic => Box::new(Anthropic::new(cfg)?),

@@ -45,6 +45,9 @@ pub struct HttpConfig {
     pub idle_timeout: Duration,
     /// Time allowed to connect and receive response headers.
     pub connect_timeout: Duration,
+    /// Where `base_url` came from (`task file or --base-url`, `env OPENAI_BASE_URL`,
+    /// `default`), recorded with the policy decision that lets the harness dial it.
+    pub endpoint_source: Option<String>,
 }
 
 impl HttpConfig {
@@ -61,6 +64,7 @@ impl HttpConfig {
             prices: PriceTable::builtin(),
             idle_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(30),
+            endpoint_source: None,
         }
     }
 

@@ -73,6 +73,12 @@ pub trait Provider: Send + Sync {
         Vec::new()
     }
 
+    /// Where the endpoint in [`ProviderIdentity::base_url`] came from, for the record of
+    /// the policy decision that lets the harness connect to it.
+    fn endpoint_source(&self) -> Option<String> {
+        None
+    }
+
     /// Sends one request and returns the assembled assistant turn.
     fn complete<'a>(
         &'a self,
@@ -86,6 +92,9 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
     }
     fn secrets(&self) -> Vec<String> {
         (**self).secrets()
+    }
+    fn endpoint_source(&self) -> Option<String> {
+        (**self).endpoint_source()
     }
     fn complete<'a>(
         &'a self,
@@ -101,6 +110,9 @@ impl<P: Provider + ?Sized> Provider for std::sync::Arc<P> {
     }
     fn secrets(&self) -> Vec<String> {
         (**self).secrets()
+    }
+    fn endpoint_source(&self) -> Option<String> {
+        (**self).endpoint_source()
     }
     fn complete<'a>(
         &'a self,

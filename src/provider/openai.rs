@@ -65,6 +65,10 @@ impl ChatClient {
     }
 
     /// The API key, if any.
+    pub(crate) fn endpoint_source(&self) -> Option<String> {
+        self.http.cfg().endpoint_source.clone()
+    }
+
     pub(crate) fn secrets(&self) -> Vec<String> {
         self.http
             .cfg()
@@ -170,6 +174,10 @@ impl Provider for OpenAi {
 
     fn secrets(&self) -> Vec<String> {
         self.chat.secrets()
+    }
+
+    fn endpoint_source(&self) -> Option<String> {
+        self.chat.endpoint_source()
     }
 
     fn complete<'a>(

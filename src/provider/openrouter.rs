@@ -76,6 +76,10 @@ impl Provider for OpenRouter {
         self.chat.secrets()
     }
 
+    fn endpoint_source(&self) -> Option<String> {
+        self.chat.endpoint_source()
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a CompletionRequest,

@@ -91,6 +91,10 @@ impl<P: Provider> Provider for Record<P> {
         self.inner.secrets()
     }
 
+    fn endpoint_source(&self) -> Option<String> {
+        self.inner.endpoint_source()
+    }
+
     /// Calls the inner provider and appends its answer. A turn that cannot be written
     /// fails the call (kind `Request`, not retried): a recording that silently misses
     /// turns would replay the wrong answers.

@@ -83,3 +83,52 @@ pub(crate) fn masked_paths(work: &Path, gate: &dyn PolicyGate) -> Vec<PathBuf> {
     }
     out
 }
+
+/// The harness's own connections (C15): each provider endpoint of the chain is a `net`
+/// action checked before anything dials it. The provider layer allows the endpoint the
+/// operator configured (naming where it came from: task file, flag, environment or
+/// default) where the defaults alone would deny it; a rule an operator wrote that
+/// denies it wins, and the run does not start.
+pub(crate) fn check_endpoints(
+    providers: &[&dyn crate::provider::Provider],
+    gate: &dyn PolicyGate,
+) -> Result<Vec<crate::policy::PolicyDecision>, RunError> {
+    let mut out = Vec::new();
+    for p in providers {
+        let Some(base) = p.identity().base_url else {
+            continue;
+        };
+        let Ok(url) = reqwest::Url::parse(&base) else {
+            continue;
+        };
+        if !matches!(url.scheme(), "http" | "https") {
+            continue;
+        }
+        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+            continue;
+        };
+        let action = Action::new(Act::Net, format!("{host}:{port}"));
+        let d = gate.decide(&action);
+        let operator_rule = d.rule != "default";
+        match d.decision {
+            Decision::Deny if operator_rule => {
+                return Err(RunError::Policy(format!(
+                    "the provider endpoint {} is denied by rule {} in layer {}",
+                    action.target, d.rule, d.layer
+                )));
+            }
+            Decision::Allow if operator_rule => out.push(d),
+            _ => out.push(crate::policy::PolicyDecision {
+                action,
+                decision: Decision::Allow,
+                rule: format!(
+                    "provider endpoint ({})",
+                    p.endpoint_source()
+                        .unwrap_or_else(|| "given by the caller".into())
+                ),
+                layer: "provider".into(),
+            }),
+        }
+    }
+    Ok(out)
+}

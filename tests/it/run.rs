@@ -690,3 +690,64 @@ async fn retries_exhausted_escalate_as_retryable() {
     let nexts: Vec<&str> = attempts.iter().map(|a| a.next.as_str()).collect();
     assert_eq!(nexts, ["retry", "retry", "escalate"]);
 }
+
+#[tokio::test]
+async fn the_harness_checks_its_own_provider_connection_against_the_policy() {
+    use io_harness::contract::{ProviderKind, ProviderSpec};
+    use io_harness::policy::Rule;
+    use io_harness::provider::{PriceTable, RetryPolicy, build_provider};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let mut spec = ProviderSpec::new(ProviderKind::Openai);
+    spec.model = Some("m".into());
+    spec.base_url = Some("http://127.0.0.1:9/v1".into());
+    let provider = build_provider(&spec, &PriceTable::builtin(), &|_| None).unwrap();
+    let one_try = RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    };
+
+    // An operator rule that denies the endpoint wins: nothing runs.
+    let denied = contract(dir.path())
+        .retry_policy(one_try)
+        .policy_rule(Rule::deny(io_harness::policy::Act::Net, "127.0.0.1:*"));
+    let err = run(&denied, provider.as_ref(), &store).await.unwrap_err();
+    assert!(
+        matches!(err, RunError::Policy(_)) && err.is_usage(),
+        "{err}"
+    );
+    assert!(err.to_string().contains("127.0.0.1:9"), "{err}");
+    assert!(store.runs().unwrap().is_empty());
+
+    // Otherwise the provider layer allows the configured endpoint, and says from where.
+    let r = run(
+        &contract(dir.path()).retry_policy(one_try),
+        provider.as_ref(),
+        &store,
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(
+            r.outcome,
+            RunOutcome::Escalated {
+                kind: ProviderErrorKind::Transport,
+                ..
+            }
+        ),
+        "{:?}",
+        r.outcome
+    );
+    let events = store.policy_events(r.run_id).unwrap();
+    let net = events.iter().find(|e| e.act == "net").unwrap();
+    assert_eq!(
+        (
+            net.step,
+            net.target.as_str(),
+            net.decision.as_str(),
+            net.layer.as_str()
+        ),
+        (0, "127.0.0.1:9", "allow", "provider")
+    );
+    assert!(net.rule.contains("task file or --base-url"), "{}", net.rule);
+}

@@ -123,6 +123,34 @@ fn resolve_policy(
     Ok((p.clone(), Some(p)))
 }
 
+/// [`setup::check_endpoints`] over the primary provider and the fallbacks.
+fn check_chain_endpoints(
+    provider: &dyn Provider,
+    opts: &RunOptions,
+    gate: &dyn PolicyGate,
+) -> Result<Vec<PolicyDecision>, RunError> {
+    let chain: Vec<&dyn Provider> = std::iter::once(provider)
+        .chain(opts.fallbacks.iter().map(|p| p.as_ref() as &dyn Provider))
+        .collect();
+    setup::check_endpoints(&chain, gate)
+}
+
+/// Records the endpoint decisions as the run's first policy events (step 0: before any
+/// step). Best effort, like every record that must not stop a run.
+fn record_endpoints(store: &Store, run_id: i64, decisions: &[PolicyDecision]) {
+    for d in decisions {
+        let _ = store.record_policy_event(&PolicyEvent {
+            run_id,
+            step: 0,
+            act: d.action.act.as_str().into(),
+            target: d.action.target.clone(),
+            decision: d.decision.as_str().into(),
+            rule: d.rule.clone(),
+            layer: d.layer.clone(),
+        });
+    }
+}
+
 /// The tools' context: the confined workspace and an executor for commands, which
 /// masks what the policy denies for reading.
 #[allow(clippy::too_many_arguments)]
@@ -194,6 +222,7 @@ impl<'a> Engine<'a> {
             .map_err(|e| workspace_err(&contract.root, e))?;
         let (policy, owned_policy) =
             resolve_policy(&opts, &contract, sandbox.backend(), &dirs.work, None)?;
+        let endpoints = check_chain_endpoints(provider, &opts, policy.as_ref())?;
         let ws = Workspace::open(&dirs.work).map_err(|e| workspace_err(&dirs.work, e))?;
         let lock = super::liveness::acquire(&dirs.scratch)
             .map_err(|e| workspace_err(&dirs.scratch, e))?
@@ -217,6 +246,7 @@ impl<'a> Engine<'a> {
             parent_run_id: None,
             scratch_dir: Some(dirs.scratch.display().to_string()),
         })?;
+        record_endpoints(store, run_id, &endpoints);
         let ctx = tool_context(
             ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
         );
@@ -306,6 +336,8 @@ impl<'a> Engine<'a> {
             &dirs.work,
             rec.policy_json.as_deref(),
         )?;
+        let endpoints = check_chain_endpoints(provider, &opts, policy.as_ref())?;
+        record_endpoints(store, run_id, &endpoints);
         let ctx = tool_context(
             ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
         );

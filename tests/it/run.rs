@@ -751,3 +751,47 @@ async fn the_harness_checks_its_own_provider_connection_against_the_policy() {
     );
     assert!(net.rule.contains("task file or --base-url"), "{}", net.rule);
 }
+
+/// Every documented run event kind is emitted by a real run (truthfulness: no kind is
+/// documented that nothing produces).
+#[tokio::test(start_paused = true)]
+async fn every_run_event_kind_is_emitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let provider = Flaky {
+        kind: ProviderErrorKind::Overloaded,
+        failures: 1.into(),
+        then: Scripted::new(vec![write_turn("hello.txt", "hello\n"), ScriptTurn::text("done")]),
+    };
+    let kinds = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
+    let k2 = kinds.clone();
+    let observer = move |e: &RunEvent| {
+        let v = serde_json::to_value(e).unwrap();
+        k2.lock().unwrap().insert(v["event"].as_str().unwrap().to_string());
+        Flow::Continue
+    };
+    let r = run_with(
+        &contract(dir.path()),
+        &provider,
+        &store,
+        RunOptions::default().observer(Arc::new(observer)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    let documented = [
+        "run_started",
+        "step_started",
+        "model_replied",
+        "provider_retry",
+        "tool_called",
+        "policy_decision",
+        "tool_finished",
+        "verified",
+        "step_committed",
+        "finished",
+    ];
+    let seen = kinds.lock().unwrap().clone();
+    let expected: std::collections::BTreeSet<String> = documented.iter().map(|s| s.to_string()).collect();
+    assert_eq!(seen, expected);
+}

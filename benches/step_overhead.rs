@@ -178,6 +178,7 @@ async fn tool_time(ws: &std::path::Path) -> f64 {
         limits: ToolLimits::default(),
         exec: None,
         read_gate: None,
+        memory: None,
     };
     let registry = ToolRegistry::standard();
     let calls: Vec<(String, serde_json::Value)> = script()

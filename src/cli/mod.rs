@@ -6,6 +6,7 @@ mod approve;
 mod audit;
 mod doctor;
 mod drive;
+mod memory;
 mod output;
 mod progress;
 mod prompt;
@@ -46,6 +47,8 @@ enum Command {
     Audit(AuditArgs),
     /// Show which isolation layers this machine provides and which backend a run gets.
     Doctor(DoctorArgs),
+    /// The notes earlier runs saved for a workspace: list, forget KEY, clear.
+    Memory(MemoryArgs),
     /// Run one command in the sandbox exactly as a run would.
     Sandbox(SandboxArgs),
 }
@@ -66,6 +69,19 @@ struct ApproveArgs {
     remember: bool,
     #[command(flatten)]
     store: StoreArg,
+}
+
+#[derive(Debug, Args)]
+struct MemoryArgs {
+    /// The workspace directory.
+    workspace: PathBuf,
+    /// list (default) | forget KEY | clear
+    action: Vec<String>,
+    #[command(flatten)]
+    store: StoreArg,
+    /// JSON output (list).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -236,6 +252,7 @@ pub fn main() -> ExitCode {
             Command::Approve(a) => approve::execute(a),
             Command::Audit(a) => audit::execute(a),
             Command::Doctor(a) => doctor::execute(a),
+            Command::Memory(a) => memory::execute(a),
             Command::Sandbox(a) => sandbox_cmd::execute(a),
         }
     });

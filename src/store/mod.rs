@@ -48,6 +48,7 @@ mod attempts;
 mod blobs;
 mod events;
 mod journal;
+mod memory;
 mod open;
 mod records;
 mod redact;
@@ -57,6 +58,7 @@ mod schema;
 mod sessions;
 mod steps;
 
+pub use memory::{MAX_KEY, MAX_NOTES, MAX_VALUE, MemoryNote};
 pub use records::{
     ApprovalRecord, NewRun, PolicyEvent, ProviderAttempt, RunFinish, RunRecord, SandboxSession,
     StepRecord, ToolCallRecord, ToolIntent, ToolIntentRecord,
@@ -96,6 +98,16 @@ pub enum StoreError {
         run_id: i64,
         /// The request.
         request_id: String,
+    },
+    /// A memory note outside the bounds.
+    #[error(
+        "a memory note needs a key of 1 to 64 bytes and a value of 1 to 1000 bytes (got {key_len} and {value_len})"
+    )]
+    MemoryBounds {
+        /// Key length.
+        key_len: usize,
+        /// Value length.
+        value_len: usize,
     },
     /// A run id that does not exist.
     #[error("no run with id {0}")]

@@ -69,6 +69,10 @@ pub struct RunRecord {
     /// The policy layers in force (`PolicyLayers`, JSON), when the run has a policy.
     #[serde(default)]
     pub policy_json: Option<String>,
+    /// The run's first messages as sent (JSON array of `Message`): goal, instructions
+    /// and the memory notes offered.
+    #[serde(default)]
+    pub initial_json: Option<String>,
     /// Unix ms.
     pub started_at_ms: i64,
     /// Unix ms.

@@ -17,7 +17,7 @@ SELECT r.id, r.goal, r.root, r.work_dir, r.status, r.outcome, r.outcome_json,
        COALESCE(SUM(s.cached_input_tokens), 0),
        SUM(s.cost_usd),
        COALESCE(SUM(s.id IS NOT NULL AND s.cost_usd IS NULL), 0),
-       r.scratch_dir, r.policy_json
+       r.scratch_dir, r.policy_json, r.initial_json
 FROM runs r LEFT JOIN steps s ON s.run_id = r.id";
 
 impl Store {
@@ -75,6 +75,23 @@ impl Store {
         let changed = tx.execute(
             "UPDATE runs SET policy_json = ?2 WHERE id = ?1",
             params![run_id, red.text(policy_json)],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NoSuchRun(run_id));
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Stores the run's first messages as sent. Fails with [`StoreError::NoSuchRun`] for
+    /// an unknown run.
+    pub fn set_run_initial(&self, run_id: i64, initial_json: &str) -> Result<()> {
+        let red = self.redactor();
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        let changed = tx.execute(
+            "UPDATE runs SET initial_json = ?2 WHERE id = ?1",
+            params![run_id, red.text(initial_json)],
         )?;
         if changed == 0 {
             return Err(StoreError::NoSuchRun(run_id));
@@ -158,6 +175,7 @@ fn run_record(r: &Row<'_>) -> rusqlite::Result<RunRecord> {
         parent_run_id: r.get(9)?,
         scratch_dir: r.get(20)?,
         policy_json: r.get(21)?,
+        initial_json: r.get(22)?,
         started_at_ms: r.get(10)?,
         finished_at_ms: r.get(11)?,
         final_message: r.get(12)?,

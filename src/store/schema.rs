@@ -16,7 +16,23 @@ use super::{Result, StoreError};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migrations in order; `MIGRATIONS[i]` takes version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
+
+/// Version 10: cross-run memory (notes keyed to the canonical workspace path), and the
+/// run's first messages as sent, so a resume replays them even if the notes or the
+/// instructions file changed since.
+const V10: &str = "
+CREATE TABLE memory (
+    workspace     TEXT NOT NULL,
+    key           TEXT NOT NULL,
+    value         TEXT NOT NULL,
+    source_run    INTEGER,
+    created_at_ms INTEGER NOT NULL,
+    used_at_ms    INTEGER NOT NULL,
+    PRIMARY KEY (workspace, key)
+);
+ALTER TABLE runs ADD COLUMN initial_json TEXT;
+";
 
 /// Version 9: the run's policy layers, so a resumed run applies exactly the policy it
 /// had — remembered approvals included — never one rebuilt from a changed project file.

@@ -9,6 +9,7 @@
 mod command;
 mod confine;
 mod fs;
+mod memory;
 mod search;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::provider::ToolSpec;
 pub use command::RunCommand;
 pub use confine::{ConfineError, DirEntry, EntryKind, Metadata, Resolver, Workspace, WorkspaceDir};
 pub use fs::{EditFile, ListDir, ReadFile, WriteFile};
+pub use memory::{Forget, MemoryContext, Remember};
 pub use search::{Find, Grep};
 
 /// Bounds on what a tool may return to the model.
@@ -59,6 +61,8 @@ pub struct ToolContext {
     /// policy denies reading is skipped, so a search cannot show what `read_file` may
     /// not. `None` skips nothing.
     pub read_gate: Option<Arc<dyn PolicyGate>>,
+    /// Cross-run memory for `remember` and `forget`; `None` where there is none.
+    pub memory: Option<Arc<MemoryContext>>,
 }
 
 /// A file a tool changed, with content hashes (SHA-256 hex) before and after, for the
@@ -174,8 +178,9 @@ pub struct ToolRegistry {
 }
 
 impl ToolRegistry {
-    /// The workspace tools: read_file, write_file, edit_file, list_dir, find, grep, and
-    /// run_command (which needs an executor in the context).
+    /// The workspace tools: read_file, write_file, edit_file, list_dir, find, grep,
+    /// run_command (which needs an executor in the context), and remember / forget
+    /// (which need memory in the context).
     pub fn standard() -> Self {
         Self {
             tools: vec![
@@ -186,6 +191,8 @@ impl ToolRegistry {
                 Arc::new(Find),
                 Arc::new(Grep),
                 Arc::new(RunCommand),
+                Arc::new(Remember),
+                Arc::new(Forget),
             ],
         }
     }

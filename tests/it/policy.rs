@@ -432,6 +432,7 @@ async fn the_tool_dispatcher_refuses_what_the_policy_denies() {
         limits: ToolLimits::default(),
         exec: None,
         read_gate: None,
+        memory: None,
     };
     let policy = Policy::builtin();
     let tools = ToolRegistry::standard();
@@ -473,6 +474,7 @@ async fn a_read_through_an_inside_symlink_is_judged_by_the_file_it_reaches() {
         limits: ToolLimits::default(),
         exec: None,
         read_gate: None,
+        memory: None,
     };
     let out = ToolRegistry::standard()
         .dispatch(
@@ -512,6 +514,7 @@ async fn grep_does_not_search_files_the_policy_denies_reading() {
         limits: ToolLimits::default(),
         exec: None,
         read_gate: Some(policy.clone()),
+        memory: None,
     };
     let out = ToolRegistry::standard()
         .dispatch(

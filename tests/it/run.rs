@@ -761,13 +761,18 @@ async fn every_run_event_kind_is_emitted() {
     let provider = Flaky {
         kind: ProviderErrorKind::Overloaded,
         failures: 1.into(),
-        then: Scripted::new(vec![write_turn("hello.txt", "hello\n"), ScriptTurn::text("done")]),
+        then: Scripted::new(vec![
+            write_turn("hello.txt", "hello\n"),
+            ScriptTurn::text("done"),
+        ]),
     };
     let kinds = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
     let k2 = kinds.clone();
     let observer = move |e: &RunEvent| {
         let v = serde_json::to_value(e).unwrap();
-        k2.lock().unwrap().insert(v["event"].as_str().unwrap().to_string());
+        k2.lock()
+            .unwrap()
+            .insert(v["event"].as_str().unwrap().to_string());
         Flow::Continue
     };
     let r = run_with(
@@ -792,6 +797,7 @@ async fn every_run_event_kind_is_emitted() {
         "finished",
     ];
     let seen = kinds.lock().unwrap().clone();
-    let expected: std::collections::BTreeSet<String> = documented.iter().map(|s| s.to_string()).collect();
+    let expected: std::collections::BTreeSet<String> =
+        documented.iter().map(|s| s.to_string()).collect();
     assert_eq!(seen, expected);
 }

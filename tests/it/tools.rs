@@ -39,6 +39,7 @@ fn fx_with(limits: ToolLimits) -> Fx {
         limits,
         exec: None,
         read_gate: None,
+        memory: None,
     };
     Fx {
         _tmp: tmp,
@@ -103,7 +104,7 @@ fn sha(s: &str) -> String {
 // ---- specs and planning ------------------------------------------------------------
 
 #[test]
-fn standard_registry_offers_the_seven_tools_with_object_schemas() {
+fn standard_registry_offers_the_nine_tools_with_object_schemas() {
     let specs = ToolRegistry::standard().specs();
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(
@@ -115,7 +116,9 @@ fn standard_registry_offers_the_seven_tools_with_object_schemas() {
             "list_dir",
             "find",
             "grep",
-            "run_command"
+            "run_command",
+            "remember",
+            "forget"
         ]
     );
     for s in &specs {

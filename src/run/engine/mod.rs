@@ -174,11 +174,18 @@ fn tool_context(
         opts.audit.clone(),
         masked,
     );
+    let memory = crate::tools::MemoryContext {
+        store: store.clone(),
+        workspace: contract.root.display().to_string(),
+        run_id,
+        denied_files: exec.masked().iter().map(|m| work.join(m)).collect(),
+    };
     ToolContext {
         workspace: Arc::new(ws),
         limits: ToolLimits::default(),
         exec: Some(Arc::new(exec)),
         read_gate: Some(policy.clone()),
+        memory: Some(Arc::new(memory)),
     }
 }
 
@@ -250,7 +257,15 @@ impl<'a> Engine<'a> {
         let ctx = tool_context(
             ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
         );
-        let first = prompt::first_message(&contract, &ctx.workspace);
+        let notes = store
+            .memory_list(&contract.root.display().to_string())
+            .unwrap_or_default();
+        let (first, offered) = prompt::first_message(&contract, &ctx.workspace, &notes);
+        let initial = vec![Message::user(first)];
+        // What the model was first told is on record: resume replays it, and the notes
+        // offered are part of it.
+        let _ = store.set_run_initial(run_id, &serde_json::to_string(&initial).unwrap_or_default());
+        let _ = store.memory_touch(&contract.root.display().to_string(), &offered);
         Ok(Self {
             contract,
             provider,
@@ -260,7 +275,7 @@ impl<'a> Engine<'a> {
             dirs,
             ctx,
             system: prompt::system_prompt(),
-            messages: vec![Message::user(first)],
+            messages: initial,
             totals: Totals::default(),
             state: LoopState::default(),
             session_start: Instant::now(),
@@ -342,10 +357,16 @@ impl<'a> Engine<'a> {
             ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
         );
         let steps = store.steps(run_id)?;
-        let mut messages = vec![Message::user(prompt::first_message(
-            &contract,
-            &ctx.workspace,
-        ))];
+        let mut messages: Vec<Message> = match rec.initial_json.as_deref() {
+            Some(json) => serde_json::from_str(json).map_err(|e| RunError::Corrupt {
+                run_id,
+                what: "initial messages",
+                message: e.to_string(),
+            })?,
+            None => vec![Message::user(
+                prompt::first_message(&contract, &ctx.workspace, &[]).0,
+            )],
+        };
         for s in &steps {
             let added: Vec<Message> =
                 serde_json::from_str(&s.messages_json).map_err(|e| RunError::Corrupt {

@@ -178,6 +178,9 @@ struct ListArgs {
 struct ShowArgs {
     /// The run.
     run_id: i64,
+    /// Print the exact request body sent at this step instead of the trace.
+    #[arg(long, value_name = "STEP")]
+    prompt: Option<u32>,
     #[command(flatten)]
     store: StoreArg,
     /// JSON output.

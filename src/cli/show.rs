@@ -11,6 +11,20 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
         .run(args.run_id)?
         .ok_or_else(|| CliError::Usage(format!("no run with id {}", args.run_id)))?;
     let steps = store.steps(args.run_id)?;
+    if let Some(n) = args.prompt {
+        let step = steps.iter().find(|s| s.step == n).ok_or_else(|| {
+            CliError::Usage(format!("run {} has no committed step {n}", args.run_id))
+        })?;
+        let body = step
+            .request_hash
+            .as_deref()
+            .map(|h| store.blob(h))
+            .transpose()?
+            .flatten()
+            .ok_or_else(|| CliError::Failed(format!("step {n} has no stored request")))?;
+        println!("{}", String::from_utf8_lossy(&body));
+        return Ok(0);
+    }
     let policy = store.policy_events(args.run_id)?;
     let sandbox = store.sandbox_events(args.run_id)?;
     let attempts = store.provider_attempts(args.run_id)?;

@@ -568,3 +568,45 @@ fn require_sandbox_refuses_to_run_weaker() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+#[test]
+fn memory_command_lists_and_forgets_and_show_prints_the_exact_request() {
+    let f = Fixture::new();
+    f.write("t/ws/a.txt", "a\n");
+    let script = [
+        r#"{"tool_calls": [{"name": "remember", "input": {"key": "hint", "value": "tests live in tests/"}}]}"#,
+        r#"{"text": "done"}"#,
+    ];
+    f.write("t/script.jsonl", &(script.join("\n") + "\n"));
+    let task = f.write(
+        "t/task.toml",
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"a.txt\", needle = \"a\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    );
+    assert_eq!(
+        f.cmd(&["run", task.to_str().unwrap()]).status.code(),
+        Some(0)
+    );
+    let ws = f.path().join("t/ws");
+    let out = f.cmd(&["memory", ws.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["key"], "hint");
+    assert_eq!(v[0]["source_run"], 1);
+    let out = f.cmd(&["show", "1", "--prompt", "2"]);
+    let body = text(&out.stdout);
+    assert!(
+        body.contains("remembered") && body.contains("\"messages\""),
+        "{body}"
+    );
+    assert_eq!(
+        f.cmd(&["memory", ws.to_str().unwrap(), "forget", "hint"])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(
+        f.cmd(&["memory", ws.to_str().unwrap(), "forget", "hint"])
+            .status
+            .code(),
+        Some(2)
+    );
+}

@@ -233,7 +233,10 @@ mod tests {
             } else {
                 let len = (next() % 600) as usize;
                 let mut v: Vec<u8> = (0..len).map(|_| next() as u8).collect();
-                v.splice(0..0.min(v.len()), [0x16, 0x03]);
+                // A plausible record and handshake header, so parsing gets past the first checks.
+                let n = v.len() as u16 + 1;
+                let [hi, lo] = n.to_be_bytes();
+                v.splice(0..0, [0x16, 0x03, 0x01, hi, lo, 0x01]);
                 v
             };
             // Mutate a few bytes, then truncate.

@@ -154,6 +154,10 @@ async fn refused_host_gets_403_and_is_counted() {
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
     let body = read_all(&mut c).await;
     assert!(String::from_utf8_lossy(&body).contains("not allowed"));
+    assert!(
+        head.contains(&format!("Content-Length: {}\r\n", body.len())),
+        "{head}"
+    );
     assert_eq!(p.refusals(), 1);
     assert_eq!(p.refused_hosts(), vec!["evil.test".to_string()]);
     assert_eq!(p.report().admitted, Some(0));
@@ -405,4 +409,64 @@ async fn an_allowed_name_missing_from_the_resolver_answers_502_not_403() {
             .starts_with("HTTP/1.1 502")
     );
     assert_eq!(p.refusals(), 0);
+}
+
+#[tokio::test]
+async fn a_server_that_speaks_first_is_heard_before_the_client_sends() {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        if let Ok((mut s, _)) = l.accept().await {
+            let _ = s.write_all(b"220 ready\r\n").await;
+            let (mut r, mut w) = s.split();
+            let _ = tokio::io::copy(&mut r, &mut w).await;
+        }
+    });
+    let p = proxy(&["mail.test:25"], &[("mail.test", addr)]).await;
+    let mut c = dial(&p).await;
+    assert!(
+        connect_via(&mut c, "mail.test:25")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    let mut greeting = [0u8; 11];
+    tokio::time::timeout(LIMIT, c.read_exact(&mut greeting))
+        .await
+        .expect("greeting in time")
+        .expect("greeting");
+    assert_eq!(&greeting, b"220 ready\r\n");
+    assert_eq!(echo_round(&mut c, b"EHLO x\r\n").await, b"EHLO x\r\n");
+}
+
+#[tokio::test]
+async fn a_client_hello_sent_in_pieces_is_reassembled_before_the_check() {
+    let echo = echo_server().await;
+    let p = proxy(&["allowed.test"], &[("allowed.test", echo)]).await;
+    let mut c = dial(&p).await;
+    assert!(
+        connect_via(&mut c, "allowed.test:443")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    let hello = fake_client_hello(Some("allowed.test"));
+    for piece in hello.chunks(7) {
+        c.write_all(piece).await.expect("write piece");
+        c.flush().await.expect("flush");
+    }
+    let mut got = vec![0u8; hello.len()];
+    tokio::time::timeout(LIMIT, c.read_exact(&mut got))
+        .await
+        .expect("echo in time")
+        .expect("echo");
+    assert_eq!(got, hello);
+    assert_eq!(p.refusals(), 0);
+}
+
+#[test]
+fn public_egress_types_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<EgressProxy>();
+    check::<EgressReport>();
+    check::<HostRule>();
+    check::<io_harness::egress::EgressConfig>();
 }

@@ -16,12 +16,16 @@
 //! client did inside an admitted TLS session is not observed.
 //!
 //! # Integration (sandbox and run, not done here)
+//! 0. Parse the contract's `allow_hosts` with [`HostRule::parse`] (a typed [`RuleError`]
+//!    names the bad entry); record the rules' `Display` forms as the resolved allowlist.
 //! 1. Before spawning: `let proxy = EgressProxy::start(rules).await?;` — it listens on
 //!    a unix socket in a private 0700 temp directory, [`EgressProxy::unix_path`].
 //! 2. Bind that socket path into the sandbox's mount view (read-write, it is a socket),
 //!    bring up `lo` in the new network namespace, and run
 //!    [`bridge::forward`]`(TcpListener::bind(("127.0.0.1", bridge::DEFAULT_BRIDGE_PORT)), path)`
 //!    inside it (the sandbox's long-lived handle, e.g. the harness re-executed as a helper).
+//!    The sandbox's seccomp filter must let the bridge make AF_INET (loopback in the
+//!    namespace) and AF_UNIX sockets; the command itself only needs AF_INET.
 //! 3. Add [`bridge::proxy_env`]`(DEFAULT_BRIDGE_PORT)` to the command's environment.
 //! 4. After the session: [`EgressProxy::report`] → store / audit log as `reported`
 //!    counts; a session without a proxy records [`EgressReport::not_observed`].

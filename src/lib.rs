@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod contract;
+pub mod egress;
 pub mod exec;
 mod failpoint;
 pub mod policy;

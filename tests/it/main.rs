@@ -3,6 +3,7 @@
 mod cli;
 #[cfg(feature = "failpoints")]
 mod crash;
+mod egress;
 mod memory;
 mod policy;
 mod providers;

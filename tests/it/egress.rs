@@ -1,0 +1,472 @@
+//! The egress proxy and its bridge, end to end over loopback and unix sockets.
+//! Names like `allowed.test` resolve through the proxy's resolver map to local listeners,
+//! so nothing here needs the network.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use io_harness::egress::{
+    EgressProxy, EgressReport, HostRule, MAX_REFUSED_HOSTS, bridge, fake_client_hello,
+};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixStream};
+
+const LIMIT: Duration = Duration::from_secs(10);
+
+fn rules(list: &[&str]) -> Vec<HostRule> {
+    list.iter()
+        .map(|r| HostRule::parse(r).expect("rule"))
+        .collect()
+}
+
+/// A listener that echoes every connection's bytes back.
+async fn echo_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind echo");
+    let addr = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    addr
+}
+
+/// An HTTP server answering each request with its own head as the body.
+async fn http_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind http");
+    let addr = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let head = read_head(&mut s).await;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{head}",
+                    head.len()
+                );
+                let _ = s.write_all(reply.as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+async fn proxy(allow: &[&str], map: &[(&str, SocketAddr)]) -> EgressProxy {
+    let map: HashMap<String, SocketAddr> = map.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    EgressProxy::builder(rules(allow))
+        .tcp_loopback()
+        .with_resolver(map)
+        .start()
+        .await
+        .expect("proxy starts")
+}
+
+async fn dial(p: &EgressProxy) -> TcpStream {
+    TcpStream::connect(p.tcp_addr().expect("tcp listener"))
+        .await
+        .expect("connect proxy")
+}
+
+/// Reads up to and including the blank line ending a head, byte by byte (bounded).
+async fn read_head<S: AsyncRead + Unpin>(s: &mut S) -> String {
+    let mut out = Vec::new();
+    let mut b = [0u8; 1];
+    while !out.ends_with(b"\r\n\r\n") && out.len() < 16 * 1024 {
+        match tokio::time::timeout(LIMIT, s.read(&mut b))
+            .await
+            .expect("head in time")
+        {
+            Ok(1) => out.push(b[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Reads until EOF (or reset), bounded in time.
+async fn read_all<S: AsyncRead + Unpin>(s: &mut S) -> Vec<u8> {
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(LIMIT, s.read_to_end(&mut out))
+        .await
+        .expect("EOF in time");
+    out
+}
+
+async fn connect_via<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, authority: &str) -> String {
+    let req = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("write CONNECT");
+    read_head(s).await
+}
+
+async fn echo_round<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, bytes: &[u8]) -> Vec<u8> {
+    s.write_all(bytes).await.expect("write through tunnel");
+    let mut got = vec![0u8; bytes.len()];
+    tokio::time::timeout(LIMIT, s.read_exact(&mut got))
+        .await
+        .expect("echo in time")
+        .expect("echo");
+    got
+}
+
+#[tokio::test]
+async fn connect_to_an_allowed_host_tunnels_both_ways() {
+    let echo = echo_server().await;
+    let p = proxy(&["allowed.test"], &[("allowed.test", echo)]).await;
+    let mut c = dial(&p).await;
+    let head = connect_via(&mut c, "Allowed.Test.:7000").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(
+        echo_round(&mut c, b"plain bytes, not TLS").await,
+        b"plain bytes, not TLS"
+    );
+    assert_eq!((p.refusals(), p.report().admitted), (0, Some(1)));
+}
+
+#[tokio::test]
+async fn connect_443_with_matching_sni_tunnels() {
+    let echo = echo_server().await;
+    let p = proxy(&["*.pypi.org:443"], &[("files.pypi.org", echo)]).await;
+    let mut c = dial(&p).await;
+    assert!(
+        connect_via(&mut c, "files.pypi.org:443")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    let hello = fake_client_hello(Some("FILES.pypi.org"));
+    assert_eq!(echo_round(&mut c, &hello).await, hello);
+    assert_eq!(p.refusals(), 0);
+}
+
+#[tokio::test]
+async fn refused_host_gets_403_and_is_counted() {
+    let echo = echo_server().await;
+    let p = proxy(
+        &["allowed.test"],
+        &[("allowed.test", echo), ("evil.test", echo)],
+    )
+    .await;
+    let mut c = dial(&p).await;
+    let head = connect_via(&mut c, "evil.test:443").await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let body = read_all(&mut c).await;
+    assert!(String::from_utf8_lossy(&body).contains("not allowed"));
+    assert!(
+        head.contains(&format!("Content-Length: {}\r\n", body.len())),
+        "{head}"
+    );
+    assert_eq!(p.refusals(), 1);
+    assert_eq!(p.refused_hosts(), vec!["evil.test".to_string()]);
+    assert_eq!(p.report().admitted, Some(0));
+}
+
+#[tokio::test]
+async fn ip_literals_are_refused_unless_a_rule_names_the_ip() {
+    let echo = echo_server().await;
+    let p = proxy(&["allowed.test"], &[("allowed.test", echo)]).await;
+    for target in [
+        echo.to_string(),
+        format!("127.1:{}", echo.port()),
+        format!("[::1]:{}", echo.port()),
+    ] {
+        let mut c = dial(&p).await;
+        let head = connect_via(&mut c, &target).await;
+        assert!(head.starts_with("HTTP/1.1 403"), "{target}: {head}");
+    }
+    assert_eq!(p.refusals(), 3);
+    assert_eq!(p.refused_hosts(), vec!["127.0.0.1", "127.1", "::1"]);
+
+    let named = proxy(&[&format!("127.0.0.1:{}", echo.port())], &[]).await;
+    let mut c = dial(&named).await;
+    assert!(
+        connect_via(&mut c, &echo.to_string())
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    assert_eq!(echo_round(&mut c, b"by ip").await, b"by ip");
+}
+
+#[tokio::test]
+async fn a_port_the_rule_does_not_name_is_refused() {
+    let echo = echo_server().await;
+    let p = proxy(&["allowed.test:443"], &[("allowed.test", echo)]).await;
+    let mut c = dial(&p).await;
+    assert!(
+        connect_via(&mut c, "allowed.test:8443")
+            .await
+            .starts_with("HTTP/1.1 403")
+    );
+    assert_eq!(p.refusals(), 1);
+}
+
+/// Opens a tunnel to `authority`, sends `first`, and returns what came back before close.
+async fn tunnel_then_send(p: &EgressProxy, authority: &str, first: &[u8]) -> Vec<u8> {
+    let mut c = dial(p).await;
+    assert!(
+        connect_via(&mut c, authority)
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    c.write_all(first).await.expect("write first bytes");
+    read_all(&mut c).await
+}
+
+#[tokio::test]
+async fn sni_mismatch_absence_or_non_tls_on_443_close_the_tunnel() {
+    let echo = echo_server().await;
+    let p = proxy(&["allowed.test"], &[("allowed.test", echo)]).await;
+    let got = tunnel_then_send(
+        &p,
+        "allowed.test:443",
+        &fake_client_hello(Some("other.test")),
+    )
+    .await;
+    assert!(
+        got.is_empty(),
+        "nothing may be echoed after an SNI mismatch"
+    );
+    assert_eq!(p.refused_hosts(), vec!["other.test"]);
+    // The check applies to a ClientHello on any port.
+    let got = tunnel_then_send(
+        &p,
+        "allowed.test:8443",
+        &fake_client_hello(Some("third.test")),
+    )
+    .await;
+    assert!(got.is_empty());
+    assert!(
+        tunnel_then_send(&p, "allowed.test:443", &fake_client_hello(None))
+            .await
+            .is_empty()
+    );
+    assert!(
+        tunnel_then_send(&p, "allowed.test:443", b"GET / HTTP/1.1\r\n\r\n")
+            .await
+            .is_empty()
+    );
+    assert_eq!(p.refusals(), 4);
+    assert_eq!(
+        p.refused_hosts(),
+        vec!["other.test", "third.test", "allowed.test"]
+    );
+    assert_eq!(p.report().admitted, Some(0));
+}
+
+#[tokio::test]
+async fn plain_http_with_a_mismatched_host_header_is_refused() {
+    let web = http_server().await;
+    let p = proxy(
+        &["allowed.test"],
+        &[("allowed.test", web), ("evil.test", web)],
+    )
+    .await;
+    let mut c = dial(&p).await;
+    c.write_all(b"GET http://allowed.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n")
+        .await
+        .expect("write");
+    let head = read_head(&mut c).await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    assert_eq!(
+        (p.refusals(), p.refused_hosts()),
+        (1, vec!["evil.test".to_string()])
+    );
+}
+
+#[tokio::test]
+async fn plain_http_to_an_allowed_host_is_forwarded_in_origin_form() {
+    let web = http_server().await;
+    let p = proxy(&["allowed.test:8080"], &[("allowed.test", web)]).await;
+    let mut c = dial(&p).await;
+    let req = b"GET http://allowed.test:8080/simple/x?y=1 HTTP/1.1\r\nHost: allowed.test:8080\r\nProxy-Connection: keep-alive\r\n\r\n";
+    c.write_all(req).await.expect("write");
+    let reply = String::from_utf8(read_all(&mut c).await).expect("utf8");
+    assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
+    assert!(
+        reply.contains("\r\n\r\nGET /simple/x?y=1 HTTP/1.1\r\nHost: allowed.test:8080\r\n"),
+        "{reply}"
+    );
+    assert!(!reply.to_ascii_lowercase().contains("proxy-connection"));
+    assert_eq!((p.refusals(), p.report().admitted), (0, Some(1)));
+}
+
+#[tokio::test]
+async fn the_unix_socket_listener_serves_the_same_proxy() {
+    let echo = echo_server().await;
+    let map = HashMap::from([("allowed.test".to_string(), echo)]);
+    let p = EgressProxy::builder(rules(&["allowed.test"]))
+        .with_resolver(map)
+        .start()
+        .await
+        .expect("proxy");
+    assert!(p.tcp_addr().is_none());
+    let mut c = UnixStream::connect(p.unix_path())
+        .await
+        .expect("connect unix");
+    assert!(
+        connect_via(&mut c, "allowed.test:9")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    assert_eq!(echo_round(&mut c, b"over unix").await, b"over unix");
+    let mut c = UnixStream::connect(p.unix_path())
+        .await
+        .expect("connect unix");
+    assert!(
+        connect_via(&mut c, "evil.test:9")
+            .await
+            .starts_with("HTTP/1.1 403")
+    );
+    assert_eq!(p.refusals(), 1);
+    let path = p.unix_path().to_path_buf();
+    drop(p);
+    assert!(!path.exists(), "the socket goes away with the proxy");
+}
+
+#[tokio::test]
+async fn the_bridge_forwards_tcp_connections_to_the_proxy_socket() {
+    let echo = echo_server().await;
+    let map = HashMap::from([("allowed.test".to_string(), echo)]);
+    let p = EgressProxy::builder(rules(&["allowed.test"]))
+        .with_resolver(map)
+        .start()
+        .await
+        .expect("proxy");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind bridge");
+    let port = listener.local_addr().expect("addr").port();
+    let bridge_task = tokio::spawn(bridge::forward(listener, p.unix_path().to_path_buf()));
+    for _ in 0..3 {
+        let mut c = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect bridge");
+        assert!(
+            connect_via(&mut c, "allowed.test:443")
+                .await
+                .starts_with("HTTP/1.1 200")
+        );
+        let hello = fake_client_hello(Some("allowed.test"));
+        assert_eq!(echo_round(&mut c, &hello).await, hello);
+    }
+    let mut c = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect bridge");
+    assert!(
+        connect_via(&mut c, "evil.test:443")
+            .await
+            .starts_with("HTTP/1.1 403")
+    );
+    assert_eq!((p.report().admitted, p.refusals()), (Some(3), 1));
+    bridge_task.abort();
+}
+
+#[test]
+fn proxy_env_points_every_client_at_the_bridge() {
+    let env = bridge::proxy_env(3128);
+    for key in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+        assert!(
+            env.contains(&(key.to_string(), "http://127.0.0.1:3128".to_string())),
+            "{key}"
+        );
+    }
+    assert!(env.contains(&("NO_PROXY".to_string(), String::new())));
+}
+
+#[tokio::test]
+async fn refused_hosts_are_distinct_and_bounded_while_every_refusal_counts() {
+    let p = proxy(&["allowed.test"], &[]).await;
+    let names: Vec<String> = (0..40).map(|i| format!("h{i}.test")).collect();
+    for name in names.iter().chain(names.iter().take(5)) {
+        let mut c = dial(&p).await;
+        assert!(
+            connect_via(&mut c, &format!("{name}:443"))
+                .await
+                .starts_with("HTTP/1.1 403")
+        );
+    }
+    assert_eq!(p.refusals(), 45);
+    assert_eq!(p.refused_hosts(), names[..MAX_REFUSED_HOSTS].to_vec());
+}
+
+#[tokio::test]
+async fn not_observed_is_distinct_from_observed_zero() {
+    let none = EgressReport::not_observed();
+    assert_eq!((none.refusals, none.admitted), (None, None));
+    let p = proxy(&["allowed.test"], &[]).await;
+    let zero = p.report();
+    assert_eq!((zero.refusals, zero.admitted), (Some(0), Some(0)));
+    assert_ne!(none, zero);
+}
+
+#[tokio::test]
+async fn an_allowed_name_missing_from_the_resolver_answers_502_not_403() {
+    let p = proxy(&["allowed.test"], &[]).await;
+    let mut c = dial(&p).await;
+    assert!(
+        connect_via(&mut c, "allowed.test:443")
+            .await
+            .starts_with("HTTP/1.1 502")
+    );
+    assert_eq!(p.refusals(), 0);
+}
+
+#[tokio::test]
+async fn a_server_that_speaks_first_is_heard_before_the_client_sends() {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        if let Ok((mut s, _)) = l.accept().await {
+            let _ = s.write_all(b"220 ready\r\n").await;
+            let (mut r, mut w) = s.split();
+            let _ = tokio::io::copy(&mut r, &mut w).await;
+        }
+    });
+    let p = proxy(&["mail.test:25"], &[("mail.test", addr)]).await;
+    let mut c = dial(&p).await;
+    assert!(
+        connect_via(&mut c, "mail.test:25")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    let mut greeting = [0u8; 11];
+    tokio::time::timeout(LIMIT, c.read_exact(&mut greeting))
+        .await
+        .expect("greeting in time")
+        .expect("greeting");
+    assert_eq!(&greeting, b"220 ready\r\n");
+    assert_eq!(echo_round(&mut c, b"EHLO x\r\n").await, b"EHLO x\r\n");
+}
+
+#[tokio::test]
+async fn a_client_hello_sent_in_pieces_is_reassembled_before_the_check() {
+    let echo = echo_server().await;
+    let p = proxy(&["allowed.test"], &[("allowed.test", echo)]).await;
+    let mut c = dial(&p).await;
+    assert!(
+        connect_via(&mut c, "allowed.test:443")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    let hello = fake_client_hello(Some("allowed.test"));
+    for piece in hello.chunks(7) {
+        c.write_all(piece).await.expect("write piece");
+        c.flush().await.expect("flush");
+    }
+    let mut got = vec![0u8; hello.len()];
+    tokio::time::timeout(LIMIT, c.read_exact(&mut got))
+        .await
+        .expect("echo in time")
+        .expect("echo");
+    assert_eq!(got, hello);
+    assert_eq!(p.refusals(), 0);
+}
+
+#[test]
+fn public_egress_types_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<EgressProxy>();
+    check::<EgressReport>();
+    check::<HostRule>();
+    check::<io_harness::egress::EgressConfig>();
+}

@@ -148,6 +148,18 @@ const _: () = {
 };
 
 impl Store {
+    /// Caps this handle's database at its current size plus `extra_pages`, so the next
+    /// writes fail as on a full disk (SQLite's `max_page_count`). Test-only: compiled
+    /// with the `failpoints` feature.
+    #[cfg(feature = "failpoints")]
+    #[doc(hidden)]
+    pub fn fill_disk_after(&self, extra_pages: u32) -> Result<()> {
+        let conn = self.conn();
+        let pages: u32 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+        conn.pragma_update(None, "max_page_count", pages + extra_pages)?;
+        Ok(())
+    }
+
     /// The database file, or `None` for an in-memory store. The sandbox hides it (and
     /// its `-wal` and `-shm` companions) from sandboxed commands.
     pub fn path(&self) -> Option<std::path::PathBuf> {

@@ -251,3 +251,68 @@ fn an_interrupted_command_is_uncertain_and_the_model_is_told() {
         "{statuses:?}"
     );
 }
+
+/// A full disk stops the run with an error naming it and loses nothing: the run
+/// resumes from its last committed step once there is room, and no write is applied
+/// twice.
+#[tokio::test]
+async fn a_full_disk_stops_the_run_and_it_resumes_losing_nothing() {
+    // The disk fills at different points of the run: in a journal write, in a step
+    // commit, in an event record.
+    for extra_pages in [2, 5, 9, 14] {
+        full_disk_case(extra_pages).await;
+    }
+}
+
+async fn full_disk_case(extra_pages: u32) {
+    use io_harness::provider::{ScriptTurn, Scripted};
+    use io_harness::run::RunError;
+    use io_harness::{RunOutcome, Store, TaskContract, Verification};
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("log.txt"), "entries:\n").unwrap();
+    let db = dir.path().join("store.db");
+    let big = "x".repeat(6000);
+    let mut turns = Vec::new();
+    for i in 0..6 {
+        turns.push(ScriptTurn::tool(
+            "edit_file",
+            json!({"path": "log.txt", "old": "entries:\n", "new": format!("entries:\n- {i} {}\n", &big[..10])}),
+        ));
+        turns.push(ScriptTurn::tool(
+            "write_file",
+            json!({"path": format!("n{i}.txt"), "content": big}),
+        ));
+    }
+    turns.push(ScriptTurn::text("done"));
+    let provider = Scripted::new(turns);
+    let c = TaskContract::workspace("g", &ws, Verification::file_contains("n5.txt", "xxx"))
+        .max_steps(20);
+    let store = Store::open(&db).unwrap();
+    store.fill_disk_after(extra_pages).unwrap();
+    let err = io_harness::run(&c, &provider, &store).await.unwrap_err();
+    assert!(matches!(err, RunError::Store(_)), "{err}");
+    assert!(err.to_string().contains("full"), "{err}");
+    drop(store);
+
+    let store = Store::open(&db).unwrap();
+    let run = store.runs().unwrap().remove(0);
+    assert!(
+        run.steps > 0 && run.steps < 13,
+        "stopped part way: {}",
+        run.steps
+    );
+    let r = io_harness::resume(&store, run.id, &provider).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    assert_eq!(r.steps, 13);
+    let log = std::fs::read_to_string(ws.join("log.txt")).unwrap();
+    for i in 0..6 {
+        assert_eq!(
+            log.matches(&format!("- {i} ")).count(),
+            1,
+            "edit {i} applied once: {log}"
+        );
+    }
+}

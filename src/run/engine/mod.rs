@@ -567,10 +567,8 @@ impl<'a> Engine<'a> {
         let mut policy_events = Vec::new();
         let mut effects = Vec::new();
         for (id, name, input) in &calls {
-            let (block, record, decisions, fx) = self
-                .call_tool(step, id, name, input, &reply)
-                .await
-                .map_err(StepEnd::Outcome)?;
+            let (block, record, decisions, fx) =
+                self.call_tool(step, id, name, input, &reply).await?;
             results.push(block);
             tool_records.push(record);
             policy_events.extend(decisions);

@@ -18,7 +18,7 @@ impl Engine<'_> {
             Vec<PolicyEvent>,
             Vec<FileEffect>,
         ),
-        RunOutcome,
+        StepEnd,
     > {
         let target = ["path", "pattern"]
             .iter()
@@ -33,12 +33,16 @@ impl Engine<'_> {
         let dispatched = if let Some(done) = self.already_applied(name, &input_json) {
             done
         } else {
-            let mut d = self.journaled_dispatch(step, id, name, input, &[]).await;
+            let mut d = self
+                .journaled_dispatch(step, id, name, input, &[])
+                .await
+                .map_err(StepEnd::Store)?;
             if !d.asked.is_empty() {
                 let asked = std::mem::take(&mut d.asked);
                 match self
                     .resolve_ask(step, id, name, input, &input_json, &asked, reply)
-                    .await?
+                    .await
+                    .map_err(StepEnd::Outcome)?
                 {
                     AskAnswer::Approved {
                         input: approved_input,
@@ -52,7 +56,8 @@ impl Engine<'_> {
                         let first = std::mem::take(&mut d.decisions);
                         d = self
                             .journaled_dispatch(step, id, name, &approved_input, &asked)
-                            .await;
+                            .await
+                            .map_err(StepEnd::Store)?;
                         d.decisions.splice(0..0, first);
                     }
                     AskAnswer::Denied(reason) => {
@@ -116,7 +121,9 @@ impl Engine<'_> {
     }
 
     /// Journals (when the call can change something), dispatches with `approved`
-    /// actions, and completes the journal entry.
+    /// actions, and completes the journal entry. An intent that cannot be written (a
+    /// full disk) stops the run before the call: a change without its intent on record
+    /// could be applied twice by a resume.
     pub(super) async fn journaled_dispatch(
         &self,
         step: u32,
@@ -124,7 +131,7 @@ impl Engine<'_> {
         name: &str,
         input: &serde_json::Value,
         approved: &[Action],
-    ) -> crate::tools::Dispatched {
+    ) -> Result<crate::tools::Dispatched, crate::store::StoreError> {
         let input_json = serde_json::to_string(input).unwrap_or_default();
         let actions: Vec<JournalAction> = self
             .opts
@@ -156,7 +163,7 @@ impl Engine<'_> {
                     actions_json: serde_json::to_string(&actions).unwrap_or_default(),
                 })
             })
-            .and_then(Result::ok);
+            .transpose()?;
         let d = self
             .opts
             .tools
@@ -164,12 +171,14 @@ impl Engine<'_> {
             .await;
         crate::failpoint::hit("tool.after_apply", step);
         if let Some(iid) = intent_id {
+            // Best effort: a completion that cannot be written is reconciled on resume
+            // from the before-hashes of the intent.
             let _ = self.store.journal_complete(
                 iid,
                 !d.is_error,
                 &serde_json::to_string(&d.effects).unwrap_or_default(),
             );
         }
-        d
+        Ok(d)
     }
 }

@@ -1,4 +1,56 @@
-//! io-harness: runs an AI coding agent from a typed task contract to a verified result.
+//! io-harness runs an AI coding agent from a typed task contract to a verified result,
+//! and leaves a record that says what ran, where, how it was isolated, what it cost and
+//! whether the result was really checked.
+//!
+//! # A run in one call
+//!
+//! ```
+//! use io_harness::provider::{ScriptTurn, Scripted};
+//! use io_harness::{RunOutcome, Store, TaskContract, Verification, run};
+//! use serde_json::json;
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let workspace = tempfile::tempdir().unwrap();
+//! let contract = TaskContract::workspace(
+//!     "write hello.txt",
+//!     workspace.path(),
+//!     Verification::file_contains("hello.txt", "hello"),
+//! )
+//! .max_steps(5);
+//! // A real model would be `OpenAi`, `Anthropic` or `OpenRouter`; a script answers here.
+//! let model = Scripted::new(vec![
+//!     ScriptTurn::tool("write_file", json!({"path": "hello.txt", "content": "hello\n"})),
+//!     ScriptTurn::text("done"),
+//! ]);
+//! let store = Store::memory().unwrap();
+//! let result = run(&contract, &model, &store).await.unwrap();
+//! assert_eq!(result.outcome, RunOutcome::Success);
+//! // The record: every step, tool call and policy decision.
+//! assert_eq!(store.steps(result.run_id).unwrap().len(), 2);
+//! # });
+//! ```
+//!
+//! # The parts, in the order a run meets them
+//!
+//! - [`contract`]: the [`TaskContract`] — goal, workspace, [`Verification`], budgets,
+//!   providers, sandbox, policy — built in code or loaded from a task file, validated
+//!   before anything runs.
+//! - [`provider`]: the object-safe [`Provider`] trait, the OpenAI, OpenRouter and
+//!   Anthropic clients over HTTP+SSE, `Scripted` and `Record`, retry and fallback.
+//! - [`mod@run`]: the loop ([`run()`], [`resume`], [`run_with`] with [`RunOptions`]), its
+//!   [`RunOutcome`]s and exit codes, observers, budgets and stall detection.
+//! - [`tools`]: the workspace tools, confined to the root race-free, and the registry
+//!   that passes every call through the policy.
+//! - [`policy`]: layered rules deciding `read`, `write`, `exec` and `net`, and the
+//!   approval gate.
+//! - [`sandbox`]: the per-command isolation — native Linux namespaces with Landlock and
+//!   seccomp, or the portable floor — reporting the layers it really applied.
+//! - [`exec`]: runs a run's commands in its sandbox and records each one.
+//! - [`verify`]: checks the criteria against the workspace the agent produced.
+//! - [`store`]: the SQLite record (runs, steps, events, journal, memory) that resume and
+//!   `io-harness show` read.
+//! - [`audit`]: the JSONL log of sandbox sessions beside the store.
+//! - [`egress`]: the allowlisting proxy for sandboxed network access (not yet bridged
+//!   into the sandbox).
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs)]
 
@@ -9,15 +61,14 @@ pub mod exec;
 mod failpoint;
 pub mod policy;
 pub mod provider;
+pub mod run;
 pub mod sandbox;
 pub mod store;
 pub mod tools;
+pub mod verify;
 
 pub use contract::{TaskContract, Verification};
 pub use provider::{Provider, ProviderErrorKind};
+pub use run::{RunOptions, RunOutcome, RunResult, resume, run, run_with};
 pub use sandbox::{Backend, Cap, RunSpec, Sandbox, SandboxLimits, SandboxOutcome};
 pub use store::{SandboxEvent, Store};
-pub mod run;
-pub mod verify;
-
-pub use run::{RunOptions, RunOutcome, RunResult, resume, run, run_with};

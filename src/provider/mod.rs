@@ -1,6 +1,6 @@
 //! Model providers behind one object-safe trait.
 //!
-//! The run loop speaks only the neutral conversation types in [`types`]; each wire
+//! The run loop speaks only the neutral conversation types in `types`; each wire
 //! module (`openai`, `anthropic`, `openrouter`) maps them to and from its own HTTP+SSE
 //! protocol and keeps the exact request bytes so the store can keep them
 //! content-addressed. `Scripted` replays recorded turns (tests and the offline demo) and

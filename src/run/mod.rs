@@ -1,8 +1,8 @@
 //! The agent loop: one step at a time, model → tools → verify → record, until the
 //! criterion passes or a budget ends the run.
 //!
-//! One place checks budgets ([`budget`]), one place emits observer events
-//! ([`engine::Engine::emit`]), one place writes the store (the step commit). A step is
+//! One place checks budgets (`budget`), one place emits observer events
+//! (`Engine::emit`), one place writes the store (the step commit). A step is
 //! committed atomically at its end; a run killed mid-step resumes from the last
 //! committed step, and the intent journal keeps the interrupted step's file writes from
 //! being applied twice.

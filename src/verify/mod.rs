@@ -1,7 +1,7 @@
 //! Execution-based verification: the criteria of a contract checked against the
 //! workspace the agent produced.
 //!
-//! Content checks read through the confined [`Workspace`](crate::tools::Workspace), so a
+//! Content checks read through the confined [`Workspace`], so a
 //! symlink the agent planted cannot point a check at a file outside the workspace.
 //! Command gates run a program without a shell in the workspace root with a wall-clock
 //! limit; a timeout, a signal or a missing program never passes.

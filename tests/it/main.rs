@@ -3,6 +3,7 @@
 mod cli;
 #[cfg(feature = "failpoints")]
 mod crash;
+mod gates;
 mod policy;
 mod providers;
 mod run;

@@ -556,6 +556,15 @@ impl<'a> Engine<'a> {
             )
             .await;
             for r in report.results.iter().filter(|r| !r.passed) {
+                if let Some(phase) = r.phase {
+                    let _ = self
+                        .store
+                        .record_sandbox_event(&SandboxEvent::gate_phase_failed(
+                            self.run_id,
+                            step,
+                            phase,
+                        ));
+                }
                 if let Some(out) = &r.output {
                     let detail = format!("{}\n{}", r.label, out);
                     let _ = self.store.record_sandbox_event(&SandboxEvent::gate_output(

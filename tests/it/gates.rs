@@ -1,0 +1,206 @@
+//! Rust gates driven through a real run: a scripted model whose only turn is "done",
+//! the subject placed in the workspace, the criterion outside it, every compile and
+//! test process in the run's sandbox. Each corpus case asserts the exact phase recorded
+//! in the store (`gate_phase_failed`), and that a cheating subject never ends `Success`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use io_harness::contract::LimitSettings;
+use io_harness::provider::{ScriptTurn, Scripted};
+use io_harness::run::RunOptions;
+use io_harness::{RunOutcome, Store, TaskContract, Verification, run_with};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gates")
+}
+
+/// The corpus: case directory and the phase that must be recorded (`None`: passes).
+const CORPUS: &[(&str, Option<&str>)] = &[
+    ("honest_add", None),
+    ("honest_glob_criterion", None),
+    ("honest_nested_modules", None),
+    ("honest_prints", None),
+    ("wrong_answer", Some("test-run")),
+    ("panics", Some("test-run")),
+    ("aborts", Some("test-run")),
+    ("shadow_assert_eq_glob", Some("test-run")),
+    ("shadow_assert_eq_path", Some("test-run")),
+    ("shadow_std_module", Some("test-run")),
+    ("cfg_test_only", Some("criterion-compile")),
+    ("cfg_test_swap", Some("test-run")),
+    ("cfg_any_crate", Some("subject-emptied")),
+    ("cfg_false_crate", Some("subject-emptied")),
+    ("cfg_attr_crate", Some("subject-emptied")),
+    ("no_implicit_prelude", Some("test-run")),
+    ("no_core", Some("subject-compile")),
+    ("crate_name_attr", Some("subject-compile")),
+    ("macro_instead_of_fn", Some("criterion-compile")),
+    ("reexported_macro_as_add", Some("criterion-compile")),
+    ("unit_struct_named_add", Some("criterion-compile")),
+    ("deleted_fn", Some("criterion-compile")),
+    ("renamed_fn", Some("criterion-compile")),
+    ("wrong_signature", Some("criterion-compile")),
+    ("compile_error_guard", Some("subject-compile")),
+    ("compile_error_not_test", Some("subject-compile")),
+    ("syntax_error", Some("subject-compile")),
+    ("exit_in_fn", Some("test-run")),
+    ("exit_from_static_initializer", Some("test-run")),
+    ("exit_from_thread", Some("test-run")),
+    ("prints_test_result_ok", Some("test-run")),
+    ("replaces_test_binary", Some("test-run")),
+    ("infinite_loop", Some("test-run")),
+    ("fork_bomb", Some("test-run")),
+    ("output_flood", Some("test-run")),
+];
+
+/// Cases that need tight caps so they end quickly.
+fn limits(case: &str) -> LimitSettings {
+    match case {
+        "infinite_loop" | "exit_from_thread" | "fork_bomb" => LimitSettings {
+            wall_secs: Some(8),
+            processes: Some(64),
+            ..LimitSettings::default()
+        },
+        _ => LimitSettings::default(),
+    }
+}
+
+struct CaseRun {
+    outcome: RunOutcome,
+    phases: Vec<String>,
+    observation_has_phase: bool,
+    elapsed: Duration,
+}
+
+async fn run_case(case: &str) -> CaseRun {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    let src = fixtures().join(case);
+    std::fs::copy(src.join("subject.rs"), ws.join("src/lib.rs")).unwrap();
+    let store = Store::memory().unwrap();
+    let mut c = TaskContract::workspace(
+        "make add correct",
+        &ws,
+        Verification::rust("src/lib.rs", src.join("criterion.rs")),
+    )
+    .max_verify_attempts(1);
+    c.sandbox.limits = limits(case);
+    c.validate().unwrap();
+    let provider = Scripted::new(vec![ScriptTurn::text("done")]);
+    let started = Instant::now();
+    let r = run_with(&c, &provider, &store, RunOptions::default())
+        .await
+        .unwrap();
+    let elapsed = started.elapsed();
+    let phases: Vec<String> = store
+        .sandbox_events(r.run_id)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "gate_phase_failed")
+        .filter_map(|e| e.detail)
+        .collect();
+    let observation_has_phase = match phases.first() {
+        Some(p) => store
+            .steps(r.run_id)
+            .unwrap()
+            .iter()
+            .any(|s| format!("{s:?}").contains(p.as_str())),
+        None => true,
+    };
+    CaseRun {
+        outcome: r.outcome,
+        phases,
+        observation_has_phase,
+        elapsed,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_cheating_subject_fails_in_its_phase_and_honest_ones_pass() {
+    assert!(CORPUS.iter().filter(|(_, p)| p.is_some()).count() >= 25);
+    // Bounded parallelism: the machine is small and shared.
+    let permits = Arc::new(tokio::sync::Semaphore::new(3));
+    let mut tasks = Vec::new();
+    for (case, expected) in CORPUS {
+        let permits = permits.clone();
+        tasks.push(tokio::spawn(async move {
+            let _p = permits.acquire().await.unwrap();
+            (*case, *expected, run_case(case).await)
+        }));
+    }
+    let mut wrong = Vec::new();
+    for t in tasks {
+        let (case, expected, got) = t.await.unwrap();
+        eprintln!(
+            "gate case {case}: {:?} phases {:?} in {:.1}s",
+            got.outcome,
+            got.phases,
+            got.elapsed.as_secs_f64()
+        );
+        let ok = match expected {
+            None => got.outcome == RunOutcome::Success && got.phases.is_empty(),
+            Some(p) => {
+                matches!(got.outcome, RunOutcome::VerificationFailed { .. })
+                    && got.phases == [p]
+                    && got.observation_has_phase
+            }
+        };
+        if !ok {
+            wrong.push(format!(
+                "{case}: expected {expected:?}, got {:?} with phases {:?}",
+                got.outcome, got.phases
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn task_file_rust_gate_is_parsed_and_an_editable_criterion_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("criteria")).unwrap();
+    std::fs::create_dir_all(dir.path().join("criteria")).unwrap();
+    std::fs::write(dir.path().join("criteria/t.rs"), "#[test] fn t() {}\n").unwrap();
+    std::fs::write(ws.join("criteria/t.rs"), "#[test] fn t() {}\n").unwrap();
+
+    let outside = dir.path().join("task.toml");
+    std::fs::write(
+        &outside,
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nrust = { subject = \"src/lib.rs\", criterion = \"criteria/t.rs\" }\n",
+    )
+    .unwrap();
+    let c = TaskContract::from_file(&outside).unwrap();
+    assert_eq!(
+        c.verify.criteria,
+        [Verification::rust(
+            "src/lib.rs",
+            dir.path().join("criteria/t.rs")
+        )]
+    );
+    assert_eq!(c.verify.criteria[0].label(), "rust src/lib.rs");
+
+    let inside = ws.join("task.toml");
+    std::fs::write(
+        &inside,
+        "goal = \"g\"\n[verify]\nrust = { subject = \"src/lib.rs\", criterion = \"criteria/t.rs\" }\n",
+    )
+    .unwrap();
+    let e = TaskContract::from_file(&inside).unwrap_err().to_string();
+    assert!(
+        e.contains("verify.rust") && e.contains("inside the workspace"),
+        "{e}"
+    );
+
+    let hostile = dir.path().join("hostile.toml");
+    std::fs::write(
+        &hostile,
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nrust = { subject = \"../x.rs\", criterion = \"criteria/t.rs\" }\n",
+    )
+    .unwrap();
+    let e = TaskContract::from_file(&hostile).unwrap_err().to_string();
+    assert!(e.contains("verify.rust"), "{e}");
+}

@@ -55,6 +55,29 @@ const CORPUS: &[(&str, Option<&str>)] = &[
     ("output_flood", Some("test-run")),
 ];
 
+/// Why a case fails, as the model is told (a part of the `[FAIL]` line).
+fn expected_reason(case: &str) -> &'static str {
+    match case {
+        "exit_in_fn"
+        | "exit_from_static_initializer"
+        | "exit_from_thread"
+        | "prints_test_result_ok" => "adds did not run",
+        "replaces_test_binary" => "adds_negative failed (test process exited 101)",
+        "infinite_loop" | "fork_bomb" => "wall cap",
+        "output_flood" => "output cap",
+        "aborts" => "signal 6",
+        "cfg_any_crate" | "cfg_false_crate" | "cfg_attr_crate" => "items were stripped",
+        "wrong_answer"
+        | "shadow_assert_eq_glob"
+        | "shadow_assert_eq_path"
+        | "shadow_std_module"
+        | "cfg_test_swap"
+        | "no_implicit_prelude"
+        | "panics" => "adds failed (test process exited 101)",
+        _ => "",
+    }
+}
+
 /// Cases that need tight caps so they end quickly.
 fn limits(case: &str) -> LimitSettings {
     match case {
@@ -71,6 +94,9 @@ struct CaseRun {
     outcome: RunOutcome,
     phases: Vec<String>,
     observation_has_phase: bool,
+    why: String,
+    /// `exec` event details (command lines run in the sandbox).
+    execs: Vec<String>,
     elapsed: Duration,
 }
 
@@ -95,25 +121,42 @@ async fn run_case(case: &str) -> CaseRun {
         .await
         .unwrap();
     let elapsed = started.elapsed();
-    let phases: Vec<String> = store
-        .sandbox_events(r.run_id)
-        .unwrap()
-        .into_iter()
-        .filter(|e| e.kind == "gate_phase_failed")
-        .filter_map(|e| e.detail)
-        .collect();
-    let observation_has_phase = match phases.first() {
-        Some(p) => store
-            .steps(r.run_id)
-            .unwrap()
+    let events = store.sandbox_events(r.run_id).unwrap();
+    let of_kind = |k: &str| -> Vec<String> {
+        events
             .iter()
-            .any(|s| format!("{s:?}").contains(p.as_str())),
-        None => true,
+            .filter(|e| e.kind == k)
+            .filter_map(|e| e.detail.clone())
+            .collect()
     };
+    let phases = of_kind("gate_phase_failed");
+    let execs = of_kind("exec");
+    // Compiler output quotes the agent's file: it is never recorded as gate output.
+    assert!(of_kind("gate_output").is_empty(), "{case}");
+    // The observation the model was shown for its next step.
+    let why = store
+        .steps(r.run_id)
+        .unwrap()
+        .iter()
+        .flat_map(|s| {
+            let v: serde_json::Value = serde_json::from_str(&s.messages_json).unwrap();
+            let text = v.to_string();
+            text.split("\\n")
+                .filter(|l| l.contains("[FAIL] rust"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .next()
+        .unwrap_or_default();
+    let observation_has_phase = phases
+        .first()
+        .is_none_or(|p| why.contains(&format!("[FAIL] rust src/lib.rs: {p}:")));
     CaseRun {
         outcome: r.outcome,
         phases,
         observation_has_phase,
+        why,
+        execs,
         elapsed,
     }
 }
@@ -135,17 +178,32 @@ async fn every_cheating_subject_fails_in_its_phase_and_honest_ones_pass() {
     for t in tasks {
         let (case, expected, got) = t.await.unwrap();
         eprintln!(
-            "gate case {case}: {:?} phases {:?} in {:.1}s",
+            "gate case {case}: {:?} phases {:?} in {:.1}s: {}",
             got.outcome,
             got.phases,
-            got.elapsed.as_secs_f64()
+            got.elapsed.as_secs_f64(),
+            got.why
         );
+        // Every compile and test ran as a recorded sandbox command.
+        let rustc_runs = got.execs.iter().filter(|e| e.contains("rustc")).count();
         let ok = match expected {
-            None => got.outcome == RunOutcome::Success && got.phases.is_empty(),
+            None => {
+                got.outcome == RunOutcome::Success
+                    && got.phases.is_empty()
+                    && rustc_runs == 4
+                    && got.execs.iter().filter(|e| e.contains(" --exact")).count()
+                        == if case == "honest_nested_modules" {
+                            3
+                        } else {
+                            2
+                        }
+            }
             Some(p) => {
                 matches!(got.outcome, RunOutcome::VerificationFailed { .. })
                     && got.phases == [p]
                     && got.observation_has_phase
+                    && got.why.contains(expected_reason(case))
+                    && rustc_runs >= 1
             }
         };
         if !ok {

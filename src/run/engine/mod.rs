@@ -564,8 +564,9 @@ impl<'a> Engine<'a> {
                             step,
                             phase,
                         ));
-                }
-                if let Some(out) = &r.output {
+                } else if let Some(out) = &r.output {
+                    // A Rust gate's compiler output quotes the agent's file: it goes to
+                    // the model only, and the record gets the phase.
                     let detail = format!("{}\n{}", r.label, out);
                     let _ = self.store.record_sandbox_event(&SandboxEvent::gate_output(
                         self.run_id,

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::exec::{Executor, Purpose};
-use crate::sandbox::{Cap, SandboxError};
+use crate::sandbox::SandboxError;
 use crate::verify::command::{CommandGate, CommandStatus};
 use crate::verify::output::{BoundedOutput, DEFAULT_LIMIT};
 
@@ -63,8 +63,9 @@ async fn sandboxed(exec: &Executor, dir: &Path, argv: Vec<String>, wall_secs: u6
             output.push(&out.stdout.bytes);
             output.push(&out.stderr.bytes);
             match (out.cap_hit, out.exit_code, out.signal) {
-                (Some(Cap::Wall), _, _) => CommandStatus::TimedOut(Duration::from_secs(wall_secs)),
-                // A cap kill never passes, whatever status the process left.
+                // The contract's own wall cap may be tighter than `wall_secs`, so a
+                // wall kill names the cap, not a duration that may not be the one
+                // applied. A cap kill never passes, whatever status the process left.
                 (Some(cap), _, _) => CommandStatus::CapHit(cap.label().to_string()),
                 (None, Some(c), _) => CommandStatus::Exited(c),
                 (None, None, Some(s)) => CommandStatus::Signaled(s),

@@ -262,3 +262,63 @@ fn task_file_rust_gate_is_parsed_and_an_editable_criterion_refused() {
     let e = TaskContract::from_file(&hostile).unwrap_err().to_string();
     assert!(e.contains("verify.rust"), "{e}");
 }
+
+/// The gate without a sandbox (a contract checked outside a run): host subprocesses,
+/// same phases.
+async fn host_check(subject: &str, criterion: &str) -> io_harness::verify::CriterionResult {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    if !subject.is_empty() {
+        std::fs::write(ws.join("lib.rs"), subject).unwrap();
+    }
+    let crit = dir.path().join("criterion.rs");
+    std::fs::write(&crit, criterion).unwrap();
+    let workspace = io_harness::tools::Workspace::open(&ws).unwrap();
+    let report =
+        io_harness::verify::check(&[Verification::rust("lib.rs", &crit)], &workspace, None).await;
+    report.results.into_iter().next().unwrap()
+}
+
+#[tokio::test]
+async fn host_gate_passes_honest_and_names_the_phase_of_a_failure() {
+    let good = "pub fn add(a: i32, b: i32) -> i32 { a + b }\n";
+    let crit = "#[test]\nfn adds() { assert_eq!(subject::add(2, 3), 5); }\n";
+    let ok = host_check(good, crit).await;
+    assert!(ok.passed && ok.phase.is_none(), "{ok:?}");
+    assert!(
+        ok.summary.contains("1 criterion test(s) ran and passed"),
+        "{ok:?}"
+    );
+
+    let emptied = host_check(&format!("#![cfg(any())]\n{good}"), crit).await;
+    assert_eq!(emptied.phase, Some("subject-emptied"), "{emptied:?}");
+    assert!(!emptied.passed);
+
+    let wrong = host_check("pub fn add(a: i32, b: i32) -> i32 { a * b }\n", crit).await;
+    assert_eq!(wrong.phase, Some("test-run"), "{wrong:?}");
+    // The model sees the failing assertion's output.
+    assert!(
+        wrong.output.as_deref().unwrap_or("").contains("left: 6"),
+        "{wrong:?}"
+    );
+
+    let broken = host_check("pub fn add(", crit).await;
+    assert_eq!(broken.phase, Some("subject-compile"), "{broken:?}");
+    assert!(
+        broken.output.as_deref().unwrap_or("").contains("error"),
+        "{broken:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_gate_that_runs_no_test_never_passes() {
+    let good = "pub fn add(a: i32, b: i32) -> i32 { a + b }\n";
+    let none = host_check(good, "pub fn not_a_test() {}\n").await;
+    assert_eq!(none.phase, Some("test-run"), "{none:?}");
+    assert!(none.summary.contains("nothing ran"), "{none:?}");
+
+    let missing = host_check("", "#[test]\nfn t() {}\n").await;
+    assert_eq!(missing.phase, Some("subject-compile"), "{missing:?}");
+    assert!(missing.summary.contains("does not exist"), "{missing:?}");
+}

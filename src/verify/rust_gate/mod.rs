@@ -149,11 +149,18 @@ impl GateDir {
         let run = run.map_or_else(|| format!("host-{}", std::process::id()), |r| r.to_string());
         let base = cache.join("io-harness").join("gates").join(run);
         std::fs::create_dir_all(&base)?;
-        for n in 0..100_000u32 {
+        let mut recreated = 0;
+        let mut n = 0u32;
+        while n < 100_000 {
             let d = base.join(n.to_string());
             match std::fs::create_dir(&d) {
                 Ok(()) => return Ok(Self(d)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+                // A finishing gate of the same run removed the emptied parent.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && recreated < 8 => {
+                    recreated += 1;
+                    std::fs::create_dir_all(&base)?;
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -164,6 +171,10 @@ impl GateDir {
 impl Drop for GateDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        // The run's directory goes too once its last gate is gone (fails while not empty).
+        if let Some(run_dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(run_dir);
+        }
     }
 }
 

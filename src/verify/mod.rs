@@ -4,7 +4,9 @@
 //! Content checks read through the confined [`Workspace`](crate::tools::Workspace), so a
 //! symlink the agent planted cannot point a check at a file outside the workspace.
 //! Command gates run a program without a shell in the workspace root with a wall-clock
-//! limit; a timeout, a signal or a missing program never passes.
+//! limit; a timeout, a signal or a missing program never passes. Rust gates
+//! ([`rust_gate`]) compile a subject file and a criterion as separate crates in ordered
+//! phases and name the phase that failed.
 
 mod command;
 mod output;

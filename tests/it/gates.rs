@@ -106,6 +106,8 @@ async fn run_case(case: &str) -> CaseRun {
     std::fs::create_dir_all(ws.join("src")).unwrap();
     let src = fixtures().join(case);
     std::fs::copy(src.join("subject.rs"), ws.join("src/lib.rs")).unwrap();
+    // A secret the policy masks: the gates run with the run's masks in place.
+    std::fs::write(ws.join(".env"), "TOKEN=canary-secret\n").unwrap();
     let store = Store::memory().unwrap();
     let mut c = TaskContract::workspace(
         "make add correct",

@@ -16,8 +16,8 @@
 //! 4. `test-run`: the harness lists the criterion's tests from the criterion source
 //!    (which the agent cannot edit) before anything runs, then runs each by exact name in
 //!    its own process with a fresh copy of the test binary. A test passes only when its
-//!    process exits 0 *and* libtest reports that very test as run and ok; a list with no
-//!    tests, a test that did not run, a cap kill or a timeout never passes.
+//!    process exits 0 *and* libtest reports one test running and that very test ok; a
+//!    list with no tests, a test that did not run, a cap kill or a timeout never passes.
 //!
 //! Everything is built in a per-gate directory under the harness's cache
 //! (`$XDG_CACHE_HOME/io-harness/gates/<run>/<n>`), outside the agent's writable area,
@@ -405,9 +405,12 @@ async fn run_one(
         .collect();
     let ran = runner::run(exec, &run_dir, argv, TEST_WALL_SECS).await;
     let text = ran.output.render();
-    let reported = text
-        .lines()
-        .any(|l| l.trim_end() == format!("test {name} ... ok"));
+    // Exactly one test ran, and it was this one.
+    let one = text.lines().any(|l| l.trim_end() == "running 1 test");
+    let reported = one
+        && text
+            .lines()
+            .any(|l| l.trim_end() == format!("test {name} ... ok"));
     if ran.ok() && reported {
         return Ok(());
     }

@@ -53,6 +53,9 @@ const CORPUS: &[(&str, Option<&str>)] = &[
     ("infinite_loop", Some("test-run")),
     ("fork_bomb", Some("test-run")),
     ("output_flood", Some("test-run")),
+    ("const_panic_guard", Some("subject-compile")),
+    ("subject_defines_test_named_adds", Some("test-run")),
+    ("no_mangle_main", Some("criterion-compile")),
 ];
 
 /// Why a case fails, as the model is told (a part of the `[FAIL]` line).

@@ -130,9 +130,17 @@ struct RawVerify {
     timeout: Option<Spanned<String>>,
     file_contains: Option<Spanned<RawFileContains>>,
     file_equals: Option<Spanned<RawFileEquals>>,
+    rust: Option<Spanned<RawRust>>,
     max_attempts: Option<Spanned<u32>>,
     #[serde(default)]
     every_step: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRust {
+    subject: PathBuf,
+    criterion: PathBuf,
 }
 
 #[derive(Deserialize)]
@@ -288,6 +296,13 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         note("verify.file_equals", fe.span());
         let fe = fe.into_inner();
         criteria.push(Verification::file_equals(fe.file, fe.content));
+    }
+    if let Some(r) = rv.rust {
+        note("verify.rust", r.span());
+        let r = r.into_inner();
+        let criterion = base.join(r.criterion);
+        let criterion = std::path::absolute(&criterion).unwrap_or(criterion);
+        criteria.push(Verification::rust(r.subject, criterion));
     }
     let max_attempts = rv.max_attempts.map_or(5, |m| {
         note("verify.max_attempts", m.span());
@@ -554,7 +569,7 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
     if c.verify.criteria.is_empty() {
         return err(
             "verify",
-            "needs at least one criterion (command, file_contains or file_equals)".into(),
+            "needs at least one criterion (command, file_contains, file_equals or rust)".into(),
         );
     }
     if c.verify.max_attempts == 0 {
@@ -568,6 +583,41 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
                 }
                 if timeout.is_zero() {
                     return err("verify.timeout", "must be longer than zero".into());
+                }
+            }
+            Verification::Rust { subject, criterion } => {
+                if !relative_inside(subject) {
+                    return err(
+                        "verify.rust",
+                        format!(
+                            "subject {} must be a relative path inside the workspace",
+                            subject.display()
+                        ),
+                    );
+                }
+                if !criterion.is_absolute() {
+                    return err(
+                        "verify.rust",
+                        format!("criterion {} must be an absolute path", criterion.display()),
+                    );
+                }
+                if !criterion.is_file() {
+                    return err(
+                        "verify.rust",
+                        format!("criterion {} is not a readable file", criterion.display()),
+                    );
+                }
+                // Inside the workspace the agent could edit the test it is judged by.
+                if let (Ok(crit), Ok(root)) = (criterion.canonicalize(), c.root.canonicalize())
+                    && crit.starts_with(&root)
+                {
+                    return err(
+                        "verify.rust",
+                        format!(
+                            "criterion {} lies inside the workspace, where the agent could edit it",
+                            criterion.display()
+                        ),
+                    );
                 }
             }
             Verification::FileContains { file, .. } => {

@@ -68,6 +68,18 @@ pub enum Verification {
         #[serde(with = "units::serde_duration")]
         timeout: Duration,
     },
+    /// A Rust gate: `subject` (a workspace file) must compile on its own as a crate,
+    /// keep its items, let the Rust test source `criterion` compile against it as a
+    /// separate crate, and pass every test the criterion defines. See
+    /// [`crate::verify`] for the phases.
+    Rust {
+        /// The file under verification, relative to the workspace root.
+        subject: PathBuf,
+        /// The criterion's test source: an absolute path outside the workspace, so the
+        /// agent cannot edit it (a task file's relative path is resolved against the
+        /// file's directory).
+        criterion: PathBuf,
+    },
 }
 
 impl Verification {
@@ -81,6 +93,14 @@ impl Verification {
             argv: argv.into_iter().map(Into::into).collect(),
             expect_exit: 0,
             timeout: Duration::from_secs(300),
+        }
+    }
+
+    /// A Rust gate criterion.
+    pub fn rust(subject: impl Into<PathBuf>, criterion: impl Into<PathBuf>) -> Self {
+        Self::Rust {
+            subject: subject.into(),
+            criterion: criterion.into(),
         }
     }
 
@@ -106,6 +126,7 @@ impl Verification {
             Self::FileContains { file, .. } => format!("file_contains {}", file.display()),
             Self::FileEquals { file, .. } => format!("file_equals {}", file.display()),
             Self::Command { argv, .. } => format!("command {}", argv.join(" ")),
+            Self::Rust { subject, .. } => format!("rust {}", subject.display()),
         }
     }
 }

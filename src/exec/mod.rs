@@ -166,6 +166,35 @@ impl Executor {
         Ok(outcome)
     }
 
+    /// Runs `argv` like [`Executor::run`] but with `workdir` as its one writable
+    /// directory instead of the workspace: a Rust gate builds and runs its artifacts in
+    /// a per-gate directory outside the agent's writable area.
+    pub async fn run_in(
+        &self,
+        workdir: &Path,
+        argv: Vec<String>,
+        purpose: Purpose,
+        wall_secs: Option<u64>,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        let mut spec = self.spec(argv, wall_secs);
+        spec.workdir = workdir.to_path_buf();
+        let sandbox = self.sandbox.clone();
+        let spec2 = spec.clone();
+        let outcome = tokio::task::spawn_blocking(move || sandbox.run(&spec2))
+            .await
+            .map_err(|e| SandboxError::Spawn {
+                stage: "blocking task",
+                source: std::io::Error::other(e.to_string()),
+            })??;
+        self.record(&spec, purpose, &outcome);
+        Ok(outcome)
+    }
+
+    /// The run these commands belong to (names a gate's build directory).
+    pub fn run_id(&self) -> i64 {
+        self.run_id
+    }
+
     /// Best effort: a record that cannot be written must not fail the command.
     fn record(&self, spec: &RunSpec, purpose: Purpose, out: &SandboxOutcome) {
         let step = self.step.load(Ordering::SeqCst);

@@ -133,8 +133,8 @@ impl SandboxEvent {
     /// and the criterion are separate crates, so a subject cannot shadow or delete the
     /// names the criterion uses and still be reported as passing.
     ///
-    /// Not emitted by a run yet: the Rust gates (`[verify] rust = …`) that record it are
-    /// still to come, and until then a task file asking for them is refused.
+    /// Recorded by a run on the step whose verification ran a Rust gate
+    /// (`[verify] rust = …`) that failed.
     pub fn gate_phase_failed(run_id: i64, step: u32, phase: &str) -> Self {
         Self::new(run_id, step, "gate_phase_failed", None, Some(phase))
     }

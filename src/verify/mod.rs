@@ -4,10 +4,13 @@
 //! Content checks read through the confined [`Workspace`], so a
 //! symlink the agent planted cannot point a check at a file outside the workspace.
 //! Command gates run a program without a shell in the workspace root with a wall-clock
-//! limit; a timeout, a signal or a missing program never passes.
+//! limit; a timeout, a signal or a missing program never passes. Rust gates
+//! ([`rust_gate`]) compile a subject file and a criterion as separate crates in ordered
+//! phases and name the phase that failed.
 
 mod command;
 mod output;
+pub mod rust_gate;
 
 use std::path::Path;
 
@@ -28,8 +31,12 @@ pub struct CriterionResult {
     pub passed: bool,
     /// Why, in a sentence or two, for the model and the record.
     pub summary: String,
-    /// A command gate's bounded output (head and tail kept, size stated).
+    /// A command gate's bounded output (head and tail kept, size stated), or a Rust
+    /// gate's bounded compiler or test output.
     pub output: Option<String>,
+    /// The Rust gate phase that failed (`subject-compile`, `subject-emptied`,
+    /// `criterion-compile`, `test-run`); `None` for other criteria and for a pass.
+    pub phase: Option<&'static str>,
 }
 
 /// The result of checking every criterion of a contract.
@@ -180,6 +187,17 @@ async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) ->
                 passed,
                 summary,
                 output: (!passed).then(|| output.render()),
+                phase: None,
+            }
+        }
+        Verification::Rust { subject, criterion } => {
+            let v = rust_gate::check(subject, criterion, ws, exec).await;
+            CriterionResult {
+                label,
+                passed: v.failed.is_none(),
+                summary: v.summary,
+                output: v.output,
+                phase: v.failed.map(rust_gate::Phase::label),
             }
         }
     }
@@ -202,5 +220,6 @@ fn content_check(
         passed,
         summary,
         output: None,
+        phase: None,
     }
 }

@@ -4,6 +4,7 @@ mod cli;
 #[cfg(feature = "failpoints")]
 mod crash;
 mod egress;
+mod gates;
 mod memory;
 mod policy;
 mod providers;

@@ -607,7 +607,17 @@ impl<'a> Engine<'a> {
             )
             .await;
             for r in report.results.iter().filter(|r| !r.passed) {
-                if let Some(out) = &r.output {
+                if let Some(phase) = r.phase {
+                    let _ = self
+                        .store
+                        .record_sandbox_event(&SandboxEvent::gate_phase_failed(
+                            self.run_id,
+                            step,
+                            phase,
+                        ));
+                } else if let Some(out) = &r.output {
+                    // A Rust gate's compiler output quotes the agent's file: it goes to
+                    // the model only, and the record gets the phase.
                     let detail = format!("{}\n{}", r.label, out);
                     let _ = self.store.record_sandbox_event(&SandboxEvent::gate_output(
                         self.run_id,

@@ -1,0 +1,425 @@
+//! Rust gates: a subject file judged by a Rust criterion (test source), in ordered
+//! phases, each a separate `rustc` process run in the run's sandbox:
+//!
+//! 1. `subject-compile`: the subject compiles on its own as a library crate.
+//! 2. `subject-emptied`: a copy of the subject with a harness marker item
+//!    (`pub fn __io_harness_marker_<random>() {}`) appended is compiled, then a second
+//!    crate that calls the marker through `--extern`. If that second crate cannot name
+//!    it, a crate attribute such as `#![cfg(any())]` stripped the subject's items and
+//!    nothing was type-checked.
+//! 3. `criterion-compile`: the criterion compiles as a `--test` crate of its own that
+//!    links the subject with `--extern subject=…`. Being separate crates, the subject
+//!    cannot redefine `assert!`, `#[test]`, `core` or `std` for the criterion, nor
+//!    delete what it calls and still compile; the harness also appends explicit imports
+//!    of the std assertion macros to its copy of the criterion, so a criterion's
+//!    `use subject::*` cannot pull in a shadowing `assert_eq!`.
+//! 4. `test-run`: the harness lists the criterion's tests from the criterion source
+//!    (which the agent cannot edit) before anything runs, then runs each by exact name in
+//!    its own process with a fresh copy of the test binary. A test passes only when its
+//!    process exits 0 *and* libtest reports one test running and that very test ok; a
+//!    list with no tests, a test that did not run, a cap kill or a timeout never passes.
+//!
+//! Everything is built in a per-gate directory under the harness's cache
+//! (`$XDG_CACHE_HOME/io-harness/gates/<run>/<n>`), outside the agent's writable area,
+//! rebuilt every gate and removed afterwards. Each test process gets its own directory
+//! as its only writable place, so one test cannot replace the binary a later test runs.
+//!
+//! **Known limit.** The subject's code runs inside the criterion's test process, so it
+//! can still forge behaviour there: a static initialiser or the test itself could print
+//! libtest's exact `test <name> ... ok` line (the name is in its argv) and exit 0. The
+//! exit status is the verdict and the name check stops the plain forgeries (`exit(0)`
+//! before or during the test, printing `test result: ok`), but in-process code that
+//! imitates libtest word for word is not distinguishable from libtest by a harness that
+//! only sees the process from outside.
+
+mod runner;
+mod scan;
+
+use std::path::{Path, PathBuf};
+
+use crate::exec::Executor;
+use crate::tools::{ToolError, Workspace};
+
+/// Wall-clock limit of one compile.
+const COMPILE_WALL_SECS: u64 = 300;
+/// Wall-clock limit of one test process.
+const TEST_WALL_SECS: u64 = 120;
+
+/// A phase of a Rust gate, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The subject does not compile on its own.
+    SubjectCompile,
+    /// It compiled but its items were stripped.
+    SubjectEmptied,
+    /// The criterion does not compile against it.
+    CriterionCompile,
+    /// A criterion test failed or did not run.
+    TestRun,
+}
+
+impl Phase {
+    /// The label recorded in a `gate_phase_failed` event.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::SubjectCompile => "subject-compile",
+            Self::SubjectEmptied => "subject-emptied",
+            Self::CriterionCompile => "criterion-compile",
+            Self::TestRun => "test-run",
+        }
+    }
+}
+
+/// What a Rust gate concluded.
+#[derive(Debug, Clone)]
+pub struct GateVerdict {
+    /// The phase that failed, or `None` when every phase passed.
+    pub failed: Option<Phase>,
+    /// One or two sentences for the model and the record.
+    pub summary: String,
+    /// Bounded compiler or test output of the failing phase.
+    pub output: Option<String>,
+}
+
+impl GateVerdict {
+    fn fail(phase: Phase, summary: impl Into<String>, output: Option<String>) -> Self {
+        Self {
+            failed: Some(phase),
+            summary: format!("{}: {}", phase.label(), summary.into()),
+            output,
+        }
+    }
+}
+
+/// Runs the phases of a Rust gate for `subject` (a workspace path) and `criterion`.
+pub async fn check(
+    subject: &Path,
+    criterion: &Path,
+    ws: &Workspace,
+    exec: Option<&Executor>,
+) -> GateVerdict {
+    let source = match ws.read(&subject.to_string_lossy()) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(ToolError::NotFound(_)) => {
+            return GateVerdict::fail(
+                Phase::SubjectCompile,
+                format!("{} does not exist", subject.display()),
+                None,
+            );
+        }
+        Err(e) => {
+            return GateVerdict::fail(Phase::SubjectCompile, format!("cannot read: {e}"), None);
+        }
+    };
+    let crit = match std::fs::read_to_string(criterion) {
+        Ok(c) => c,
+        Err(e) => {
+            return GateVerdict::fail(
+                Phase::CriterionCompile,
+                format!("cannot read criterion {}: {e}", criterion.display()),
+                None,
+            );
+        }
+    };
+    let dir = match GateDir::create(exec.map(Executor::run_id)) {
+        Ok(d) => d,
+        Err(e) => {
+            return GateVerdict::fail(
+                Phase::SubjectCompile,
+                format!("cannot create the gate directory: {e}"),
+                None,
+            );
+        }
+    };
+    let verdict = phases(&source, &crit, &dir.0, exec).await;
+    drop(dir);
+    verdict
+}
+
+/// The per-gate build directory, removed when dropped.
+struct GateDir(PathBuf);
+
+impl GateDir {
+    fn create(run: Option<i64>) -> std::io::Result<Self> {
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir);
+        let run = run.map_or_else(|| format!("host-{}", std::process::id()), |r| r.to_string());
+        let base = cache.join("io-harness").join("gates").join(run);
+        std::fs::create_dir_all(&base)?;
+        let mut recreated = 0;
+        let mut n = 0u32;
+        while n < 100_000 {
+            let d = base.join(n.to_string());
+            match std::fs::create_dir(&d) {
+                Ok(()) => return Ok(Self(d)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+                // A finishing gate of the same run removed the emptied parent.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && recreated < 8 => {
+                    recreated += 1;
+                    std::fs::create_dir_all(&base)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(std::io::Error::other("no free gate directory"))
+    }
+}
+
+impl Drop for GateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        // The run's directory goes too once its last gate is gone (fails while not empty).
+        if let Some(run_dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(run_dir);
+        }
+    }
+}
+
+/// The real compiler of the active toolchain (`<sysroot>/bin/rustc`), so the sandbox
+/// needs neither the rustup proxy nor its environment.
+fn rustc() -> String {
+    static RUSTC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    RUSTC
+        .get_or_init(|| {
+            std::process::Command::new("rustc")
+                .args(["--print", "sysroot"])
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .map(|root| Path::new(&root).join("bin").join("rustc"))
+                .filter(|p| p.is_file())
+                .map_or_else(|| "rustc".to_string(), |p| p.display().to_string())
+        })
+        .clone()
+}
+
+/// A random hex token the subject cannot predict when it is written.
+fn random_hex() -> String {
+    use std::io::Read;
+    let mut buf = [0u8; 12];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf));
+    if read.is_err() {
+        // Not secret, only unpredictable to a file written before the gate ran.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let seed = format!("{t}-{}", std::process::id());
+        use sha2::Digest;
+        buf.copy_from_slice(&sha2::Sha256::digest(seed.as_bytes())[..12]);
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// Explicit imports beat glob imports: a criterion's `use subject::*` cannot bring in
+/// a shadowing assertion macro past these.
+const CRITERION_GUARD: &str = "\n#[allow(unused_imports)]\nuse ::std::{assert, assert_eq, \
+assert_ne, debug_assert, debug_assert_eq, debug_assert_ne, panic, unreachable, matches};\n";
+
+async fn phases(
+    subject: &str,
+    criterion: &str,
+    dir: &Path,
+    exec: Option<&Executor>,
+) -> GateVerdict {
+    let build = dir.join("build");
+    if let Err(e) = std::fs::create_dir_all(build.join("meta")) {
+        return GateVerdict::fail(Phase::SubjectCompile, format!("gate directory: {e}"), None);
+    }
+    let rustc = rustc();
+    let base = |crate_name: &str| -> Vec<String> {
+        [
+            rustc.as_str(),
+            "--edition",
+            "2021",
+            "--color",
+            "never",
+            "--crate-name",
+            crate_name,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+
+    // 1. subject-compile: the subject alone (type-checked; metadata only).
+    let plain = build.join("subject.rs");
+    let marker = format!("__io_harness_marker_{}", random_hex());
+    let marked = build.join("subject_marked.rs");
+    let probe = build.join("probe.rs");
+    let crit_copy = build.join("criterion.rs");
+    let writes = [
+        (&plain, subject.to_string()),
+        (
+            &marked,
+            format!("{subject}\n#[doc(hidden)]\n#[allow(dead_code)]\npub fn {marker}() {{}}\n"),
+        ),
+        (
+            &probe,
+            format!("pub fn probe() {{ ::subject::{marker}(); }}\n"),
+        ),
+        (&crit_copy, format!("{criterion}\n{CRITERION_GUARD}")),
+    ];
+    for (p, text) in writes {
+        if let Err(e) = std::fs::write(p, text) {
+            return GateVerdict::fail(Phase::SubjectCompile, format!("gate directory: {e}"), None);
+        }
+    }
+    let mut argv = base("subject");
+    argv.extend(
+        [
+            "--crate-type",
+            "rlib",
+            "--emit=metadata",
+            "--out-dir",
+            &s(&build.join("meta")),
+            &s(&plain),
+        ]
+        .map(String::from),
+    );
+    let ran = runner::run(exec, &build, argv, COMPILE_WALL_SECS).await;
+    if !ran.ok() {
+        return GateVerdict::fail(
+            Phase::SubjectCompile,
+            format!(
+                "the subject does not compile on its own (rustc {})",
+                ran.status
+            ),
+            Some(ran.output.render()),
+        );
+    }
+
+    // 2. subject-emptied: the marked copy, then a crate that must name the marker.
+    let rlib = build.join("libsubject.rlib");
+    let mut argv = base("subject");
+    argv.extend(["--crate-type", "rlib", "-o", &s(&rlib), &s(&marked)].map(String::from));
+    let ran = runner::run(exec, &build, argv, COMPILE_WALL_SECS).await;
+    if !ran.ok() {
+        return GateVerdict::fail(
+            Phase::SubjectCompile,
+            format!(
+                "the subject compiles alone but not with a harness item appended (rustc {})",
+                ran.status
+            ),
+            Some(ran.output.render()),
+        );
+    }
+    let extern_subject = format!("subject={}", s(&rlib));
+    let mut argv = base("probe");
+    argv.extend(
+        [
+            "--crate-type",
+            "rlib",
+            "--emit=metadata",
+            "--extern",
+            &extern_subject,
+            "--out-dir",
+            &s(&build.join("meta")),
+            &s(&probe),
+        ]
+        .map(String::from),
+    );
+    let ran = runner::run(exec, &build, argv, COMPILE_WALL_SECS).await;
+    if !ran.ok() {
+        return GateVerdict::fail(
+            Phase::SubjectEmptied,
+            "the subject compiled but its items were stripped (a crate-level attribute such as \
+             #![cfg(any())]?), so nothing in it was checked",
+            Some(ran.output.render()),
+        );
+    }
+
+    // 3. criterion-compile: a separate --test crate linking the subject.
+    let tests = scan::test_names(criterion);
+    let bin = build.join("criterion-tests");
+    let mut argv = base("criterion");
+    argv.extend(
+        [
+            "--test",
+            "--extern",
+            &extern_subject,
+            "-o",
+            &s(&bin),
+            &s(&crit_copy),
+        ]
+        .map(String::from),
+    );
+    let ran = runner::run(exec, &build, argv, COMPILE_WALL_SECS).await;
+    if !ran.ok() {
+        return GateVerdict::fail(
+            Phase::CriterionCompile,
+            format!(
+                "the criterion does not compile against the subject (rustc {})",
+                ran.status
+            ),
+            Some(ran.output.render()),
+        );
+    }
+
+    // 4. test-run: each listed test by exact name, in its own process and directory.
+    if tests.is_empty() {
+        return GateVerdict::fail(
+            Phase::TestRun,
+            "the criterion defines no #[test] functions, so nothing ran",
+            None,
+        );
+    }
+    for (i, name) in tests.iter().enumerate() {
+        if let Err(v) = run_one(exec, dir, &bin, i, name).await {
+            return v;
+        }
+    }
+    GateVerdict {
+        failed: None,
+        summary: format!(
+            "all {} criterion test(s) ran and passed: {}",
+            tests.len(),
+            tests.join(", ")
+        ),
+        output: None,
+    }
+}
+
+async fn run_one(
+    exec: Option<&Executor>,
+    dir: &Path,
+    bin: &Path,
+    i: usize,
+    name: &str,
+) -> Result<(), GateVerdict> {
+    let io =
+        |e: std::io::Error| GateVerdict::fail(Phase::TestRun, format!("gate directory: {e}"), None);
+    let run_dir = dir.join(format!("run-{i}"));
+    std::fs::create_dir_all(&run_dir).map_err(io)?;
+    let copy = run_dir.join("criterion-tests");
+    std::fs::copy(bin, &copy).map_err(io)?;
+    let argv = [s(&copy), name.to_string()]
+        .into_iter()
+        .chain(["--exact", "--include-ignored", "--test-threads=1"].map(String::from))
+        .collect();
+    let ran = runner::run(exec, &run_dir, argv, TEST_WALL_SECS).await;
+    let text = ran.output.render();
+    // Exactly one test ran, and it was this one.
+    let one = text.lines().any(|l| l.trim_end() == "running 1 test");
+    let reported = one
+        && text
+            .lines()
+            .any(|l| l.trim_end() == format!("test {name} ... ok"));
+    if ran.ok() && reported {
+        return Ok(());
+    }
+    let why = if !ran.ok() {
+        format!("criterion test {name} failed (test process {})", ran.status)
+    } else {
+        format!(
+            "criterion test {name} did not run (the process exited 0 without libtest reporting it ok)"
+        )
+    };
+    Err(GateVerdict::fail(Phase::TestRun, why, Some(text)))
+}

@@ -1,0 +1,77 @@
+//! One gate process: in the run's sandbox (with the gate's own directory as the only
+//! writable one) when the run has one, else a host subprocess with a built environment.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::exec::{Executor, Purpose};
+use crate::sandbox::SandboxError;
+use crate::verify::command::{CommandGate, CommandStatus};
+use crate::verify::output::{BoundedOutput, DEFAULT_LIMIT};
+
+/// How one gate process ended and what it printed.
+pub(super) struct Ran {
+    /// How it ended.
+    pub status: CommandStatus,
+    /// Combined stdout and stderr, bounded.
+    pub output: BoundedOutput,
+}
+
+impl Ran {
+    /// Exited 0, with no cap hit.
+    pub fn ok(&self) -> bool {
+        self.status == CommandStatus::Exited(0)
+    }
+}
+
+/// Runs `argv` in `dir` with a wall-clock limit of `wall_secs`.
+pub(super) async fn run(
+    exec: Option<&Executor>,
+    dir: &Path,
+    argv: Vec<String>,
+    wall_secs: u64,
+) -> Ran {
+    match exec {
+        Some(e) => sandboxed(e, dir, argv, wall_secs).await,
+        None => {
+            let run = CommandGate {
+                argv,
+                workdir: dir.to_path_buf(),
+                timeout: Duration::from_secs(wall_secs),
+                output_limit: DEFAULT_LIMIT,
+            }
+            .run()
+            .await;
+            Ran {
+                status: run.status,
+                output: run.output,
+            }
+        }
+    }
+}
+
+async fn sandboxed(exec: &Executor, dir: &Path, argv: Vec<String>, wall_secs: u64) -> Ran {
+    let mut output = BoundedOutput::new(DEFAULT_LIMIT);
+    let status = match exec.run_in(dir, argv, Purpose::Gate, Some(wall_secs)).await {
+        Err(SandboxError::Exec { program, source })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            CommandStatus::NotFound(program)
+        }
+        Err(e) => CommandStatus::SpawnFailed(e.to_string()),
+        Ok(out) => {
+            output.push(&out.stdout.bytes);
+            output.push(&out.stderr.bytes);
+            match (out.cap_hit, out.exit_code, out.signal) {
+                // The contract's own wall cap may be tighter than `wall_secs`, so a
+                // wall kill names the cap, not a duration that may not be the one
+                // applied. A cap kill never passes, whatever status the process left.
+                (Some(cap), _, _) => CommandStatus::CapHit(cap.label().to_string()),
+                (None, Some(c), _) => CommandStatus::Exited(c),
+                (None, None, Some(s)) => CommandStatus::Signaled(s),
+                (None, None, None) => CommandStatus::SpawnFailed("no exit status".into()),
+            }
+        }
+    };
+    Ran { status, output }
+}

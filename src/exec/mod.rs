@@ -153,17 +153,8 @@ impl Executor {
         purpose: Purpose,
         wall_secs: Option<u64>,
     ) -> Result<SandboxOutcome, SandboxError> {
-        let spec = self.spec(argv, wall_secs);
-        let sandbox = self.sandbox.clone();
-        let spec2 = spec.clone();
-        let outcome = tokio::task::spawn_blocking(move || sandbox.run(&spec2))
+        self.run_in(&self.workdir.clone(), argv, purpose, wall_secs)
             .await
-            .map_err(|e| SandboxError::Spawn {
-                stage: "blocking task",
-                source: std::io::Error::other(e.to_string()),
-            })??;
-        self.record(&spec, purpose, &outcome);
-        Ok(outcome)
     }
 
     /// Runs `argv` like [`Executor::run`] but with `workdir` as its one writable

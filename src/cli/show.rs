@@ -28,8 +28,12 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
     let policy = store.policy_events(args.run_id)?;
     let sandbox = store.sandbox_events(args.run_id)?;
     let attempts = store.provider_attempts(args.run_id)?;
+    let sessions = store.sandbox_sessions(args.run_id)?;
+    let approvals = store.approvals(args.run_id)?;
     if args.json {
         let obj = serde_json::json!({
+            "sandbox_sessions": sessions,
+            "approvals": approvals,
             "run": run,
             "steps": steps,
             "policy_events": policy,
@@ -148,6 +152,41 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
     }
     let allowed = policy.iter().filter(|p| p.decision == "allow").count();
     println!("\npolicy decisions: {} ({} allowed)", policy.len(), allowed);
+    for p in policy.iter().filter(|p| p.step == 0) {
+        println!(
+            "  before step 1: {} {} {}: {} ({} layer)",
+            p.decision,
+            p.act,
+            s(&p.target),
+            s(&p.rule),
+            p.layer
+        );
+    }
+    if !sessions.is_empty() {
+        let mut backends: Vec<&str> = sessions.iter().map(|x| x.backend.as_str()).collect();
+        backends.sort_unstable();
+        backends.dedup();
+        let caps = sessions.iter().filter(|x| x.cap_hit.is_some()).count();
+        println!(
+            "sandboxed commands: {} (backend {}; {} stopped by a cap); layers per command: io-harness show {} --json",
+            sessions.len(),
+            backends.join(", "),
+            caps,
+            run.id
+        );
+    }
+    for a in &approvals {
+        println!(
+            "approval {} (step {}, {}): {}{}",
+            a.request_id,
+            a.step,
+            s(&a.tool),
+            a.status,
+            a.reason
+                .as_deref()
+                .map_or(String::new(), |r| format!(": {}", s(r)))
+        );
+    }
     if let Some(m) = &run.final_message {
         println!("\nfinal message:\n{}", s(m));
     }

@@ -56,11 +56,32 @@ where
 }
 
 /// Ctrl-C cancels the run at its next safe point; a second Ctrl-C exits at once.
+#[cfg(unix)]
+fn watch_ctrl_c(cancel: CancelToken) {
+    // The handler is installed here, before the run starts, not when a spawned task is
+    // first polled: a Ctrl-C in the first milliseconds must cancel, not kill.
+    let Ok(mut interrupts) =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+    else {
+        return;
+    };
+    tokio::spawn(async move {
+        if interrupts.recv().await.is_some() {
+            cancel.cancel();
+            eprintln!("\ncancelling (the run can be resumed); press Ctrl-C again to exit now");
+            if interrupts.recv().await.is_some() {
+                std::process::exit(130);
+            }
+        }
+    });
+}
+
+/// Ctrl-C cancels the run at its next safe point; a second Ctrl-C exits at once.
+#[cfg(not(unix))]
 fn watch_ctrl_c(cancel: CancelToken) {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             cancel.cancel();
-            eprintln!("\ncancelling (the run can be resumed); press Ctrl-C again to exit now");
             if tokio::signal::ctrl_c().await.is_ok() {
                 std::process::exit(130);
             }

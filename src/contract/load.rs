@@ -225,12 +225,14 @@ pub(super) fn from_str(text: &str, file: &Path) -> Result<TaskContract, Contract
     Ok(contract)
 }
 
-fn unknown_key_name(message: &str) -> Option<String> {
+/// The key a serde "unknown field" message names.
+pub(crate) fn unknown_key_name(message: &str) -> Option<String> {
     let rest = message.strip_prefix("unknown field `")?;
     Some(rest.split('`').next()?.to_string())
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
+/// The 1-based line of a byte offset, for errors that name a TOML file's line.
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
         .iter()
         .filter(|&&b| b == b'\n')

@@ -21,7 +21,7 @@ use crate::provider::{ModelPrice, PriceTable, ReasoningEffort, RetryPolicy};
 use crate::run::StallPolicy;
 
 pub use load::ContractError;
-pub(crate) use load::check_cost_price;
+pub(crate) use load::{check_cost_price, line_of, unknown_key_name};
 pub use sandbox::{LimitSettings, NetworkSetting, SandboxSettings};
 pub(crate) use units::serde_duration;
 pub use units::{parse_duration, parse_size};

@@ -138,14 +138,15 @@ impl ProjectPolicy {
         let invalid = |span: Option<Range<usize>>, key: String, message: String| {
             ProjectPolicyError::Invalid {
                 file: file.to_path_buf(),
-                line: span.map_or(1, |s| line_of(text, s.start)),
+                line: span.map_or(1, |s| crate::contract::line_of(text, s.start)),
                 key,
                 message,
             }
         };
         let raw: RawProject = toml::from_str(text).map_err(|e| {
             let message = e.message().trim().to_string();
-            let key = unknown_key_name(&message).unwrap_or_else(|| "(syntax)".into());
+            let key =
+                crate::contract::unknown_key_name(&message).unwrap_or_else(|| "(syntax)".into());
             invalid(e.span(), key, message)
         })?;
         let mut out = Self {
@@ -160,7 +161,7 @@ impl ProjectPolicy {
             if rule.decision == Decision::Allow {
                 out.ignored.push(IgnoredRule {
                     rule,
-                    line: line_of(text, span.start),
+                    line: crate::contract::line_of(text, span.start),
                     reason: PROJECT_ALLOW_IGNORED.to_string(),
                 });
             } else if !out.rules.contains(&rule) {
@@ -169,19 +170,6 @@ impl ProjectPolicy {
         }
         Ok(out)
     }
-}
-
-fn unknown_key_name(message: &str) -> Option<String> {
-    let rest = message.strip_prefix("unknown field `")?;
-    Some(rest.split('`').next()?.to_string())
-}
-
-fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
 }
 
 #[cfg(test)]

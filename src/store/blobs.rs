@@ -9,16 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Result, Store};
 
-/// Lowercase hex SHA-256 of `bytes`.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    Sha256::digest(bytes)
-        .iter()
-        .fold(String::with_capacity(64), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
-}
+pub(crate) use crate::digest::sha256_hex;
 
 /// Bodies smaller than this are stored whole; larger ones are split into chunks.
 const CHUNK_THRESHOLD: usize = 8 * 1024;

@@ -67,8 +67,7 @@ impl Tool for RunCommand {
     }
 
     fn plan(&self, ctx: &ToolContext, input: &serde_json::Value) -> Result<Vec<Action>, ToolError> {
-        let a: Args = serde_json::from_value(input.clone())
-            .map_err(|e| ToolError::BadInput(e.to_string()))?;
+        let a: Args = super::fs::parse(input)?;
         let shell = ctx.exec.as_ref().is_some_and(|e| e.shell_allowed());
         let argv = a.argv(shell)?;
         if argv[0].is_empty() {
@@ -86,8 +85,7 @@ impl Tool for RunCommand {
             let exec = ctx.exec.as_ref().ok_or_else(|| {
                 ToolError::BadInput("commands cannot run in this run: it has no sandbox".into())
             })?;
-            let a: Args = serde_json::from_value(input.clone())
-                .map_err(|e| ToolError::BadInput(e.to_string()))?;
+            let a: Args = super::fs::parse(input)?;
             let argv = a.argv(exec.shell_allowed())?;
             let out = match exec.run(argv.clone(), Purpose::Tool, None).await {
                 Ok(o) => o,

@@ -106,10 +106,7 @@ pub(super) fn cut_line(line: &str, max: usize) -> Cow<'_, str> {
     ))
 }
 
-/// SHA-256 as lowercase hex.
-pub(super) fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
+pub(super) use crate::digest::sha256_hex;
 
 /// SHA-256 of everything `r` yields, streamed.
 pub(super) fn sha256_reader(mut r: impl Read) -> io::Result<String> {
@@ -123,16 +120,7 @@ pub(super) fn sha256_reader(mut r: impl Read) -> io::Result<String> {
             Err(e) => return Err(e),
         }
     }
-    Ok(hex(&h.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
+    Ok(crate::digest::hex(&h.finalize()))
 }
 
 #[cfg(test)]

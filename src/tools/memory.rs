@@ -93,8 +93,7 @@ impl Tool for Remember {
         _ctx: &ToolContext,
         input: &serde_json::Value,
     ) -> Result<Vec<Action>, ToolError> {
-        let _: RememberArgs = serde_json::from_value(input.clone())
-            .map_err(|e| ToolError::BadInput(e.to_string()))?;
+        let _: RememberArgs = super::fs::parse(input)?;
         Ok(vec![Action::new(Act::Exec, "remember")])
     }
 
@@ -105,8 +104,7 @@ impl Tool for Remember {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             let m = memory(ctx)?;
-            let a: RememberArgs = serde_json::from_value(input.clone())
-                .map_err(|e| ToolError::BadInput(e.to_string()))?;
+            let a: RememberArgs = super::fs::parse(input)?;
             if let Some(f) = m.leaks(&a.value) {
                 return Err(ToolError::BadInput(format!(
                     "refused: the note carries content of {}, which the policy denies reading",
@@ -155,8 +153,7 @@ impl Tool for Forget {
         _ctx: &ToolContext,
         input: &serde_json::Value,
     ) -> Result<Vec<Action>, ToolError> {
-        let _: ForgetArgs = serde_json::from_value(input.clone())
-            .map_err(|e| ToolError::BadInput(e.to_string()))?;
+        let _: ForgetArgs = super::fs::parse(input)?;
         Ok(vec![Action::new(Act::Exec, "forget")])
     }
 
@@ -167,8 +164,7 @@ impl Tool for Forget {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             let m = memory(ctx)?;
-            let a: ForgetArgs = serde_json::from_value(input.clone())
-                .map_err(|e| ToolError::BadInput(e.to_string()))?;
+            let a: ForgetArgs = super::fs::parse(input)?;
             let existed = m
                 .store
                 .memory_delete(&m.workspace, &a.key)

@@ -13,8 +13,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use sha2::{Digest, Sha256};
-
 use super::budget::{self, Totals};
 use super::events::{Flow, RunEvent};
 use super::outcome::RunOutcome;
@@ -85,14 +83,7 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut s = String::with_capacity(64);
-    for b in digest {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
+use crate::digest::sha256_hex;
 
 /// The caller's policy, or the contract's.
 /// A policy the harness built itself (its layers go on record), or none.

@@ -99,7 +99,7 @@ pub use outcome::{
     MountReport, Namespace, SandboxOutcome, Teardown,
 };
 pub use select::{ProbeReport, probe, require, select};
-pub use spec::{Cap, NetworkPosture, RunSpec, SandboxLimits};
+pub use spec::{Cap, NetworkPosture, ProxyBridge, RunSpec, SandboxLimits};
 #[cfg(not(target_os = "linux"))]
 pub use unsupported::NativeSandbox;
 

@@ -243,6 +243,10 @@ pub struct LayerReport {
     pub capabilities_dropped: bool,
     /// Every inherited fd but stdio was closed.
     pub fds_closed: bool,
+    /// A loopback port inside the private network namespace led to the harness's egress
+    /// proxy (posture `allowlist` really in force). False for every other posture and
+    /// where an allowlist could not be set up as such (then nothing left the sandbox).
+    pub proxy_bridge: bool,
     /// Limits and teardown.
     pub limits: LimitReport,
 }

@@ -10,26 +10,46 @@ use std::path::PathBuf;
 ///
 /// `None` is the default: the native backend gives the child a private network
 /// namespace with only a loopback interface, so there is no route out at all.
-/// `Open` is an explicit operator choice and is recorded as such. An allowlist
-/// (through a proxy) comes with the egress-policy issue.
+/// `Allowlist` is the same private namespace plus one loopback port that leads to the
+/// harness's egress proxy ([`RunSpec::proxy`]); where there is no private network
+/// namespace (the floor) it is enforced as `None` and the outcome says so
+/// ([`crate::sandbox::LayerReport::proxy_bridge`] is false).
+/// `Open` is an explicit operator choice and is recorded as such.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum NetworkPosture {
     /// No route out (private network namespace, or a filter where there is none).
     #[default]
     None,
+    /// No route out but through the egress proxy's bridge (see [`ProxyBridge`]).
+    Allowlist,
     /// The host's network, unfiltered. Only by explicit choice.
     Open,
 }
 
 impl NetworkPosture {
-    /// The stable label used in records: `none` or `open`.
+    /// The stable label used in records: `none`, `allowlist` or `open`.
     pub fn label(self) -> &'static str {
         match self {
             NetworkPosture::None => "none",
+            NetworkPosture::Allowlist => "allowlist",
             NetworkPosture::Open => "open",
         }
     }
+}
+
+/// How an [`NetworkPosture::Allowlist`] sandbox reaches the egress proxy: a TCP
+/// listener on `127.0.0.1:port` *inside* the sandbox's private network namespace, whose
+/// connections the harness pipes, on the host side, to the unix socket `to_unix` (where
+/// [`crate::egress::EgressProxy`] listens). The listener is created by the sandbox's init
+/// inside the namespace and handed to the harness over a socket pair before the command
+/// starts, so the command never holds it and the proxy socket stays hidden from it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProxyBridge {
+    /// The loopback port inside the sandbox (the command's `HTTP(S)_PROXY` points at it).
+    pub port: u16,
+    /// The proxy's unix socket on the host.
+    pub to_unix: PathBuf,
 }
 
 /// One resource cap, as reported in [`crate::sandbox::SandboxOutcome::cap_hit`].
@@ -131,6 +151,9 @@ pub struct RunSpec {
     pub limits: SandboxLimits,
     /// Network posture.
     pub network: NetworkPosture,
+    /// With [`NetworkPosture::Allowlist`]: where the in-sandbox proxy port leads.
+    /// Without it, an allowlist posture has no route at all.
+    pub proxy: Option<ProxyBridge>,
     /// The child's environment, as built by the caller (names the contract allows).
     pub env: Vec<(String, String)>,
     /// Extra host paths made visible read-only (toolchains outside the defaults).
@@ -161,6 +184,7 @@ impl RunSpec {
             workdir: workdir.into(),
             limits: SandboxLimits::default(),
             network: NetworkPosture::None,
+            proxy: None,
             env: Vec::new(),
             read_only_paths: Vec::new(),
             masked_paths: Vec::new(),

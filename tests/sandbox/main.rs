@@ -24,6 +24,7 @@ macro_rules! backends {
 mod common;
 #[cfg(feature = "sandbox-test-disable-layers")]
 mod disabled;
+mod egress;
 mod fs;
 mod harness;
 mod helper;

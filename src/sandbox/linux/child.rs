@@ -34,6 +34,7 @@ pub(crate) enum Stage {
     Landlock,
     Seccomp,
     Cgroup,
+    Bridge,
 }
 
 impl Stage {
@@ -41,7 +42,7 @@ impl Stage {
         use Stage::*;
         [
             Fds, IdMap, Mount, Hostname, Loopback, Fork, Setsid, Rlimit, Chdir, Caps, NoNewPrivs,
-            Landlock, Seccomp, Cgroup,
+            Landlock, Seccomp, Cgroup, Bridge,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -63,6 +64,7 @@ impl Stage {
             Stage::Landlock => "landlock",
             Stage::Seccomp => "seccomp",
             Stage::Cgroup => "join cgroup",
+            Stage::Bridge => "egress bridge listener",
         }
     }
 }
@@ -124,6 +126,8 @@ pub(crate) struct ChildFds {
     pub stderr: RawFd,
     pub exec_w: RawFd,
     pub status_w: RawFd,
+    /// The child's end of the socket pair the bridge listener is sent over, or -1.
+    pub bridge: RawFd,
 }
 
 /// Where the child is: failures are reported on `exec_w`.
@@ -200,7 +204,7 @@ pub(crate) fn child_main(plan: &mut ChildPlan, fds: ChildFds) -> ! {
         ctx.fail(Stage::Fds, 0, e);
     }
     let ruleset = plan.landlock.as_ref().map_or(-1, |l| l.fd());
-    let mut keep = [fds.exec_w, fds.status_w, ruleset];
+    let mut keep = [fds.exec_w, fds.status_w, ruleset, fds.bridge];
     if let Err(e) = close_all_but(&mut keep) {
         ctx.fail(Stage::Fds, 0, e);
     }
@@ -234,6 +238,19 @@ pub(crate) fn child_main(plan: &mut ChildPlan, fds: ChildFds) -> ! {
     if plan.loopback {
         let r = sys::loopback_up();
         ctx.layer(bit::LOOPBACK, Stage::Loopback, 0, r);
+    }
+    if let Some(port) = plan.bridge_port
+        && fds.bridge >= 0
+    {
+        // Created here, in the sandbox's network namespace, then owned by the parent
+        // alone: neither init nor the command keeps it.
+        let r = sys::tcp_listen_loopback(port).and_then(|l| {
+            let sent = sys::send_fd(fds.bridge, l);
+            sys::close(l);
+            sent
+        });
+        sys::close(fds.bridge);
+        ctx.layer(bit::BRIDGE, Stage::Bridge, 0, r);
     }
 
     if !plan.pid_ns {

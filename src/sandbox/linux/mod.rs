@@ -2,6 +2,7 @@
 //! portable floor, which share the spawner, the child code and the supervisor and
 //! differ only in the plan ([`prepare::Mode`]).
 
+mod bridge;
 mod cgroup;
 mod child;
 mod host;

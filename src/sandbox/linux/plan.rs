@@ -29,6 +29,7 @@ pub(crate) mod bit {
     pub const FDS: u32 = 1 << 10;
     pub const CHDIR: u32 = 1 << 11;
     pub const CGROUP: u32 = 1 << 12;
+    pub const BRIDGE: u32 = 1 << 13;
 }
 
 /// The program to execute, with NULL-terminated pointer arrays into owned strings.
@@ -133,6 +134,9 @@ pub(crate) struct ChildPlan {
     pub hostname: Option<&'static [u8]>,
     /// Bring `lo` up (with a network namespace).
     pub loopback: bool,
+    /// Listen on `127.0.0.1:port` inside the private network namespace and hand the
+    /// listener to the parent (the egress bridge).
+    pub bridge_port: Option<u16>,
     /// Start a new session.
     pub setsid: bool,
     /// `(resource, soft, hard)` rlimits.

@@ -55,6 +55,8 @@ pub(crate) struct Prepared {
     pub private_dir: Option<PathBuf>,
     /// Enforce the memory cap by sampling (no memory cgroup).
     pub memory_monitor: bool,
+    /// The egress proxy's unix socket, when the child sets up a bridge to it.
+    pub bridge_to: Option<PathBuf>,
 }
 
 fn cstring(p: &Path) -> Result<CString, SandboxError> {
@@ -143,7 +145,7 @@ pub(crate) fn prepare(
             (off::IPCNS, libc::CLONE_NEWIPC, Namespace::Ipc),
             (off::UTSNS, libc::CLONE_NEWUTS, Namespace::Uts),
         ] {
-            if on(b) && (ns != Namespace::Net || spec.network == NetworkPosture::None) {
+            if on(b) && (ns != Namespace::Net || spec.network != NetworkPosture::Open) {
                 flags |= f as u64;
                 namespaces.push(ns);
             }
@@ -161,6 +163,13 @@ pub(crate) fn prepare(
         flags &= !(libc::CLONE_NEWNET as u64);
     }
     let loopback = private_net && pooled_net.is_none();
+    // An allowlist without a private namespace (the floor, or the layer switched off
+    // in a test) has no bridge: it is held to no network at all, like `None`.
+    let bridge = match (&spec.network, &spec.proxy) {
+        (NetworkPosture::Allowlist, Some(p)) if private_net => Some(p.clone()),
+        _ => None,
+    };
+    let deny_inet = spec.network != NetworkPosture::Open && !private_net;
 
     // Private directories and the environment.
     let (inside_home, inside_tmp, private_dir) = if native && has(Namespace::Mount) {
@@ -202,7 +211,7 @@ pub(crate) fn prepare(
 
     // Landlock.
     let shape = Shape {
-        deny_net: spec.network == NetworkPosture::None && !private_net,
+        deny_net: deny_inet,
         scoped: true,
     };
     let devices: Vec<PathBuf> = DEVICES.iter().map(|d| Path::new("/dev").join(d)).collect();
@@ -243,7 +252,7 @@ pub(crate) fn prepare(
 
     // seccomp.
     let seccomp = if on(off::SECCOMP) {
-        seccomp::programs(spec.network == NetworkPosture::None && !private_net)?
+        seccomp::programs(deny_inet)?
     } else {
         Vec::new()
     };
@@ -338,6 +347,7 @@ pub(crate) fn prepare(
         id_maps,
         hostname: has(Namespace::Uts).then_some(&b"io-harness"[..]),
         loopback,
+        bridge_port: bridge.as_ref().map(|b| b.port),
         setsid: on(off::SETSID),
         rlimits,
         workdir: cstring(&wd)?,
@@ -368,6 +378,7 @@ pub(crate) fn prepare(
         cgroup,
         private_dir,
         memory_monitor,
+        bridge_to: bridge.map(|b| b.to_unix),
     })
 }
 
@@ -415,6 +426,7 @@ pub(crate) fn complete(
     base.new_session = applied & bit::SETSID != 0;
     base.capabilities_dropped = applied & bit::CAPS != 0;
     base.fds_closed = applied & bit::FDS != 0;
+    base.proxy_bridge = applied & bit::BRIDGE != 0;
     if applied & bit::CGROUP == 0 && !base.limits.cgroup.is_empty() {
         // Not in the cgroup after all: its caps and teardown do not apply.
         base.limits.cgroup.clear();

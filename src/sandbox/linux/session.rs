@@ -12,12 +12,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::bridge::Forwarder;
 use super::cgroup::SandboxCgroup;
 use super::child::{
     KIND_EXEC_FAILED, KIND_FAILED, KIND_LAYERS, KIND_STATUS, REPORT_LEN, Report, Stage,
 };
 use super::monitor;
 use super::pipes::{self, Sink, pfd, poll, set_nonblocking};
+use super::plan::bit;
 use super::prepare::{Prepared, complete};
 use super::spawn::{self, Launched, Stdin};
 use super::sys;
@@ -61,6 +63,8 @@ pub(crate) struct Session {
     fired: Arc<Mutex<Option<Cap>>>,
     /// The pooled network namespace, given back once the sandbox is verified gone.
     netns: Option<OwnedFd>,
+    /// The egress bridge's host side, stopped before the namespace is given back.
+    bridge: Option<Forwarder>,
 }
 
 /// Parent ends of the child's stdio.
@@ -86,6 +90,7 @@ impl Session {
             cgroup,
             private_dir,
             memory_monitor,
+            bridge_to,
         } = prepared;
         let pid_ns = plan.pid_ns;
         let started = Instant::now();
@@ -99,6 +104,7 @@ impl Session {
             stderr,
             exec_r,
             status_r,
+            bridge: bridge_fd,
         } = launched;
         let mut session = Session {
             backend,
@@ -119,8 +125,17 @@ impl Session {
             watchdog: None,
             fired: Arc::new(Mutex::new(None)),
             netns,
+            bridge: None,
         };
-        match session.read_exec_report(&exec_r, &plan) {
+        let report = session
+            .read_exec_report(&exec_r, &plan)
+            .and_then(|applied| {
+                if applied & bit::BRIDGE != 0 {
+                    session.bridge = Some(start_bridge(bridge_fd, bridge_to)?);
+                }
+                Ok(applied)
+            });
+        match report {
             Ok(applied) => {
                 let layers = std::mem::take(&mut session.layers);
                 session.layers = complete(layers, landlock, plan.mounts.as_ref(), applied);
@@ -546,6 +561,10 @@ impl Session {
             return Ok(());
         }
         self.done = true;
+        // The listener and piped sockets live in the sandbox's network namespace.
+        if let Some(mut b) = self.bridge.take() {
+            b.stop();
+        }
         if let Some(dir) = self.private_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
@@ -572,6 +591,26 @@ impl Session {
         let _ = self.reap();
         let _ = self.teardown();
     }
+}
+
+/// The bridge listener the child sent, and its forwarder to the proxy's socket.
+fn start_bridge(
+    pair: Option<OwnedFd>,
+    to_unix: Option<PathBuf>,
+) -> Result<Forwarder, SandboxError> {
+    let fail = |e: std::io::Error| SandboxError::Layer {
+        stage: "egress bridge listener",
+        detail: String::new(),
+        source: e,
+    };
+    let (Some(pair), Some(to_unix)) = (pair, to_unix) else {
+        return Err(fail(std::io::Error::other("no bridge was planned")));
+    };
+    let fd =
+        sys::recv_fd(pair.as_raw_fd()).map_err(|e| fail(std::io::Error::from_raw_os_error(e)))?;
+    // SAFETY: recv_fd returned a new fd received with SCM_RIGHTS, owned by nobody else.
+    let listener = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    Forwarder::start(listener, to_unix)
 }
 
 impl Drop for Session {

@@ -89,6 +89,8 @@ pub(crate) struct Launched {
     pub exec_r: OwnedFd,
     /// Read end of the status pipe (init's report of the command's status).
     pub status_r: OwnedFd,
+    /// The parent's end of the socket pair the egress bridge listener arrives on.
+    pub bridge: Option<OwnedFd>,
 }
 
 /// stdin of the child.
@@ -133,6 +135,30 @@ fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, SandboxError> {
     Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
 
+/// A unix socket pair (datagram-like, for one fd), both ends above stdio and
+/// close-on-exec: `(parent, child)`.
+fn socket_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: fds is a valid two-element array.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if r < 0 {
+        return Err(SandboxError::Spawn {
+            stage: "socketpair",
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: socketpair just returned these two fds, owned by nobody else.
+    let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok((above_stdio(a)?, above_stdio(b)?))
+}
+
 fn dev_null() -> Result<OwnedFd, SandboxError> {
     let f = std::fs::File::open("/dev/null").map_err(SandboxError::spawn("open /dev/null"))?;
     above_stdio(OwnedFd::from(f))
@@ -172,18 +198,26 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
             (r, Some(w))
         }
     };
+    let (bridge_parent, bridge_child) = match plan.bridge_port {
+        Some(_) => {
+            let (p, c) = socket_pair()?;
+            (Some(p), Some(c))
+        }
+        None => (None, None),
+    };
     let fds = ChildFds {
         stdin: stdin_child.as_raw_fd(),
         stdout: out_w.as_raw_fd(),
         stderr: err_w.as_raw_fd(),
         exec_w: exec_w.as_raw_fd(),
         status_w: status_w.as_raw_fd(),
+        bridge: bridge_child.as_ref().map_or(-1, |b| b.as_raw_fd()),
     };
     if !plan.pid_ns && plan.clone_flags == 0 {
         // No namespaces: the child execs right away, so it can share our memory
         // until then (vfork) instead of copying the page tables.
         return launch_vfork(plan, fds).map(|(pid, pidfd, plan)| {
-            drop((out_w, err_w, exec_w, status_w, stdin_child));
+            drop((out_w, err_w, exec_w, status_w, stdin_child, bridge_child));
             (
                 Launched {
                     pid,
@@ -193,6 +227,7 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
                     stderr: err_r,
                     exec_r,
                     status_r,
+                    bridge: bridge_parent,
                 },
                 plan,
             )
@@ -237,7 +272,7 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
     })?;
     // SAFETY: CLONE_PIDFD stored a new pidfd owned by us.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    drop((out_w, err_w, exec_w, status_w, stdin_child));
+    drop((out_w, err_w, exec_w, status_w, stdin_child, bridge_child));
     Ok((
         Launched {
             pid: pid as i32,
@@ -247,6 +282,7 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
             stderr: err_r,
             exec_r,
             status_r,
+            bridge: bridge_parent,
         },
         plan,
     ))

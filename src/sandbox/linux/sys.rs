@@ -478,3 +478,126 @@ pub(crate) fn pidfd_kill(pidfd: RawFd, sig: c_int) -> Result<(), Errno> {
     })
     .map(drop)
 }
+
+/// A listening TCP socket on `127.0.0.1:port` of the calling process's network
+/// namespace, close-on-exec. Used by the sandbox's init for the egress bridge.
+pub(crate) fn tcp_listen_loopback(port: u16) -> Result<RawFd, Errno> {
+    // SAFETY: socket(2) with integer arguments.
+    let fd = check_int(unsafe {
+        libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0)
+    })?;
+    // SAFETY: an all-zero sockaddr_in is a valid value.
+    let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    addr.sin_family = libc::AF_INET as libc::sa_family_t;
+    addr.sin_port = port.to_be();
+    addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+    let one: c_int = 1;
+    // SAFETY: setsockopt with a valid pointer to an int of the given size.
+    let r = check_int(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&one as *const c_int).cast(),
+            std::mem::size_of::<c_int>() as libc::socklen_t,
+        )
+    })
+    .and_then(|_| {
+        // SAFETY: addr is a valid sockaddr_in of the given size.
+        check_int(unsafe {
+            libc::bind(
+                fd,
+                (&addr as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        })
+    })
+    // SAFETY: listen(2) on the socket just bound.
+    .and_then(|_| check_int(unsafe { libc::listen(fd, 128) }));
+    match r {
+        Ok(_) => Ok(fd),
+        Err(e) => {
+            close(fd);
+            Err(e)
+        }
+    }
+}
+
+/// Room for one `SCM_RIGHTS` control message carrying one fd, suitably aligned.
+#[repr(C, align(8))]
+struct CmsgBuf([u8; 32]);
+
+/// Send `fd` over the unix socket `sock` (`SCM_RIGHTS`, one byte of data).
+pub(crate) fn send_fd(sock: RawFd, fd: RawFd) -> Result<(), Errno> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut buf = CmsgBuf([0; 32]);
+    // SAFETY: an all-zero msghdr is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = buf.0.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is arithmetic on its argument.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<c_int>() as u32) } as _;
+    // SAFETY: msg_control points at a buffer of at least msg_controllen bytes, so the
+    // first header and its data lie inside it.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<c_int>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>(), fd);
+    }
+    loop {
+        // SAFETY: msg and everything it points to are valid for the call.
+        let r = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+        match check(r as c_long) {
+            Err(libc::EINTR) => continue,
+            r => return r.map(drop),
+        }
+    }
+}
+
+/// Receive one fd sent with [`send_fd`], without blocking (the sender has already
+/// sent it when this is called). The fd is close-on-exec.
+pub(crate) fn recv_fd(sock: RawFd) -> Result<RawFd, Errno> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut buf = CmsgBuf([0; 32]);
+    // SAFETY: an all-zero msghdr is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = buf.0.as_mut_ptr().cast();
+    msg.msg_controllen = buf.0.len() as _;
+    let n = loop {
+        // SAFETY: msg and everything it points to are valid for the call.
+        let r =
+            unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC) };
+        match check(r as c_long) {
+            Err(libc::EINTR) => continue,
+            r => break r?,
+        }
+    };
+    if n == 0 {
+        return Err(libc::ECONNRESET);
+    }
+    // SAFETY: the kernel filled msg_control; CMSG_FIRSTHDR checks msg_controllen.
+    let cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    if cmsg.is_null() {
+        return Err(libc::EBADMSG);
+    }
+    // SAFETY: cmsg points at a header inside buf, written by the kernel.
+    let (level, kind) = unsafe { ((*cmsg).cmsg_level, (*cmsg).cmsg_type) };
+    if level != libc::SOL_SOCKET || kind != libc::SCM_RIGHTS {
+        return Err(libc::EBADMSG);
+    }
+    // SAFETY: an SCM_RIGHTS message carries at least one int after the header.
+    Ok(unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>()) })
+}

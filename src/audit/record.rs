@@ -55,6 +55,10 @@ pub struct SessionRecord {
     /// Egress refusals the proxy reported; absent when nobody watched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress_denied_reported: Option<u64>,
+    /// Egress connections the proxy admitted, as it reported them; absent when nobody
+    /// watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_admitted_reported: Option<u64>,
     /// The first distinct hosts refused, as reported (a hint; the count is the number).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress_denied_hosts_reported: Vec<String>,
@@ -86,6 +90,7 @@ impl SessionRecord {
             duration_ms: 0,
             cap_hit: None,
             egress_denied_reported: None,
+            egress_admitted_reported: None,
             egress_denied_hosts_reported: Vec::new(),
         }
     }

@@ -82,6 +82,7 @@ struct RawSandbox {
     require: Option<Spanned<String>>,
     network: Option<Spanned<String>>,
     allow_hosts: Option<Spanned<Vec<String>>>,
+    resolve: Option<Spanned<std::collections::BTreeMap<String, String>>>,
     #[serde(default)]
     env: Vec<String>,
     #[serde(default)]
@@ -451,34 +452,85 @@ fn convert_sandbox(
         }
         out.require = Some(r.into_inner());
     }
+    let mut network_span = None;
     if let Some(n) = sb.network {
+        note("sandbox.network", n.span());
+        network_span = Some(n.span());
         out.network = match n.get_ref().as_str() {
             "none" => NetworkSetting::None,
             "open" => NetworkSetting::Open,
-            "allowlist" => {
-                return Err((
-                    "sandbox.network".into(),
-                    Some(n.span()),
-                    "\"allowlist\" needs the egress proxy, which this version does not have yet; use \"none\" or, by explicit choice, \"open\"".into(),
-                ));
-            }
+            "allowlist" => NetworkSetting::Allowlist,
             other => {
                 return Err((
                     "sandbox.network".into(),
                     Some(n.span()),
-                    format!("{other:?}: expected \"none\" or \"open\""),
+                    format!("{other:?}: expected \"none\", \"allowlist\" or \"open\""),
                 ));
             }
         };
     }
-    if let Some(h) = sb.allow_hosts
-        && !h.get_ref().is_empty()
-    {
+    let allowlist = out.network == NetworkSetting::Allowlist;
+    if let Some(h) = sb.allow_hosts {
+        note("sandbox.allow_hosts", h.span());
+        let span = h.span();
+        let hosts = h.into_inner();
+        if !hosts.is_empty() && !allowlist {
+            return Err((
+                "sandbox.allow_hosts".into(),
+                Some(span),
+                "hosts are only admitted with network = \"allowlist\"".into(),
+            ));
+        }
+        for (i, host) in hosts.iter().enumerate() {
+            if let Err(e) = crate::egress::HostRule::parse(host) {
+                return Err((
+                    format!("sandbox.allow_hosts[{i}]"),
+                    Some(span.clone()),
+                    format!("{e} (expected a name, *.suffix or IP literal with an optional :port)"),
+                ));
+            }
+        }
+        out.allow_hosts = hosts;
+    }
+    if allowlist && out.allow_hosts.is_empty() {
         return Err((
             "sandbox.allow_hosts".into(),
-            Some(h.span()),
-            "host allowlists need the egress proxy, which this version does not have yet".into(),
+            network_span,
+            "network = \"allowlist\" needs at least one host in allow_hosts (with none, use \"none\")".into(),
         ));
+    }
+    if let Some(r) = sb.resolve {
+        note("sandbox.resolve", r.span());
+        let span = r.span();
+        let map = r.into_inner();
+        if !map.is_empty() && !allowlist {
+            return Err((
+                "sandbox.resolve".into(),
+                Some(span),
+                "names are only resolved by the egress proxy, with network = \"allowlist\"".into(),
+            ));
+        }
+        for (name, addr) in map {
+            let key = format!("sandbox.resolve.{name:?}");
+            let ip: std::net::IpAddr = addr.parse().map_err(|_| {
+                (
+                    key.clone(),
+                    Some(span.clone()),
+                    format!("{addr:?} is not an IP address"),
+                )
+            })?;
+            match crate::egress::HostRule::parse(&name) {
+                Ok(rule) if rule.is_plain_name() => {}
+                _ => {
+                    return Err((
+                        key,
+                        Some(span.clone()),
+                        format!("{name:?} is not a host name (no port, no wildcard, no IP)"),
+                    ));
+                }
+            }
+            out.resolve.insert(name.to_ascii_lowercase(), ip);
+        }
     }
     for name in &sb.env {
         if name.is_empty() || name.contains('=') {

@@ -1,6 +1,10 @@
 //! The `[sandbox]` section: how commands the agent or a gate runs are isolated.
 
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::PathBuf;
+
+use crate::egress::{HostRule, RuleError};
 
 use serde::{Deserialize, Serialize};
 
@@ -11,6 +15,10 @@ pub enum NetworkSetting {
     /// No route out (the default).
     #[default]
     None,
+    /// No route out but through the harness's allowlisting egress proxy, which admits
+    /// only the hosts of [`SandboxSettings::allow_hosts`]; recorded as posture
+    /// `allowlist` with the resolved list and the refusals the proxy reported.
+    Allowlist,
     /// The host's network, unfiltered: only by explicit operator choice, recorded as
     /// posture `open`.
     Open,
@@ -50,6 +58,15 @@ pub struct SandboxSettings {
     /// Network posture.
     #[serde(default)]
     pub network: NetworkSetting,
+    /// With `network = "allowlist"`: the hosts the proxy admits (`crates.io`,
+    /// `*.pypi.org:443`, `10.0.0.5:8080`), parsed by [`HostRule::parse`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_hosts: Vec<String>,
+    /// With `network = "allowlist"`: names the proxy resolves to a fixed address
+    /// instead of asking DNS (like curl's `--resolve`), for internal mirrors and
+    /// air-gapped hosts. Only names an `allow_hosts` rule admits are ever dialled.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resolve: BTreeMap<String, IpAddr>,
     /// Host variables passed in by name (values are read at run time, never stored).
     #[serde(default)]
     pub env: Vec<String>,
@@ -66,4 +83,15 @@ pub struct SandboxSettings {
     /// Let `run_command` take a shell string (`sh -c`), not only an argv.
     #[serde(default)]
     pub shell: bool,
+}
+
+impl SandboxSettings {
+    /// The parsed allowlist (empty unless `network = "allowlist"`). A bad entry is an
+    /// error naming it; a contract loaded from TOML has been checked already.
+    pub fn host_rules(&self) -> Result<Vec<HostRule>, RuleError> {
+        if self.network != NetworkSetting::Allowlist {
+            return Ok(Vec::new());
+        }
+        self.allow_hosts.iter().map(|h| HostRule::parse(h)).collect()
+    }
 }

@@ -124,6 +124,19 @@ impl EgressConfig {
         self
     }
 
+    /// Resolve these names to a fixed address, on whatever port was asked for, and
+    /// every other name through the system resolver (the contract's `[sandbox] resolve`).
+    pub fn with_pins(mut self, pins: impl IntoIterator<Item = (String, std::net::IpAddr)>) -> EgressConfig {
+        let pins: HashMap<String, std::net::IpAddr> = pins
+            .into_iter()
+            .map(|(k, v)| (rule::normalize(&k), v))
+            .collect();
+        if !pins.is_empty() {
+            self.resolver = Resolver::Pinned(pins);
+        }
+        self
+    }
+
     /// Binds the listeners and starts serving on the current tokio runtime.
     pub async fn start(self) -> io::Result<EgressProxy> {
         let (dir, unix_path, owned_path) = match self.unix_path {
@@ -208,6 +221,17 @@ impl EgressProxy {
         self.shared.stats.refused_hosts()
     }
 
+    /// Waits, at most `limit`, until no connection is being served, so a report taken
+    /// after the sandbox is gone includes what its last connections were refused.
+    /// Polls every few milliseconds: the proxy exposes no completion signal and the
+    /// wait is short and bounded.
+    pub async fn settle(&self, limit: Duration) {
+        let end = tokio::time::Instant::now() + limit;
+        while self.shared.stats.active() > 0 && tokio::time::Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// Everything to record for the session, as observed so far.
     pub fn report(&self) -> EgressReport {
         EgressReport {
@@ -252,6 +276,15 @@ impl Accept for TcpAccept {
     }
 }
 
+/// Counts a connection as in flight until dropped (also when its task is aborted).
+struct Active(Arc<Shared>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.stats.leave();
+    }
+}
+
 /// Accepts until aborted; connections live in a `JoinSet`, so aborting this task
 /// (dropping the set) ends them too.
 async fn accept_loop<L: Accept>(listener: L, shared: Arc<Shared>) {
@@ -260,7 +293,13 @@ async fn accept_loop<L: Accept>(listener: L, shared: Arc<Shared>) {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(s) => {
-                    conns.spawn(conn::serve(s, shared.clone()));
+                    let shared = shared.clone();
+                    shared.stats.enter();
+                    let guard = Active(shared.clone());
+                    conns.spawn(async move {
+                        let _guard = guard;
+                        conn::serve(s, shared).await
+                    });
                 }
                 Err(e) => {
                     // EMFILE and friends are transient; back off instead of spinning.

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use tokio::net::TcpStream;
@@ -21,6 +21,8 @@ pub(crate) enum Resolver {
     System,
     /// `name:port` or `name` → address; names missing from the map do not resolve.
     Fixed(HashMap<String, SocketAddr>),
+    /// These names → that address on the requested port; others through the system.
+    Pinned(HashMap<String, IpAddr>),
 }
 
 impl Resolver {
@@ -36,9 +38,14 @@ impl Resolver {
             }
         };
         match self {
-            Resolver::System => Ok(tokio::net::lookup_host((name.as_str(), port))
-                .await?
-                .collect()),
+            Resolver::Pinned(pins) if pins.contains_key(name) => {
+                Ok(pins.get(name).map(|ip| SocketAddr::new(*ip, port)).into_iter().collect())
+            }
+            Resolver::System | Resolver::Pinned(_) => {
+                Ok(tokio::net::lookup_host((name.as_str(), port))
+                    .await?
+                    .collect())
+            }
             Resolver::Fixed(map) => map
                 .get(&format!("{name}:{port}"))
                 .or_else(|| map.get(name))

@@ -163,6 +163,11 @@ impl HostRule {
         Ok(HostRule { pattern, port })
     }
 
+    /// An exact host name without a port (what a `resolve` pin may name).
+    pub fn is_plain_name(&self) -> bool {
+        matches!(self.pattern, Pattern::Exact(_)) && self.port.is_none()
+    }
+
     /// Whether this rule admits `target` on `port`.
     pub(crate) fn admits(&self, target: &Target, port: u16) -> bool {
         if self.port.is_some_and(|p| p != port) {

@@ -8,12 +8,26 @@ pub const MAX_REFUSED_HOSTS: usize = 32;
 
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
+    /// Connections being served right now.
+    active: AtomicU64,
     admitted: AtomicU64,
     refusals: AtomicU64,
     hosts: Mutex<Vec<String>>,
 }
 
 impl Stats {
+    pub(crate) fn enter(&self) {
+        self.active.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn leave(&self) {
+        self.active.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn active(&self) -> u64 {
+        self.active.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn admit(&self) {
         self.admitted.fetch_add(1, Ordering::Relaxed);
     }

@@ -6,21 +6,72 @@
 //! report, the `create` / `exec` / `cap_hit` / `destroy` sandbox events under the
 //! backend that really ran, a `sandbox_sessions` row with the layers applied, and one
 //! audit-log line. A launch that failed records none of these: nothing ran.
+//!
+//! # Egress (`network = "allowlist"`)
+//! Each command gets its own [`EgressProxy`] admitting the contract's `allow_hosts`
+//! (names in `[sandbox] resolve` pinned), reached from inside through the sandbox's
+//! bridge port ([`ProxyBridge`]), with `HTTP(S)_PROXY` pointing at it. After the command
+//! the proxy's counts are recorded as *reported* (`egress_refusals_reported`…): the host
+//! saw them, but not what the client did inside an admitted TLS tunnel. The posture
+//! recorded is the one in force: `allowlist` only when the bridge was really set up
+//! (the outcome's `proxy_bridge`); an allowlist the backend could only hold to no
+//! network at all (the floor) is recorded as `none`, with its counts not observed.
 
 mod report;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use crate::audit::{AuditLog, SessionRecord};
 use crate::contract::{NetworkSetting, SandboxSettings};
+use crate::egress::{EgressProxy, EgressReport, bridge};
 use crate::sandbox::{
-    Backend, NetworkPosture, RunSpec, Sandbox, SandboxError, SandboxLimits, SandboxOutcome,
+    Backend, NetworkPosture, ProxyBridge, RunSpec, Sandbox, SandboxError, SandboxLimits,
+    SandboxOutcome,
 };
 use crate::store::{SandboxEvent, SandboxSession, Store};
 
 pub use report::{layers_json, limits_json};
+
+/// How long the proxy may finish serving a session's last connections before its
+/// counts are read.
+const EGRESS_SETTLE: Duration = Duration::from_secs(2);
+
+/// What a session's egress looked like, for the records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EgressRecord {
+    /// The posture in force: `none`, `allowlist` or `open`.
+    pub posture: &'static str,
+    /// The resolved allowlist in force (empty unless `allowlist`).
+    pub allow_hosts: Vec<String>,
+    /// What the proxy reported; all `None` when no proxy watched.
+    pub report: EgressReport,
+}
+
+impl EgressRecord {
+    /// The record of a session run under `spec` whose outcome is `out`, with the proxy
+    /// that served it, if any. An allowlist whose bridge was not set up had no route
+    /// at all: it is recorded as `none`, not observed.
+    pub fn of(spec: &RunSpec, out: &SandboxOutcome, proxy: Option<&EgressProxy>) -> EgressRecord {
+        match (spec.network, proxy) {
+            (NetworkPosture::Allowlist, Some(p)) if out.layers.proxy_bridge => EgressRecord {
+                posture: NetworkPosture::Allowlist.label(),
+                allow_hosts: p.rules().iter().map(ToString::to_string).collect(),
+                report: p.report(),
+            },
+            (NetworkPosture::Allowlist, _) => EgressRecord {
+                posture: NetworkPosture::None.label(),
+                ..EgressRecord::default()
+            },
+            (posture, _) => EgressRecord {
+                posture: posture.label(),
+                ..EgressRecord::default()
+            },
+        }
+    }
+}
 
 /// Why a command was run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +181,7 @@ impl Executor {
         }
         spec.network = match self.settings.network {
             NetworkSetting::None => NetworkPosture::None,
+            NetworkSetting::Allowlist => NetworkPosture::Allowlist,
             NetworkSetting::Open => NetworkPosture::Open,
         };
         spec.env = self
@@ -169,6 +221,7 @@ impl Executor {
     ) -> Result<SandboxOutcome, SandboxError> {
         let mut spec = self.spec(argv, wall_secs);
         spec.workdir = workdir.to_path_buf();
+        let proxy = self.start_egress(&mut spec).await?;
         let sandbox = self.sandbox.clone();
         let spec2 = spec.clone();
         let outcome = tokio::task::spawn_blocking(move || sandbox.run(&spec2))
@@ -177,8 +230,40 @@ impl Executor {
                 stage: "blocking task",
                 source: std::io::Error::other(e.to_string()),
             })??;
-        self.record(&spec, purpose, &outcome);
+        if let Some(p) = &proxy {
+            p.settle(EGRESS_SETTLE).await;
+        }
+        let egress = EgressRecord::of(&spec, &outcome, proxy.as_ref());
+        drop(proxy);
+        self.record(&spec, purpose, &outcome, &egress);
         Ok(outcome)
+    }
+
+    /// With `network = "allowlist"`: a proxy for this command, and the spec pointed
+    /// at it (bridge port, proxy variables ahead of any the contract passes in).
+    async fn start_egress(&self, spec: &mut RunSpec) -> Result<Option<EgressProxy>, SandboxError> {
+        if spec.network != NetworkPosture::Allowlist {
+            return Ok(None);
+        }
+        let rules = self
+            .settings
+            .host_rules()
+            .map_err(|e| SandboxError::invalid(format!("[sandbox] allow_hosts: {e}")))?;
+        let pins = self.settings.resolve.iter().map(|(k, v)| (k.clone(), *v));
+        let proxy = EgressProxy::builder(rules)
+            .with_pins(pins)
+            .start()
+            .await
+            .map_err(SandboxError::spawn("egress proxy"))?;
+        let port = bridge::DEFAULT_BRIDGE_PORT;
+        spec.proxy = Some(ProxyBridge {
+            port,
+            to_unix: proxy.unix_path().to_path_buf(),
+        });
+        let mut env = bridge::proxy_env(port);
+        env.append(&mut spec.env);
+        spec.env = env;
+        Ok(Some(proxy))
     }
 
     /// The run these commands belong to (names a gate's build directory).
@@ -187,7 +272,7 @@ impl Executor {
     }
 
     /// Best effort: a record that cannot be written must not fail the command.
-    fn record(&self, spec: &RunSpec, purpose: Purpose, out: &SandboxOutcome) {
+    fn record(&self, spec: &RunSpec, purpose: Purpose, out: &SandboxOutcome, egress: &EgressRecord) {
         let step = self.step.load(Ordering::SeqCst);
         let backend = out.backend.label();
         let argv_text = spec.argv.join(" ");
@@ -215,7 +300,12 @@ impl Executor {
             argv_json: serde_json::to_string(&spec.argv).unwrap_or_default(),
             layers_json: layers.to_string(),
             limits_json: limits_json(&spec.limits).to_string(),
-            network: spec.network.label().into(),
+            network: egress.posture.into(),
+            allow_hosts_json: serde_json::to_string(&egress.allow_hosts).unwrap_or_default(),
+            egress_refusals_reported: egress.report.refusals,
+            egress_admitted_reported: egress.report.admitted,
+            egress_refused_hosts_json: serde_json::to_string(&egress.report.refused_hosts)
+                .unwrap_or_default(),
             masked_json: serde_json::to_string(&spec.masked_paths).unwrap_or_default(),
             env_names_json: serde_json::to_string(&env_names).unwrap_or_default(),
             exit_code: out.exit_code,
@@ -235,7 +325,11 @@ impl Executor {
             rec.run_id = Some(self.run_id);
             rec.step = Some(step);
             rec.layers = layers;
-            rec.network = spec.network.label().into();
+            rec.network = egress.posture.into();
+            rec.allow_hosts = egress.allow_hosts.clone();
+            rec.egress_denied_reported = egress.report.refusals;
+            rec.egress_admitted_reported = egress.report.admitted;
+            rec.egress_denied_hosts_reported = egress.report.refused_hosts.clone();
             rec.env_names = env_names.iter().map(|s| s.to_string()).collect();
             rec.masked_paths = spec
                 .masked_paths

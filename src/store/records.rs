@@ -278,8 +278,17 @@ pub struct SandboxSession {
     pub layers_json: String,
     /// The caps asked for, JSON.
     pub limits_json: String,
-    /// `none` or `open`.
+    /// The posture in force: `none`, `allowlist` or `open`.
     pub network: String,
+    /// The resolved allowlist in force (posture `allowlist`), JSON array; `[]` otherwise.
+    pub allow_hosts_json: String,
+    /// Connections the egress proxy refused, as it reported them; `None` when no proxy
+    /// watched the session (not observed), `Some(0)` when it watched and refused none.
+    pub egress_refusals_reported: Option<u64>,
+    /// Connections the egress proxy admitted, as reported; `None` when not observed.
+    pub egress_admitted_reported: Option<u64>,
+    /// The first distinct hosts refused, JSON array (a hint; the count is the number).
+    pub egress_refused_hosts_json: String,
     /// Paths masked inside, JSON array.
     pub masked_json: String,
     /// Names of the variables passed in, JSON array (never values).

@@ -16,7 +16,30 @@ use super::{Result, StoreError};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migrations in order; `MIGRATIONS[i]` takes version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
+pub(crate) const MIGRATIONS: &[&str] = &[
+    V1,
+    V2,
+    V3,
+    V4,
+    V5,
+    V6,
+    V7,
+    V8,
+    V9,
+    V10,
+    V_EGRESS_SESSIONS,
+];
+
+/// Sandbox egress per session (SPEC C15): the resolved allowlist in force, and what the
+/// egress proxy reported — refusals, admitted connections and the first refused hosts.
+/// The counts are NULL when no proxy watched the session ("not observed"), which differs
+/// from 0 ("observed, none").
+const V_EGRESS_SESSIONS: &str = "
+ALTER TABLE sandbox_sessions ADD COLUMN allow_hosts_json TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE sandbox_sessions ADD COLUMN egress_refusals_reported INTEGER;
+ALTER TABLE sandbox_sessions ADD COLUMN egress_admitted_reported INTEGER;
+ALTER TABLE sandbox_sessions ADD COLUMN egress_refused_hosts_json TEXT NOT NULL DEFAULT '[]';
+";
 
 /// Version 10: cross-run memory (notes keyed to the canonical workspace path), and the
 /// run's first messages as sent, so a resume replays them even if the notes or the

@@ -3,7 +3,9 @@
 
 use rusqlite::params;
 
-use super::{Result, SandboxSession, Store, ensure_run, get_u64, now_ms, sql_u64, write_tx};
+use super::{
+    Result, SandboxSession, Store, ensure_run, get_opt_u64, get_u64, now_ms, sql_u64, write_tx,
+};
 
 impl Store {
     /// Records one sandboxed command. Fails with [`super::StoreError::NoSuchRun`] for an
@@ -16,8 +18,10 @@ impl Store {
         tx.execute(
             "INSERT INTO sandbox_sessions (run_id, step, purpose, backend, argv_json, layers_json,
                  limits_json, network, masked_json, env_names_json, exit_code, signal, cap_hit,
-                 duration_ms, at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                 duration_ms, at_ms, allow_hosts_json, egress_refusals_reported,
+                 egress_admitted_reported, egress_refused_hosts_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                 ?18, ?19)",
             params![
                 s.run_id,
                 s.step,
@@ -34,6 +38,10 @@ impl Store {
                 red.opt(s.cap_hit.as_deref()),
                 sql_u64(s.duration_ms),
                 now_ms(),
+                red.text(&s.allow_hosts_json),
+                s.egress_refusals_reported.map(sql_u64),
+                s.egress_admitted_reported.map(sql_u64),
+                red.text(&s.egress_refused_hosts_json),
             ],
         )?;
         tx.commit()?;
@@ -45,7 +53,9 @@ impl Store {
         let conn = self.conn();
         let mut stmt = conn.prepare(
             "SELECT run_id, step, purpose, backend, argv_json, layers_json, limits_json, network,
-                    masked_json, env_names_json, exit_code, signal, cap_hit, duration_ms
+                    masked_json, env_names_json, exit_code, signal, cap_hit, duration_ms,
+                    allow_hosts_json, egress_refusals_reported, egress_admitted_reported,
+                    egress_refused_hosts_json
              FROM sandbox_sessions WHERE run_id = ?1 ORDER BY id",
         )?;
         let rows = stmt.query_map([run_id], |r| {
@@ -64,6 +74,10 @@ impl Store {
                 signal: r.get(11)?,
                 cap_hit: r.get(12)?,
                 duration_ms: get_u64(r, 13)?,
+                allow_hosts_json: r.get(14)?,
+                egress_refusals_reported: get_opt_u64(r, 15)?,
+                egress_admitted_reported: get_opt_u64(r, 16)?,
+                egress_refused_hosts_json: r.get(17)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -96,9 +96,16 @@ struct SandboxArgs {
     /// Directory the command runs in and may write (default: the current directory).
     #[arg(long, value_name = "DIR")]
     workdir: Option<PathBuf>,
-    /// none | open
+    /// none | allowlist | open (allowlist: only --allow-host hosts, through the egress proxy)
     #[arg(long, default_value = "none")]
     network: String,
+    /// A host the egress proxy admits with --network allowlist (`crates.io`,
+    /// `*.pypi.org:443`); repeatable.
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    allow_host: Vec<String>,
+    /// Resolve NAME to IP in the egress proxy instead of asking DNS; repeatable.
+    #[arg(long, value_name = "NAME=IP")]
+    resolve: Vec<String>,
     /// Caps, e.g. cpu=10,mem=512MiB,wall=30s,procs=64,files=256,output=1MiB
     #[arg(long, value_name = "LIMITS")]
     limit: Option<String>,
@@ -256,7 +263,7 @@ pub fn main() -> ExitCode {
             Command::Audit(a) => audit::execute(a),
             Command::Doctor(a) => doctor::execute(a),
             Command::Memory(a) => memory::execute(a),
-            Command::Sandbox(a) => sandbox_cmd::execute(a),
+            Command::Sandbox(a) => sandbox_cmd::execute(a).await,
         }
     });
     match result {

@@ -2,12 +2,16 @@
 //! run it, for operators to try the boundary and for benchmarks. Its output is passed
 //! through, the exit code is the command's (128 + signal when a signal ended it, 127
 //! when it cannot be executed), and the session is appended to the audit log.
+//!
+//! `--network allowlist --allow-host HOST` runs an egress proxy for the command, as a
+//! run does, and prints a one-line summary of what it refused on stderr.
 
 use std::io::Write;
 
 use io_harness::audit::{AuditLog, SessionRecord};
-use io_harness::exec::layers_json;
-use io_harness::sandbox::{self, Backend, NetworkPosture, RunSpec, SandboxError};
+use io_harness::egress::{EgressProxy, HostRule, bridge};
+use io_harness::exec::{EgressRecord, layers_json};
+use io_harness::sandbox::{self, Backend, NetworkPosture, ProxyBridge, RunSpec, SandboxError};
 
 use super::{CliError, SandboxArgs};
 
@@ -56,8 +60,59 @@ fn parse_limits(text: &str, spec: &mut RunSpec) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn execute(args: SandboxArgs) -> Result<i32, CliError> {
-    let workdir = match args.workdir {
+/// The proxy for `--network allowlist`, and the spec pointed at it.
+async fn start_egress(
+    args: &SandboxArgs,
+    spec: &mut RunSpec,
+) -> Result<Option<EgressProxy>, CliError> {
+    if spec.network != NetworkPosture::Allowlist {
+        if !args.allow_host.is_empty() || !args.resolve.is_empty() {
+            return Err(CliError::Usage(
+                "--allow-host and --resolve need --network allowlist".into(),
+            ));
+        }
+        return Ok(None);
+    }
+    if args.allow_host.is_empty() {
+        return Err(CliError::Usage(
+            "--network allowlist needs at least one --allow-host".into(),
+        ));
+    }
+    let rules = args
+        .allow_host
+        .iter()
+        .map(|h| {
+            HostRule::parse(h).map_err(|e| CliError::Usage(format!("--allow-host {h:?}: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut pins = Vec::new();
+    for r in &args.resolve {
+        let bad = || CliError::Usage(format!("--resolve {r:?}: expected NAME=IP"));
+        let (name, ip) = r.split_once('=').ok_or_else(bad)?;
+        let ip: std::net::IpAddr = ip.parse().map_err(|_| bad())?;
+        if !HostRule::parse(name).is_ok_and(|h| h.is_plain_name()) {
+            return Err(bad());
+        }
+        pins.push((name.to_string(), ip));
+    }
+    let proxy = EgressProxy::builder(rules)
+        .with_pins(pins)
+        .start()
+        .await
+        .map_err(|e| CliError::Failed(format!("egress proxy: {e}")))?;
+    let port = bridge::DEFAULT_BRIDGE_PORT;
+    spec.proxy = Some(ProxyBridge {
+        port,
+        to_unix: proxy.unix_path().to_path_buf(),
+    });
+    let mut env = bridge::proxy_env(port);
+    env.append(&mut spec.env);
+    spec.env = env;
+    Ok(Some(proxy))
+}
+
+pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
+    let workdir = match args.workdir.clone() {
         Some(d) => d,
         None => std::env::current_dir().map_err(|e| CliError::Failed(e.to_string()))?,
     };
@@ -66,10 +121,11 @@ pub fn execute(args: SandboxArgs) -> Result<i32, CliError> {
     let mut spec = RunSpec::new(args.command.clone(), &workdir);
     spec.network = match args.network.as_str() {
         "none" => NetworkPosture::None,
+        "allowlist" => NetworkPosture::Allowlist,
         "open" => NetworkPosture::Open,
         other => {
             return Err(CliError::Usage(format!(
-                "--network {other:?}: expected none or open"
+                "--network {other:?}: expected none, allowlist or open"
             )));
         }
     };
@@ -81,6 +137,7 @@ pub fn execute(args: SandboxArgs) -> Result<i32, CliError> {
         .iter()
         .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
         .collect();
+    let proxy = start_egress(&args, &mut spec).await?;
     let audit = AuditLog::default_location();
     if let Some(a) = &audit {
         spec.hidden_paths.push(a.dir().to_path_buf());
@@ -94,7 +151,11 @@ pub fn execute(args: SandboxArgs) -> Result<i32, CliError> {
         }
         None => sandbox::select().map_err(|e| CliError::Failed(e.to_string()))?,
     };
-    let out = match sb.run(&spec) {
+    let spec2 = spec.clone();
+    let ran = tokio::task::spawn_blocking(move || sb.run(&spec2))
+        .await
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let out = match ran {
         Ok(o) => o,
         Err(SandboxError::Exec { program, source }) => {
             eprintln!("io-harness sandbox: cannot execute {program}: {source}");
@@ -104,6 +165,28 @@ pub fn execute(args: SandboxArgs) -> Result<i32, CliError> {
     };
     let _ = std::io::stdout().write_all(&out.stdout.bytes);
     let _ = std::io::stderr().write_all(&out.stderr.bytes);
+    if let Some(p) = &proxy {
+        p.settle(std::time::Duration::from_secs(2)).await;
+    }
+    let egress = EgressRecord::of(&spec, &out, proxy.as_ref());
+    drop(proxy);
+    if spec.network == NetworkPosture::Allowlist {
+        match egress.report.refusals {
+            Some(n) => eprintln!(
+                "io-harness sandbox: egress allowlist [{}]: {n} refused{}",
+                egress.allow_hosts.join(", "),
+                if egress.report.refused_hosts.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", egress.report.refused_hosts.join(", "))
+                }
+            ),
+            None => eprintln!(
+                "io-harness sandbox: the {} backend has no private network: no route out at all",
+                out.backend.label()
+            ),
+        }
+    }
     if let Some(log) = &audit {
         let mut rec = SessionRecord::new(
             spec.argv.clone(),
@@ -111,7 +194,11 @@ pub fn execute(args: SandboxArgs) -> Result<i32, CliError> {
             out.backend.label(),
         );
         rec.layers = layers_json(&out.layers);
-        rec.network = spec.network.label().into();
+        rec.network = egress.posture.into();
+        rec.allow_hosts = egress.allow_hosts.clone();
+        rec.egress_denied_reported = egress.report.refusals;
+        rec.egress_admitted_reported = egress.report.admitted;
+        rec.egress_denied_hosts_reported = egress.report.refused_hosts.clone();
         rec.env_names = spec.env.iter().map(|(k, _)| k.clone()).collect();
         rec.exit_code = out.exit_code;
         rec.signal = out.signal;

@@ -92,6 +92,9 @@ impl SandboxSettings {
         if self.network != NetworkSetting::Allowlist {
             return Ok(Vec::new());
         }
-        self.allow_hosts.iter().map(|h| HostRule::parse(h)).collect()
+        self.allow_hosts
+            .iter()
+            .map(|h| HostRule::parse(h))
+            .collect()
     }
 }

@@ -126,7 +126,10 @@ impl EgressConfig {
 
     /// Resolve these names to a fixed address, on whatever port was asked for, and
     /// every other name through the system resolver (the contract's `[sandbox] resolve`).
-    pub fn with_pins(mut self, pins: impl IntoIterator<Item = (String, std::net::IpAddr)>) -> EgressConfig {
+    pub fn with_pins(
+        mut self,
+        pins: impl IntoIterator<Item = (String, std::net::IpAddr)>,
+    ) -> EgressConfig {
         let pins: HashMap<String, std::net::IpAddr> = pins
             .into_iter()
             .map(|(k, v)| (rule::normalize(&k), v))

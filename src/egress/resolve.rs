@@ -38,9 +38,11 @@ impl Resolver {
             }
         };
         match self {
-            Resolver::Pinned(pins) if pins.contains_key(name) => {
-                Ok(pins.get(name).map(|ip| SocketAddr::new(*ip, port)).into_iter().collect())
-            }
+            Resolver::Pinned(pins) if pins.contains_key(name) => Ok(pins
+                .get(name)
+                .map(|ip| SocketAddr::new(*ip, port))
+                .into_iter()
+                .collect()),
             Resolver::System | Resolver::Pinned(_) => {
                 Ok(tokio::net::lookup_host((name.as_str(), port))
                     .await?

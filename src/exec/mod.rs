@@ -272,7 +272,13 @@ impl Executor {
     }
 
     /// Best effort: a record that cannot be written must not fail the command.
-    fn record(&self, spec: &RunSpec, purpose: Purpose, out: &SandboxOutcome, egress: &EgressRecord) {
+    fn record(
+        &self,
+        spec: &RunSpec,
+        purpose: Purpose,
+        out: &SandboxOutcome,
+        egress: &EgressRecord,
+    ) {
         let step = self.step.load(Ordering::SeqCst);
         let backend = out.backend.label();
         let argv_text = spec.argv.join(" ");

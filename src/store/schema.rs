@@ -16,19 +16,8 @@ use super::{Result, StoreError};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migrations in order; `MIGRATIONS[i]` takes version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[
-    V1,
-    V2,
-    V3,
-    V4,
-    V5,
-    V6,
-    V7,
-    V8,
-    V9,
-    V10,
-    V_EGRESS_SESSIONS,
-];
+pub(crate) const MIGRATIONS: &[&str] =
+    &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V_EGRESS_SESSIONS];
 
 /// Sandbox egress per session (SPEC C15): the resolved allowlist in force, and what the
 /// egress proxy reported — refusals, admitted connections and the first refused hosts.

@@ -36,6 +36,7 @@ pub fn layers_json(l: &LayerReport) -> Value {
         "new_session": l.new_session,
         "capabilities_dropped": l.capabilities_dropped,
         "fds_closed": l.fds_closed,
+        "proxy_bridge": l.proxy_bridge,
         "limits": {
             "cgroup": labels(&l.limits.cgroup, |c| c.label()),
             "rlimits": l.limits.rlimits,

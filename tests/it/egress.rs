@@ -470,3 +470,170 @@ fn public_egress_types_are_send_and_sync() {
     check::<HostRule>();
     check::<io_harness::egress::EgressConfig>();
 }
+
+// ---- Runs: the agent's commands through the real native sandbox and its bridge ----
+
+mod runs {
+    use std::net::IpAddr;
+
+    use io_harness::audit::AuditLog;
+    use io_harness::contract::NetworkSetting;
+    use io_harness::provider::{ScriptTurn, Scripted};
+    use io_harness::run::RunOptions;
+    use io_harness::{Store, TaskContract, Verification, run_with};
+    use serde_json::json;
+
+    use super::http_server;
+
+    fn cmd(argv: &[&str]) -> ScriptTurn {
+        ScriptTurn::tool("run_command", json!({ "argv": argv }))
+    }
+
+    struct Fx {
+        _dir: tempfile::TempDir,
+        ws: std::path::PathBuf,
+        audit: AuditLog,
+    }
+
+    fn fixture() -> Fx {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let audit = AuditLog::new(dir.path().join("audit"));
+        Fx {
+            ws,
+            audit,
+            _dir: dir,
+        }
+    }
+
+    fn contract(fx: &Fx) -> TaskContract {
+        TaskContract::workspace("fetch", &fx.ws, Verification::command(["true"]))
+            .max_verify_attempts(1)
+    }
+
+    /// `allowlist`: `web.test` (pinned to the host's loopback by `[sandbox] resolve`)
+    /// is reached through the proxy, `other.test` and an IP literal are refused, and
+    /// every session records the posture, the resolved allowlist and the reported counts
+    /// in the store and the audit log.
+    #[tokio::test]
+    async fn a_run_reaches_an_allowed_host_and_records_refusals() {
+        let up = http_server().await;
+        let fx = fixture();
+        let store = Store::memory().unwrap();
+        let mut c = contract(&fx);
+        c.sandbox.network = NetworkSetting::Allowlist;
+        c.sandbox.allow_hosts = vec!["web.test".into()];
+        c.sandbox
+            .resolve
+            .insert("web.test".into(), IpAddr::from([127, 0, 0, 1]));
+        let port = up.port().to_string();
+        let ok_url = format!("http://web.test:{port}/");
+        let other_url = format!("http://other.test:{port}/");
+        let ip_url = format!("http://127.0.0.1:{port}/");
+        let code = [
+            "-sS",
+            "--max-time",
+            "20",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ];
+        let refused = |url: &str| {
+            let mut a = vec!["curl"];
+            a.extend(code);
+            a.push(url);
+            a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+        };
+        let (r_other, r_ip) = (refused(&other_url), refused(&ip_url));
+        let provider = Scripted::new(vec![
+            cmd(&["curl", "-sS", "--max-time", "20", &ok_url]),
+            cmd(&r_other.iter().map(String::as_str).collect::<Vec<_>>()),
+            cmd(&r_ip.iter().map(String::as_str).collect::<Vec<_>>()),
+            ScriptTurn::text("done"),
+        ]);
+        let opts = RunOptions {
+            audit: Some(fx.audit.clone()),
+            ..RunOptions::default()
+        };
+        let r = run_with(&c, &provider, &store, opts).await.unwrap();
+        let steps = store.steps(r.run_id).unwrap();
+        let out = |i: usize| steps[i].tool_calls[0].output.clone();
+        assert!(out(0).contains("GET / HTTP/1.1"), "{}", out(0));
+        assert!(out(1).contains("403"), "{}", out(1));
+        assert!(out(2).contains("403"), "{}", out(2));
+
+        let sessions = store.sandbox_sessions(r.run_id).unwrap();
+        let tools: Vec<_> = sessions.iter().filter(|s| s.purpose == "tool").collect();
+        assert_eq!(tools.len(), 3);
+        for s in &sessions {
+            assert_eq!(s.backend, "linux-namespaces");
+            assert_eq!(s.network, "allowlist");
+            assert_eq!(s.allow_hosts_json, r#"["web.test"]"#);
+        }
+        assert_eq!(tools[0].egress_refusals_reported, Some(0));
+        assert_eq!(tools[0].egress_admitted_reported, Some(1));
+        assert_eq!(tools[0].egress_refused_hosts_json, "[]");
+        assert_eq!(tools[1].egress_refusals_reported, Some(1));
+        assert_eq!(tools[1].egress_refused_hosts_json, r#"["other.test"]"#);
+        assert_eq!(tools[2].egress_refusals_reported, Some(1));
+        assert_eq!(tools[2].egress_refused_hosts_json, r#"["127.0.0.1"]"#);
+        let layers: serde_json::Value = serde_json::from_str(&tools[0].layers_json).unwrap();
+        assert_eq!(layers["proxy_bridge"], json!(true));
+
+        let lines = fx.audit.read_all().unwrap();
+        let tool_lines: Vec<_> = lines.iter().filter(|l| l.argv[0] == "curl").collect();
+        assert_eq!(tool_lines.len(), 3);
+        assert!(tool_lines.iter().all(|l| l.network == "allowlist"));
+        assert!(tool_lines.iter().all(|l| l.allow_hosts == ["web.test"]));
+        assert_eq!(tool_lines[0].egress_denied_reported, Some(0));
+        assert_eq!(tool_lines[1].egress_denied_reported, Some(1));
+        assert_eq!(tool_lines[1].egress_denied_hosts_reported, ["other.test"]);
+    }
+
+    /// `none`: no proxy, no route — the host's listener is not reached — and the record
+    /// says posture `none` with refusals *not observed* (NULL / absent), not zero.
+    #[tokio::test]
+    async fn network_none_has_no_route_and_refusals_are_not_observed() {
+        let up = http_server().await;
+        let fx = fixture();
+        let store = Store::memory().unwrap();
+        let c = contract(&fx);
+        let url = format!("http://127.0.0.1:{}/", up.port());
+        let provider = Scripted::new(vec![
+            cmd(&[
+                "sh",
+                "-c",
+                &format!("curl -sS --max-time 10 {url} || echo no-route"),
+            ]),
+            ScriptTurn::text("done"),
+        ]);
+        let opts = RunOptions {
+            audit: Some(fx.audit.clone()),
+            ..RunOptions::default()
+        };
+        let r = run_with(&c, &provider, &store, opts).await.unwrap();
+        let steps = store.steps(r.run_id).unwrap();
+        let out = steps[0].tool_calls[0].output.clone();
+        assert!(out.contains("no-route"), "{out}");
+        assert!(!out.contains("GET / HTTP/1.1"), "{out}");
+        let sessions = store.sandbox_sessions(r.run_id).unwrap();
+        assert!(!sessions.is_empty());
+        for s in &sessions {
+            assert_eq!(s.network, "none");
+            assert_eq!(s.allow_hosts_json, "[]");
+            assert_eq!(s.egress_refusals_reported, None);
+            assert_eq!(s.egress_admitted_reported, None);
+        }
+        let lines = fx.audit.read_all().unwrap();
+        assert!(!lines.is_empty());
+        for l in &lines {
+            assert_eq!(l.network, "none");
+            assert_eq!(l.egress_denied_reported, None);
+            assert!(l.allow_hosts.is_empty());
+        }
+        let raw = std::fs::read_to_string(fx.audit.path()).unwrap();
+        assert!(!raw.contains("egress_denied_reported"), "{raw}");
+    }
+}

@@ -822,6 +822,57 @@ mod tests {
     }
 
     #[test]
+    fn network_allowlist_parses_hosts_and_pins() {
+        let c = load(&format!(
+            "{OK}[sandbox]\nnetwork = \"allowlist\"\nallow_hosts = [\"crates.io\", \"*.pypi.org:443\"]\nresolve = {{ \"Mirror.internal\" = \"10.0.0.5\" }}\n"
+        ))
+        .unwrap();
+        assert_eq!(c.sandbox.network, NetworkSetting::Allowlist);
+        let rules: Vec<String> = c
+            .sandbox
+            .host_rules()
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(rules, ["crates.io", "*.pypi.org:443"]);
+        assert_eq!(
+            c.sandbox.resolve.get("mirror.internal"),
+            Some(&"10.0.0.5".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn bad_egress_settings_name_the_entry() {
+        let sb = |body: &str| invalid(&format!("{OK}[sandbox]\n{body}\n"));
+        let (_, key, msg) =
+            sb("network = \"allowlist\"\nallow_hosts = [\"crates.io\", \"a*b.org\"]");
+        assert_eq!(key, "sandbox.allow_hosts[1]");
+        assert!(msg.contains("a*b.org"), "{msg}");
+        let (_, key, msg) = sb("network = \"allowlist\"\nallow_hosts = [\"x.org:99999\"]");
+        assert_eq!(key, "sandbox.allow_hosts[0]");
+        assert!(msg.contains("port"), "{msg}");
+        let (_, key, _) = sb("network = \"allowlist\"");
+        assert_eq!(key, "sandbox.allow_hosts");
+        let (_, key, msg) = sb("allow_hosts = [\"crates.io\"]");
+        assert_eq!(key, "sandbox.allow_hosts");
+        assert!(msg.contains("allowlist"), "{msg}");
+        let (_, key, _) = sb("network = \"sometimes\"");
+        assert_eq!(key, "sandbox.network");
+        let (_, key, msg) = sb(
+            "network = \"allowlist\"\nallow_hosts = [\"a.org\"]\nresolve = { \"a.org\" = \"not-an-ip\" }",
+        );
+        assert_eq!(key, "sandbox.resolve.\"a.org\"");
+        assert!(msg.contains("not-an-ip"), "{msg}");
+        let (_, key, _) = sb(
+            "network = \"allowlist\"\nallow_hosts = [\"a.org\"]\nresolve = { \"*.a.org\" = \"10.0.0.1\" }",
+        );
+        assert!(key.starts_with("sandbox.resolve."), "{key}");
+        // An empty list with the default posture is fine (the canonical task file has it).
+        assert!(load(&format!("{OK}[sandbox]\nnetwork = \"none\"\nallow_hosts = []\n")).is_ok());
+    }
+
+    #[test]
     fn unknown_key_is_named_with_its_line() {
         let (line, key, msg) =
             invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_stepz = 3\n");

@@ -869,7 +869,12 @@ mod tests {
         );
         assert!(key.starts_with("sandbox.resolve."), "{key}");
         // An empty list with the default posture is fine (the canonical task file has it).
-        assert!(load(&format!("{OK}[sandbox]\nnetwork = \"none\"\nallow_hosts = []\n")).is_ok());
+        assert!(
+            load(&format!(
+                "{OK}[sandbox]\nnetwork = \"none\"\nallow_hosts = []\n"
+            ))
+            .is_ok()
+        );
     }
 
     #[test]

@@ -78,6 +78,10 @@ pub struct ProviderError {
     pub code: Option<String>,
     /// What went wrong, with secrets already redacted.
     pub message: String,
+    /// A redirect the client refused to follow to another destination, as the
+    /// `host:port` it pointed at: a connection nobody decided on, which the run records
+    /// as a refused `net` action (C15).
+    pub redirect: Option<String>,
 }
 
 impl ProviderError {
@@ -90,6 +94,7 @@ impl ProviderError {
             retry_after: None,
             code: None,
             message: message.into(),
+            redirect: None,
         }
     }
 }

@@ -5,7 +5,9 @@
 //! Choices that hold for every provider:
 //! * **No redirects.** A model API never redirects a POST; following one would send
 //!   the API key to wherever the `Location` points. A 3xx is an error of kind
-//!   `Request` that names the target.
+//!   `Request` that names the target; when the target is another host or port, the
+//!   error carries it ([`ProviderError::redirect`]) and the run records it as a refused
+//!   `net` action — no connection is made to a destination nobody decided on (C15).
 //! * **Two timeouts.** `connect_timeout` bounds connecting (a failure there is
 //!   `Transport`, like a refused connection) *and* waiting for the response headers
 //!   (`Timeout`); `idle_timeout` bounds the silence between two body chunks
@@ -187,7 +189,9 @@ impl HttpClient {
         if status.is_redirection() {
             let to = header_str(response.headers(), header::LOCATION).unwrap_or("(no Location)");
             let msg = format!("HTTP {status}: redirect to {to} not followed");
-            return Err(self.with_status(ProviderErrorKind::Request, status.as_u16(), msg));
+            let mut e = self.with_status(ProviderErrorKind::Request, status.as_u16(), msg);
+            e.redirect = redirect_target(response.url(), to);
+            return Err(self.redact(e));
         }
         if !status.is_success() {
             return Err(self.status_error(response).await);
@@ -331,6 +335,25 @@ mod tests {
     }
 
     #[test]
+    fn redirect_targets_name_only_another_destination() {
+        let from = reqwest::Url::parse("http://127.0.0.1:8080/v1/chat").unwrap();
+        assert_eq!(
+            redirect_target(&from, "http://evil.test/x").as_deref(),
+            Some("evil.test:80")
+        );
+        assert_eq!(
+            redirect_target(&from, "https://[::1]/x").as_deref(),
+            Some("[::1]:443")
+        );
+        assert_eq!(redirect_target(&from, "/v2/chat"), None);
+        assert_eq!(redirect_target(&from, "http://127.0.0.1:8080/other"), None);
+        assert_eq!(
+            redirect_target(&from, "http://127.0.0.1:9/other").as_deref(),
+            Some("127.0.0.1:9")
+        );
+    }
+
+    #[test]
     fn redaction_and_excerpt() {
         let client = HttpClient::new(
             HttpConfig::new("http://h", "m", Some("sk-secret".into())),
@@ -350,4 +373,17 @@ mod tests {
                 .contains("authorization")
         );
     }
+}
+
+/// The `host:port` a redirect's `Location` (absolute or relative to `from`) points at,
+/// when it is another destination than `from`'s; `None` for the same host and port or an
+/// unreadable location.
+pub(crate) fn redirect_target(from: &reqwest::Url, location: &str) -> Option<String> {
+    let to = from.join(location).ok()?;
+    let authority = |u: &reqwest::Url| -> Option<String> {
+        // `host_str` keeps an IPv6 literal's brackets.
+        Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?))
+    };
+    let target = authority(&to)?;
+    (authority(from).as_deref() != Some(target.as_str())).then_some(target)
 }

@@ -132,3 +132,16 @@ pub(crate) fn check_endpoints(
     }
     Ok(out)
 }
+
+/// The decision recorded for a redirect the provider client refused to follow to
+/// `target` (`host:port`): a `net` action denied, since nothing decided on that
+/// destination before the server named it (C15: no redirect is followed to another
+/// host without a decision).
+pub(crate) fn redirect_decision(target: &str) -> crate::policy::PolicyDecision {
+    crate::policy::PolicyDecision {
+        action: Action::new(Act::Net, target.to_string()),
+        decision: Decision::Deny,
+        rule: "redirect from a provider endpoint is never followed".into(),
+        layer: "provider".into(),
+    }
+}

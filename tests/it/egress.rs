@@ -637,3 +637,89 @@ mod runs {
         assert!(!raw.contains("egress_denied_reported"), "{raw}");
     }
 }
+
+// ---- The harness's own connections: a provider redirect is a refused `net` action ----
+
+mod redirects {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use io_harness::provider::{HttpConfig, OpenAi, ProviderErrorKind};
+    use io_harness::{RunOutcome, Store, TaskContract, Verification, run};
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    use super::read_head;
+
+    /// Answers every request with `reply` and counts the requests.
+    async fn server(reply: String) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let count = hits.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                let reply = reply.clone();
+                tokio::spawn(async move {
+                    let _ = read_head(&mut s).await;
+                    let _ = s.write_all(reply.as_bytes()).await;
+                    let _ = s.shutdown().await;
+                });
+            }
+        });
+        (addr, hits)
+    }
+
+    /// A provider endpoint answering 307 to another host: the client does not follow
+    /// it, the run ends escalated with a request error, and the redirect's destination
+    /// is recorded as a denied `net` decision in `policy_events`.
+    #[tokio::test]
+    async fn a_redirect_to_another_host_is_refused_and_recorded() {
+        let (elsewhere, elsewhere_hits) = server("HTTP/1.1 200 OK\r\n\r\n".into()).await;
+        let location = format!("http://{elsewhere}/v1/chat/completions");
+        let (api, api_hits) = server(format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        ))
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let provider = OpenAi::new(HttpConfig::new(
+            format!("http://{api}/v1"),
+            "gpt-4o-mini",
+            Some("sk-redirect-test".into()),
+        ))
+        .unwrap();
+        let store = Store::memory().unwrap();
+        let c = TaskContract::workspace("g", dir.path(), Verification::command(["true"]));
+        let r = run(&c, &provider, &store).await.unwrap();
+        assert!(
+            matches!(
+                r.outcome,
+                RunOutcome::Escalated {
+                    kind: ProviderErrorKind::Request,
+                    retryable: false
+                }
+            ),
+            "{:?}",
+            r.outcome
+        );
+        assert_eq!(api_hits.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            elsewhere_hits.load(Ordering::SeqCst),
+            0,
+            "the redirect was followed"
+        );
+        let events = store.policy_events(r.run_id).unwrap();
+        let net: Vec<_> = events.iter().filter(|e| e.act == "net").collect();
+        // The configured endpoint, allowed before the first call; then the redirect, denied.
+        assert!(
+            net.iter()
+                .any(|e| e.target == api.to_string() && e.decision == "allow"),
+            "{net:?}"
+        );
+        let refused: Vec<_> = net.iter().filter(|e| e.decision == "deny").collect();
+        assert_eq!(refused.len(), 1, "{net:?}");
+        assert_eq!(refused[0].target, elsewhere.to_string());
+        assert_eq!(refused[0].layer, "provider");
+    }
+}

@@ -53,6 +53,9 @@ impl Engine<'_> {
             }
             Some(Err(ChainError::Escalated { error, retryable })) => {
                 tracing::warn!(run_id = self.run_id, step, error = %error, "provider call failed");
+                if let Some(target) = &error.redirect {
+                    self.record_refused_redirect(step, target);
+                }
                 let provider = names
                     .iter()
                     .find(|n| n.starts_with(&format!("{}/", error.provider)))
@@ -86,6 +89,29 @@ impl Engine<'_> {
         };
         let served_by = names.get(served).cloned();
         Ok((reply, served_by))
+    }
+
+    /// A redirect the provider client refused: a `net` decision, recorded and told to
+    /// the observer like every other (best effort).
+    fn record_refused_redirect(&self, step: u32, target: &str) {
+        let d = setup::redirect_decision(target);
+        self.emit(RunEvent::PolicyDecision {
+            run_id: self.run_id,
+            step,
+            act: d.action.act.as_str().into(),
+            target: d.action.target.clone(),
+            decision: d.decision.as_str().into(),
+            layer: d.layer.clone(),
+        });
+        let _ = self.store.record_policy_event(&PolicyEvent {
+            run_id: self.run_id,
+            step,
+            act: d.action.act.as_str().into(),
+            target: d.action.target,
+            decision: d.decision.as_str().into(),
+            rule: d.rule,
+            layer: d.layer,
+        });
     }
 
     /// Records the failed attempts of a step's model call (best effort: a record that

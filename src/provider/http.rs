@@ -321,6 +321,19 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
+/// The `host:port` a redirect's `Location` (absolute or relative to `from`) points at,
+/// when it is another destination than `from`'s; `None` for the same host and port or an
+/// unreadable location.
+pub(crate) fn redirect_target(from: &reqwest::Url, location: &str) -> Option<String> {
+    let to = from.join(location).ok()?;
+    let authority = |u: &reqwest::Url| -> Option<String> {
+        // `host_str` keeps an IPv6 literal's brackets.
+        Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?))
+    };
+    let target = authority(&to)?;
+    (authority(from).as_deref() != Some(target.as_str())).then_some(target)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,17 +386,4 @@ mod tests {
                 .contains("authorization")
         );
     }
-}
-
-/// The `host:port` a redirect's `Location` (absolute or relative to `from`) points at,
-/// when it is another destination than `from`'s; `None` for the same host and port or an
-/// unreadable location.
-pub(crate) fn redirect_target(from: &reqwest::Url, location: &str) -> Option<String> {
-    let to = from.join(location).ok()?;
-    let authority = |u: &reqwest::Url| -> Option<String> {
-        // `host_str` keeps an IPv6 literal's brackets.
-        Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?))
-    };
-    let target = authority(&to)?;
-    (authority(from).as_deref() != Some(target.as_str())).then_some(target)
 }

@@ -7,10 +7,25 @@ use io_harness::sandbox;
 
 use super::{CliError, DoctorArgs};
 
+/// How `network = "allowlist"` is held under a backend with these layers: through the
+/// egress proxy's bridge where there is a private network namespace, else as no
+/// network at all (what a run records then: posture `none`).
+fn allowlist_support(l: &sandbox::LayerReport) -> &'static str {
+    if l.namespaces.contains(&sandbox::Namespace::Net) {
+        "through the egress proxy bridged into the private network namespace"
+    } else {
+        "held to no network (no private network namespace for a bridge)"
+    }
+}
+
 pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
     let report = sandbox::probe();
     let side = |r: &Result<sandbox::LayerReport, std::sync::Arc<sandbox::SandboxError>>| match r {
-        Ok(l) => serde_json::json!({ "available": true, "layers": layers_json(l) }),
+        Ok(l) => serde_json::json!({
+            "available": true,
+            "layers": layers_json(l),
+            "network_allowlist": allowlist_support(l),
+        }),
         Err(e) => serde_json::json!({ "available": false, "reason": e.to_string() }),
     };
     let obj = serde_json::json!({
@@ -58,6 +73,10 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
                 println!(
                     "  seccomp {}, no_new_privs {}, new session {}, capabilities dropped {}, fds closed {}",
                     l.seccomp, l.no_new_privs, l.new_session, l.capabilities_dropped, l.fds_closed
+                );
+                println!(
+                    "  network: none by default; allowlist {}; open only by explicit choice",
+                    allowlist_support(l)
                 );
                 let cg: Vec<&str> = l.limits.cgroup.iter().map(|c| c.label()).collect();
                 let caps: Vec<&str> = l.limits.enforced.iter().map(|c| c.label()).collect();

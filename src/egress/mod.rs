@@ -15,20 +15,25 @@
 //! are counted. The counts are *reported*: the host saw them, but what the tunnelled
 //! client did inside an admitted TLS session is not observed.
 //!
-//! # Integration (sandbox and run, not done here)
-//! 0. Parse the contract's `allow_hosts` with [`HostRule::parse`] (a typed [`RuleError`]
-//!    names the bad entry); record the rules' `Display` forms as the resolved allowlist.
-//! 1. Before spawning: `let proxy = EgressProxy::start(rules).await?;` — it listens on
-//!    a unix socket in a private 0700 temp directory, [`EgressProxy::unix_path`].
-//! 2. Bind that socket path into the sandbox's mount view (read-write, it is a socket),
-//!    bring up `lo` in the new network namespace, and run
-//!    [`bridge::forward`]`(TcpListener::bind(("127.0.0.1", bridge::DEFAULT_BRIDGE_PORT)), path)`
-//!    inside it (the sandbox's long-lived handle, e.g. the harness re-executed as a helper).
-//!    The sandbox's seccomp filter must let the bridge make AF_INET (loopback in the
-//!    namespace) and AF_UNIX sockets; the command itself only needs AF_INET.
-//! 3. Add [`bridge::proxy_env`]`(DEFAULT_BRIDGE_PORT)` to the command's environment.
-//! 4. After the session: [`EgressProxy::report`] → store / audit log as `reported`
-//!    counts; a session without a proxy records [`EgressReport::not_observed`].
+//! # How a sandbox reaches it
+//! The contract's `allow_hosts` are parsed with [`HostRule::parse`] when the task file
+//! loads (a typed [`RuleError`] names the bad entry, as `sandbox.allow_hosts[i]`);
+//! `[sandbox] resolve` pins names to addresses ([`EgressConfig::with_pins`]). For each
+//! command, the executor (`crate::exec`) starts a proxy on a unix socket in a private
+//! 0700 temp directory (hidden from the sandbox, like all of the host's `/tmp`) and asks
+//! the sandbox for posture `allowlist` with a [`crate::sandbox::ProxyBridge`]:
+//! the sandbox's init, already inside the private network namespace, creates a TCP
+//! listener on `127.0.0.1:`[`bridge::DEFAULT_BRIDGE_PORT`] and passes it to the harness
+//! over a socket pair (`SCM_RIGHTS`) before the command starts; the harness accepts on
+//! it and pipes each connection to the proxy's socket. Nothing extra runs inside the
+//! sandbox, the command's seccomp filter and Landlock rules are unchanged, and it works
+//! for unprivileged harnesses too (no `setns` into the sandbox's namespaces).
+//! The command gets [`bridge::proxy_env`]. After it, [`EgressProxy::settle`] then
+//! [`EgressProxy::report`] give the *reported* counts that go to `sandbox_sessions`
+//! (`egress_refusals_reported`…) and the audit log (`egress_denied_reported`…); a
+//! session without a proxy records them as not observed (NULL / absent).
+//! [`bridge::forward`] is the same bridge as an async task, for embedders that run
+//! their own namespace helper.
 //!
 //! # Known limits
 //! An allowed name that resolves to a private or loopback address is still dialled (the

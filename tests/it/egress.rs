@@ -723,3 +723,75 @@ mod redirects {
         assert_eq!(refused[0].layer, "provider");
     }
 }
+
+// ---- `io-harness sandbox --network allowlist` ----
+
+mod cli {
+    use std::process::Command;
+
+    use io_harness::audit::AuditLog;
+
+    use super::http_server;
+
+    /// The operator's one-command form: an allowed (pinned) name is reached, another is
+    /// refused, the summary names the refusal, and the audit line records the posture,
+    /// the allowlist and the reported count.
+    #[tokio::test]
+    async fn sandbox_command_with_an_allowlist() {
+        let up = http_server().await;
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let config = dir.path().join("config");
+        let port = up.port();
+        let script = format!(
+            "curl -sS --max-time 20 -o /dev/null -w 'ok=%{{http_code}} ' http://web.test:{port}/; \
+             curl -sS --max-time 20 -o /dev/null -w 'other=%{{http_code}}' http://other.test:{port}/"
+        );
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_io-harness"))
+                .args(["sandbox", "--workdir"])
+                .arg(&ws)
+                .args([
+                    "--network",
+                    "allowlist",
+                    "--allow-host",
+                    "web.test",
+                    "--resolve",
+                    "web.test=127.0.0.1",
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ])
+                .env("XDG_CONFIG_HOME", &config)
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+        assert_eq!(stdout, "ok=200 other=403", "{stderr}");
+        assert!(
+            stderr.contains("egress allowlist [web.test]: 1 refused (other.test)"),
+            "{stderr}"
+        );
+        let log = AuditLog::new(dir.path().join("config/io-harness/audit"));
+        let lines = log.read_all().unwrap();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0].network, "allowlist");
+        assert_eq!(lines[0].allow_hosts, ["web.test"]);
+        assert_eq!(lines[0].egress_denied_reported, Some(1));
+        assert_eq!(lines[0].egress_admitted_reported, Some(1));
+
+        // Hosts without the posture are a usage error (exit 2), not silently ignored.
+        let bad = Command::new(env!("CARGO_BIN_EXE_io-harness"))
+            .args(["sandbox", "--allow-host", "web.test", "--", "true"])
+            .env("XDG_CONFIG_HOME", dir.path().join("config2"))
+            .output()
+            .unwrap();
+        assert_eq!(bad.status.code(), Some(2));
+    }
+}

@@ -592,6 +592,53 @@ mod runs {
         assert_eq!(tool_lines[1].egress_denied_hosts_reported, ["other.test"]);
     }
 
+    /// An allowlist on the portable floor (no private network namespace, so no bridge)
+    /// is held to no network at all, and recorded as what was in force: posture `none`,
+    /// no allowlist, refusals not observed.
+    #[tokio::test]
+    async fn an_allowlist_the_floor_cannot_bridge_is_recorded_as_none() {
+        let up = http_server().await;
+        let fx = fixture();
+        let store = Store::memory().unwrap();
+        let url = format!("http://web.test:{}/", up.port());
+        let mut c = TaskContract::workspace(
+            "fetch",
+            &fx.ws,
+            Verification::command([
+                "sh",
+                "-c",
+                &format!("curl -sS --max-time 10 {url} && exit 1 || exit 0"),
+            ]),
+        )
+        .max_verify_attempts(1);
+        c.sandbox.network = NetworkSetting::Allowlist;
+        c.sandbox.allow_hosts = vec!["web.test".into()];
+        c.sandbox
+            .resolve
+            .insert("web.test".into(), IpAddr::from([127, 0, 0, 1]));
+        let provider = Scripted::new(vec![ScriptTurn::text("done")]);
+        let opts = RunOptions {
+            audit: Some(fx.audit.clone()),
+            sandbox: Some(std::sync::Arc::new(io_harness::sandbox::FloorSandbox::new())),
+            ..RunOptions::default()
+        };
+        let r = run_with(&c, &provider, &store, opts).await.unwrap();
+        assert!(
+            matches!(r.outcome, io_harness::RunOutcome::Success),
+            "{:?}",
+            r.outcome
+        );
+        let sessions = store.sandbox_sessions(r.run_id).unwrap();
+        assert_eq!(sessions.len(), 1);
+        assert_eq!(sessions[0].backend, "portable-floor");
+        assert_eq!(sessions[0].network, "none");
+        assert_eq!(sessions[0].allow_hosts_json, "[]");
+        assert_eq!(sessions[0].egress_refusals_reported, None);
+        let lines = fx.audit.read_all().unwrap();
+        assert_eq!(lines[0].network, "none");
+        assert_eq!(lines[0].egress_denied_reported, None);
+    }
+
     /// `none`: no proxy, no route — the host's listener is not reached — and the record
     /// says posture `none` with refusals *not observed* (NULL / absent), not zero.
     #[tokio::test]

@@ -225,3 +225,34 @@ fn floor_allowlist_has_no_route() {
     assert_eq!(up.requests(), 0);
     assert_eq!(p.report().refusals, Some(0));
 }
+
+/// Sandboxes one after another (a root harness reuses their network namespaces, so the
+/// bridge port is bound again where the last one was) and several at once each reach
+/// the allowed host through their own bridge.
+#[test]
+fn bridges_work_in_reused_namespaces_and_in_parallel() {
+    let up = Upstream::start();
+    let rt = runtime();
+    let p = proxy(&rt, &["allowed.test"], &[("allowed.test", up.addr)]);
+    let f = Fixture::new();
+    let script = format!(
+        "curl -sS --max-time 20 http://allowed.test:{}/",
+        up.addr.port()
+    );
+    let spec = allowlist_spec(&f, &p, sh(&script));
+    for i in 0..4 {
+        let out = run(&native(), &spec);
+        assert_eq!(out.stdout.text(), BODY, "run {i}: {}", out.stderr.text());
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4).map(|_| s.spawn(|| run(&native(), &spec))).collect();
+        for h in handles {
+            let out = h.join().unwrap();
+            assert_eq!(out.stdout.text(), BODY, "{}", out.stderr.text());
+            assert!(out.layers.proxy_bridge);
+        }
+    });
+    assert_eq!(up.requests(), 8);
+    assert_eq!(p.report().admitted, Some(8));
+    assert_eq!(p.report().refusals, Some(0));
+}

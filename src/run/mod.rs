@@ -17,6 +17,7 @@ mod setup;
 mod snapshot_file;
 mod stall;
 mod state;
+mod subagent;
 mod workdir;
 
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub use events::{CancelToken, Flow, Observer, RunEvent};
 pub use liveness::is_live;
 pub use outcome::{EXIT_USAGE, RunOutcome};
 pub use stall::StallPolicy;
+pub use subagent::{AgentBudget, AgentSpec, AgentVerify, FileContent, FileNeedle};
 pub use workdir::{cache_dir, diff_trees};
 
 /// A run could not be started or continued. Runs that started and then failed end with
@@ -131,6 +133,11 @@ pub struct RunResult {
     pub cost_usd: Option<f64>,
     /// Steps whose cost is unknown (the known total is then a lower bound).
     pub cost_unknown_steps: u32,
+    /// Steps its sub-agents took. `steps` counts this run's own; the token and cost
+    /// totals above include the sub-agents', and both kinds of step count against
+    /// the step budget.
+    #[serde(default)]
+    pub agent_steps: u32,
     /// Final unified diff of the workspace.
     pub diff: String,
     /// The agent's last message.

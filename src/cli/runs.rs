@@ -1,16 +1,21 @@
-//! `io-harness runs`: the runs in the store, newest first.
+//! `io-harness runs`: the root runs in the store, newest first, each with the number
+//! of sub-agents it spawned (`show` draws the tree).
 
 use super::{CliError, ListArgs, output, store_path};
 
 pub fn execute(args: ListArgs) -> Result<i32, CliError> {
     let store = store_path::open(&args.store)?;
-    let runs = store.runs()?;
+    let all = store.runs()?;
+    let children = |id: i64| all.iter().filter(|r| r.parent_run_id == Some(id)).count();
+    let runs: Vec<&io_harness::store::RunRecord> =
+        all.iter().filter(|r| r.parent_run_id.is_none()).collect();
     if args.json {
         let listed: Vec<serde_json::Value> = runs
             .iter()
             .map(|r| {
                 let mut v = serde_json::to_value(r).unwrap_or_default();
                 v["status"] = status(r).into();
+                v["children"] = children(r.id).into();
                 v
             })
             .collect();
@@ -23,18 +28,19 @@ pub fn execute(args: ListArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     println!(
-        "{:>5}  {:<22}  {:>5}  {:>8}  {:>10}  {:<20}  goal",
-        "id", "outcome", "steps", "tokens", "cost", "started"
+        "{:>5}  {:<22}  {:>5}  {:>6}  {:>8}  {:>10}  {:<20}  goal",
+        "id", "outcome", "steps", "agents", "tokens", "cost", "started"
     );
     for r in runs {
-        let outcome = r.outcome.clone().unwrap_or_else(|| status(&r));
+        let outcome = r.outcome.clone().unwrap_or_else(|| status(r));
         let total = r.input_tokens + r.output_tokens + r.cached_input_tokens;
         let goal: String = output::sanitize(&r.goal).chars().take(60).collect();
         println!(
-            "{:>5}  {:<22}  {:>5}  {:>8}  {:>10}  {:<20}  {}",
+            "{:>5}  {:<22}  {:>5}  {:>6}  {:>8}  {:>10}  {:<20}  {}",
             r.id,
             outcome,
             r.steps,
+            children(r.id),
             output::tokens(total),
             output::cost(r.cost_usd, r.cost_unknown_steps),
             format_ms(r.started_at_ms),

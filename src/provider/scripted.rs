@@ -197,7 +197,7 @@ impl Scripted {
                 });
             }
             match turn.agent.clone() {
-                Some(name) => agents.entry(name).or_insert_with(Vec::new).push(turn),
+                Some(name) => agents.entry(name).or_default().push(turn),
                 None => turns.push(turn),
             }
         }

@@ -218,10 +218,9 @@ pub(crate) fn gate_for_stored(
     let work = parent_work
         .canonicalize()
         .map_err(|e| format!("{}: {e}", parent_work.display()))?;
-    let prefix = child
-        .root
-        .strip_prefix(&work)
-        .map_err(|_| "the sub-agent's root is no longer inside the parent's workspace".to_string())?;
+    let prefix = child.root.strip_prefix(&work).map_err(|_| {
+        "the sub-agent's root is no longer inside the parent's workspace".to_string()
+    })?;
     let prefix = slash_path(prefix);
     child_gate(parent, prefix, &child.policy.rules, &child.root)
 }
@@ -259,8 +258,7 @@ fn slash_path(p: &Path) -> String {
 fn sub_root(parent_work: &Path, rel: &str) -> Result<(PathBuf, String), String> {
     let p = Path::new(rel);
     if p.is_absolute()
-        || p
-            .components()
+        || p.components()
             .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)))
     {
         return Err(format!(
@@ -309,13 +307,18 @@ fn criteria(v: &AgentVerify, gate: &dyn PolicyGate) -> Result<VerifySettings, St
         return Err("verify.expect_exit needs verify.command".into());
     }
     if let Some(f) = &v.file_contains {
-        out.push(Verification::file_contains(f.file.clone(), f.needle.clone()));
+        out.push(Verification::file_contains(
+            f.file.clone(),
+            f.needle.clone(),
+        ));
     }
     if let Some(f) = &v.file_equals {
         out.push(Verification::file_equals(f.file.clone(), f.content.clone()));
     }
     if out.is_empty() {
-        return Err("verify needs at least one criterion (command, file_contains, file_equals)".into());
+        return Err(
+            "verify needs at least one criterion (command, file_contains, file_equals)".into(),
+        );
     }
     Ok(VerifySettings {
         criteria: out,
@@ -345,7 +348,10 @@ pub(crate) fn carve(req: &AgentBudget, left: &Remaining) -> Result<Budget, Strin
         (Some(r), Some(l)) => Some(r.min(l)),
         (r, l) => r.or(l),
     };
-    let max_duration = match (req.max_duration_secs.map(Duration::from_secs), left.duration) {
+    let max_duration = match (
+        req.max_duration_secs.map(Duration::from_secs),
+        left.duration,
+    ) {
         (_, Some(l)) if l.is_zero() => {
             return Err("no time left in your budget for a sub-agent".into());
         }
@@ -483,6 +489,19 @@ pub(crate) fn summary(
     out
 }
 
+/// The root run of the tree `run_id` belongs to.
+pub(crate) fn root_of(store: &Store, run_id: i64) -> Result<i64, StoreError> {
+    let mut id = run_id;
+    // Bounded: a tree is at most MAX_AGENT_DEPTH deep; the bound guards a corrupt file.
+    for _ in 0..=crate::contract::MAX_AGENT_DEPTH + 1 {
+        match store.run(id)?.and_then(|r| r.parent_run_id) {
+            Some(p) => id = p,
+            None => break,
+        }
+    }
+    Ok(id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,22 +563,11 @@ mod tests {
         assert_eq!(d(Act::Exec, "curl"), Decision::Ask);
         assert_eq!(d(Act::Read, ".env"), Decision::Deny);
         assert_eq!(
-            gate.decide(&Action::new(Act::Write, "locked.txt")).action.target,
+            gate.decide(&Action::new(Act::Write, "locked.txt"))
+                .action
+                .target,
             "locked.txt",
             "recorded in the child's frame"
         );
     }
-}
-
-/// The root run of the tree `run_id` belongs to.
-pub(crate) fn root_of(store: &Store, run_id: i64) -> Result<i64, StoreError> {
-    let mut id = run_id;
-    // Bounded: a tree is at most MAX_AGENT_DEPTH deep; the bound guards a corrupt file.
-    for _ in 0..=crate::contract::MAX_AGENT_DEPTH + 1 {
-        match store.run(id)?.and_then(|r| r.parent_run_id) {
-            Some(p) => id = p,
-            None => break,
-        }
-    }
-    Ok(id)
 }

@@ -288,7 +288,12 @@ impl Store {
     }
 
     /// The sub-agent a parent's tool call spawned, if it did.
-    pub fn child_for_call(&self, run_id: i64, step: u32, call_id: &str) -> Result<Option<ChildRun>> {
+    pub fn child_for_call(
+        &self,
+        run_id: i64,
+        step: u32,
+        call_id: &str,
+    ) -> Result<Option<ChildRun>> {
         let id: Option<i64> = {
             let conn = self.conn();
             conn.query_row(

@@ -78,7 +78,11 @@ async fn a_child_works_in_its_sub_root_and_its_usage_rolls_up_into_the_parent() 
     assert_eq!(r.outcome, RunOutcome::Success, "{r:?}");
     assert_eq!((r.steps, r.agent_steps), (2, 2));
     assert_eq!(r.input_tokens, 100 + 20 + 50 + 10, "tokens roll up");
-    assert!((r.cost_usd.unwrap() - 0.018).abs() < 1e-9, "{:?}", r.cost_usd);
+    assert!(
+        (r.cost_usd.unwrap() - 0.018).abs() < 1e-9,
+        "{:?}",
+        r.cost_usd
+    );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("sub/a.txt")).unwrap(),
         "hi\n"
@@ -112,14 +116,22 @@ async fn a_child_works_in_its_sub_root_and_its_usage_rolls_up_into_the_parent() 
         out.contains(&format!("run {}", child.run.id)) && out.contains("success"),
         "{out}"
     );
-    assert!(out.contains("a.txt") && out.contains("wrote a.txt"), "{out}");
+    assert!(
+        out.contains("a.txt") && out.contains("wrote a.txt"),
+        "{out}"
+    );
     // Totals in the store are each run's own; the parent's result rolls them up.
     assert_eq!(store.run(r.run_id).unwrap().unwrap().input_tokens, 120);
     // The parent was offered spawn_agent, its child (at the default max_depth 1) not.
     let body = |id: i64| {
         let s = &store.steps(id).unwrap()[0];
-        String::from_utf8(store.blob(s.request_hash.as_deref().unwrap()).unwrap().unwrap())
-            .unwrap()
+        String::from_utf8(
+            store
+                .blob(s.request_hash.as_deref().unwrap())
+                .unwrap()
+                .unwrap(),
+        )
+        .unwrap()
     };
     assert!(body(r.run_id).contains("spawn_agent"));
     assert!(!body(child.run.id).contains("spawn_agent"));
@@ -136,7 +148,9 @@ async fn a_greedy_child_cannot_exceed_its_slice_and_the_parent_sees_the_remainde
     .max_steps(10)
     .max_tokens(1000);
     let greedy: Vec<ScriptTurn> = (0..20).map(|_| usage(read("seed.txt"), 10, None)).collect();
-    let hungry: Vec<ScriptTurn> = (0..20).map(|_| usage(read("seed.txt"), 200, None)).collect();
+    let hungry: Vec<ScriptTurn> = (0..20)
+        .map(|_| usage(read("seed.txt"), 200, None))
+        .collect();
     let provider = Scripted::new(vec![
         usage(
             spawn(json!({
@@ -195,7 +209,10 @@ async fn a_greedy_child_cannot_exceed_its_slice_and_the_parent_sees_the_remainde
         children[1].run.outcome.as_deref(),
         Some("token_budget_exceeded")
     );
-    assert_eq!(children[1].run.input_tokens, 400, "one step past its slice, then stopped");
+    assert_eq!(
+        children[1].run.input_tokens, 400,
+        "one step past its slice, then stopped"
+    );
 
     // The last child asked for more than is left and got exactly the remainder:
     // 1000 tokens less the parent's three replies (300) and the first two
@@ -250,10 +267,16 @@ async fn a_child_trying_to_widen_the_policy_is_refused_and_inherits_the_parents_
         a
     };
     let provider = Scripted::new(vec![
-        spawn(args(json!({"rules": [{"act": "write", "target": "**", "decision": "allow"}]}))),
-        spawn(args(json!({"verify": {"command": ["curl", "http://example.com"]}}))),
+        spawn(args(
+            json!({"rules": [{"act": "write", "target": "**", "decision": "allow"}]}),
+        )),
+        spawn(args(
+            json!({"verify": {"command": ["curl", "http://example.com"]}}),
+        )),
         spawn(args(json!({"root": "../"}))),
-        spawn(args(json!({"rules": [{"act": "write", "target": "*.md", "decision": "deny"}]}))),
+        spawn(args(
+            json!({"rules": [{"act": "write", "target": "*.md", "decision": "deny"}]}),
+        )),
         ScriptTurn::text("done"),
     ])
     .with_agent(
@@ -310,7 +333,10 @@ async fn depth_is_bounded_by_the_contract() {
             })),
             ScriptTurn::text("done"),
         ])
-        .with_agent("child", vec![child_spawns.clone(), ScriptTurn::text("tried")])
+        .with_agent(
+            "child",
+            vec![child_spawns.clone(), ScriptTurn::text("tried")],
+        )
         .with_agent(
             "grandchild",
             if depth_ok {
@@ -370,9 +396,175 @@ fn agents_max_depth_parses_and_bad_values_name_file_line_and_key() {
     let e = TaskContract::from_toml_str(&format!("{base}[agents]\nmax_depth = 99\n"), &f)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("task.toml:5") && e.contains("agents.max_depth"), "{e}");
+    assert!(
+        e.contains("task.toml:5") && e.contains("agents.max_depth"),
+        "{e}"
+    );
     let e = TaskContract::from_toml_str(&format!("{base}[agents]\ndepth = 2\n"), &f)
         .unwrap_err()
         .to_string();
     assert!(e.contains("task.toml:5") && e.contains("depth"), "{e}");
+}
+
+/// A tree killed mid-child (a real `io-harness run` aborted at a failpoint) resumes as
+/// a tree: the child continues, then the parent; a finished child is adopted, never
+/// run twice.
+#[cfg(feature = "failpoints")]
+mod tree_resume {
+    use std::path::Path;
+    use std::process::Command;
+
+    const SCRIPT: &[&str] = &[
+        r#"{"tool_calls": [{"name": "spawn_agent", "input": {"name": "fixer", "goal": "log two entries", "root": "sub", "verify": {"file_contains": {"file": "log.txt", "needle": "two"}}}}], "usage": {"input_tokens": 100, "output_tokens": 0}, "cost_usd": 0.01}"#,
+        r#"{"agent": "fixer", "tool_calls": [{"name": "edit_file", "input": {"path": "log.txt", "old": "entries:\n", "new": "entries:\n- one\n"}}], "usage": {"input_tokens": 10, "output_tokens": 0}, "cost_usd": 0.001}"#,
+        r#"{"agent": "fixer", "tool_calls": [{"name": "edit_file", "input": {"path": "log.txt", "old": "- one\n", "new": "- one\n- two\n"}}], "usage": {"input_tokens": 10, "output_tokens": 0}, "cost_usd": 0.001}"#,
+        r#"{"agent": "fixer", "text": "logged both"}"#,
+        r#"{"tool_calls": [{"name": "write_file", "input": {"path": "top.txt", "content": "top\n"}}]}"#,
+        r#"{"text": "done"}"#,
+    ];
+
+    struct Case {
+        dir: tempfile::TempDir,
+    }
+
+    impl Case {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path();
+            std::fs::create_dir_all(p.join("t/ws/sub")).unwrap();
+            std::fs::write(p.join("t/ws/sub/log.txt"), "entries:\n").unwrap();
+            std::fs::write(p.join("t/script.jsonl"), SCRIPT.join("\n") + "\n").unwrap();
+            std::fs::write(
+                p.join("t/task.toml"),
+                "goal = \"log via a sub-agent\"\nroot = \"ws\"\n[verify]\ncommand = [\"sh\", \"-c\", \"grep -q two sub/log.txt && test -f top.txt\"]\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+            )
+            .unwrap();
+            Self { dir }
+        }
+
+        fn path(&self) -> &Path {
+            self.dir.path()
+        }
+
+        fn cmd(&self, args: &[&str]) -> Command {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_io-harness"));
+            c.args(args)
+                .env("IO_HARNESS_STORE", self.path().join("store.db"))
+                .env("XDG_CACHE_HOME", self.path().join("cache"))
+                .env_remove("IO_HARNESS_FAILPOINT");
+            c
+        }
+
+        fn json(&self, args: &[&str]) -> serde_json::Value {
+            let out = self.cmd(args).output().unwrap();
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout))
+            })
+        }
+    }
+
+    fn kill_then_resume(point: &str) {
+        let case = Case::new();
+        let task = case.path().join("t/task.toml");
+        let out = case
+            .cmd(&["run", task.to_str().unwrap(), "--json"])
+            .env("IO_HARNESS_FAILPOINT", point)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            None,
+            "{point}: the failpoint should abort; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let runs = case.json(&["runs", "--json"]);
+        assert_eq!(
+            runs.as_array().unwrap().len(),
+            1,
+            "{point}: roots only: {runs}"
+        );
+        let root = runs[0]["id"].as_i64().unwrap();
+        assert_eq!(runs[0]["children"], 1, "{point}: {runs}");
+        let tree = case.json(&["show", &root.to_string(), "--json"]);
+        let child = tree["children"][0]["id"].as_i64().unwrap();
+
+        // A child does not resume alone: its policy is its parent's.
+        let out = case.cmd(&["resume", &child.to_string()]).output().unwrap();
+        if tree["children"][0]["status"] != "finished" {
+            assert_eq!(out.status.code(), Some(2), "{point}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains(&format!("resume the root run {root}")),
+                "{err}"
+            );
+        }
+
+        let out = case
+            .cmd(&["resume", &root.to_string(), "--json"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{point}: resume failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ws = case.path().join("t/ws");
+        assert_eq!(
+            std::fs::read_to_string(ws.join("sub/log.txt")).unwrap(),
+            "entries:\n- one\n- two\n",
+            "{point}"
+        );
+        assert!(ws.join("top.txt").exists());
+
+        let tree = case.json(&["show", &root.to_string(), "--json"]);
+        let children = tree["children"].as_array().unwrap();
+        assert_eq!(children.len(), 1, "{point}: no second child: {tree}");
+        assert_eq!(children[0]["outcome"], "success", "{point}: {tree}");
+        assert_eq!(children[0]["steps"], 3, "{point}: {tree}");
+        assert_eq!(tree["run"]["outcome"], "success");
+        // No call of the child's resumed session failed: nothing applied twice.
+        let shown = case.json(&["show", &child.to_string(), "--json"]);
+        assert_eq!(shown["agent"]["parent_run_id"], root);
+        for s in shown["steps"].as_array().unwrap() {
+            for c in s["tool_calls"].as_array().unwrap() {
+                assert_eq!(c["is_error"], false, "{point}: {c}");
+            }
+        }
+        let parent = case.json(&["show", &root.to_string(), "--json"]);
+        let spawn_call = &parent["steps"][0]["tool_calls"][0];
+        assert_eq!(spawn_call["is_error"], false, "{point}: {spawn_call}");
+        assert!(
+            spawn_call["output"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("run {child}")),
+            "{spawn_call}"
+        );
+        // The text view draws the tree.
+        let text = case.cmd(&["show", &root.to_string()]).output().unwrap();
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(text.contains(&format!("run {child} `fixer`")), "{text}");
+    }
+
+    #[test]
+    fn killed_right_after_the_child_started() {
+        kill_then_resume("agent.after_spawn:1");
+    }
+
+    #[test]
+    fn killed_after_the_childs_first_step() {
+        kill_then_resume("agent.child_after_commit:1");
+    }
+
+    #[test]
+    fn killed_mid_tool_call_of_the_child() {
+        kill_then_resume("tool.after_apply:2");
+    }
+
+    #[test]
+    fn killed_after_the_child_finished_before_the_parent_committed() {
+        kill_then_resume("agent.after_child:1");
+    }
 }

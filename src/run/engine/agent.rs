@@ -162,7 +162,11 @@ impl Engine<'_> {
             {
                 Ok(e) => e,
                 Err(RunError::Store(e)) => return Err(StepEnd::Store(e)),
-                Err(e) => return Ok(Spawned::Refused(format!("the sub-agent could not start: {e}"))),
+                Err(e) => {
+                    return Ok(Spawned::Refused(format!(
+                        "the sub-agent could not start: {e}"
+                    )));
+                }
             };
         let child_id = engine.run_id;
         crate::failpoint::hit("agent.after_spawn", step);
@@ -172,7 +176,11 @@ impl Engine<'_> {
 
     /// The child this call already spawned: resumed if it was interrupted (or
     /// cancelled, or stopped for an approval since decided), else taken as it ended.
-    async fn adopt(&mut self, child: &ChildRun, provider: &dyn Provider) -> Result<Spawned, StepEnd> {
+    async fn adopt(
+        &mut self,
+        child: &ChildRun,
+        provider: &dyn Provider,
+    ) -> Result<Spawned, StepEnd> {
         let outcome: Option<RunOutcome> = child
             .run
             .outcome_json
@@ -184,11 +192,21 @@ impl Engine<'_> {
         }
         let stored = match super::super::stored_contract(self.store, child.run.id) {
             Ok(c) => c,
-            Err(e) => return Ok(Spawned::Refused(format!("sub-agent run {}: {e}", child.run.id))),
+            Err(e) => {
+                return Ok(Spawned::Refused(format!(
+                    "sub-agent run {}: {e}",
+                    child.run.id
+                )));
+            }
         };
         let gate = match subagent::gate_for_stored(self.policy.clone(), &self.dirs.work, &stored) {
             Ok(g) => g,
-            Err(why) => return Ok(Spawned::Refused(format!("sub-agent run {}: {why}", child.run.id))),
+            Err(why) => {
+                return Ok(Spawned::Refused(format!(
+                    "sub-agent run {}: {why}",
+                    child.run.id
+                )));
+            }
         };
         let opts = self.child_options(gate);
         match Engine::reopen(self.store, child.run.id, provider, None, opts).await {
@@ -227,7 +245,9 @@ impl Engine<'_> {
             .store
             .run(child_id)
             .map_err(StepEnd::Store)?
-            .ok_or(StepEnd::Store(crate::store::StoreError::NoSuchRun(child_id)))?;
+            .ok_or(StepEnd::Store(crate::store::StoreError::NoSuchRun(
+                child_id,
+            )))?;
         let link = self.store.agent_link(child_id).map_err(StepEnd::Store)?;
         let usage = subagent::rolled_up(self.store, child_id).map_err(StepEnd::Store)?;
         self.totals.add_child(&usage);

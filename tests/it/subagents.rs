@@ -568,3 +568,77 @@ mod tree_resume {
         kill_then_resume("agent.after_child:1");
     }
 }
+
+#[tokio::test]
+async fn the_library_spawns_a_child_of_a_stored_run_under_the_same_terms() {
+    use io_harness::run::{AgentSpec, RunError, RunOptions, spawn_agent};
+    let dir = workspace();
+    let contract = TaskContract::workspace(
+        "check the seed",
+        dir.path(),
+        Verification::file_contains("sub/seed.txt", "seed"),
+    )
+    .max_steps(4)
+    .policy_rule(Rule::deny(Act::Write, "sub/locked.txt"));
+    let store = Store::memory().unwrap();
+    let parent = run(
+        &contract,
+        &Scripted::new(vec![usage(ScriptTurn::text("fine"), 7, Some(0.5))]),
+        &store,
+    )
+    .await
+    .unwrap();
+    assert_eq!(parent.outcome, RunOutcome::Success);
+
+    let spec: AgentSpec = serde_json::from_value(json!({
+        "name": "after", "goal": "write b.txt", "root": "sub",
+        "verify": {"file_contains": {"file": "b.txt", "needle": "b"}},
+        "budget": {"max_steps": 50}
+    }))
+    .unwrap();
+    let provider = Scripted::new(vec![]).with_agent(
+        "after",
+        vec![
+            write("locked.txt", "x\n"),
+            write("b.txt", "b\n"),
+            ScriptTurn::text("ok"),
+        ],
+    );
+    let child = spawn_agent(
+        &store,
+        parent.run_id,
+        &spec,
+        &provider,
+        RunOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(child.outcome, RunOutcome::Success, "{child:?}");
+    let children = store.children(parent.run_id).unwrap();
+    assert_eq!(children.len(), 1);
+    assert_eq!(
+        (children[0].link.step, children[0].link.call_id.as_str()),
+        (1, "api-1")
+    );
+    let c: TaskContract =
+        serde_json::from_str(children[0].run.contract_json.as_deref().unwrap()).unwrap();
+    assert_eq!(c.budget.max_steps, 3, "four less the parent's one step");
+    let (out, is_error) = call(&store, child.run_id, 1, "write_file");
+    assert!(is_error, "the parent's stored policy holds: {out}");
+
+    let mut wide = spec.clone();
+    wide.rules = vec![Rule::allow(Act::Net, "*")];
+    match spawn_agent(
+        &store,
+        parent.run_id,
+        &wide,
+        &provider,
+        RunOptions::default(),
+    )
+    .await
+    {
+        Err(e @ RunError::SpawnRefused { .. }) => assert!(e.is_usage(), "{e}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(store.children(parent.run_id).unwrap().len(), 1);
+}

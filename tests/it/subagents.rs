@@ -542,6 +542,11 @@ mod tree_resume {
                 .contains(&format!("run {child}")),
             "{spawn_call}"
         );
+        // `runs` lists the root with its tree's usage: the child's cost rolls up.
+        let runs = case.json(&["runs", "--json"]);
+        assert_eq!(runs[0]["tree"]["runs"], 2, "{runs}");
+        let cost = runs[0]["tree"]["cost_usd"].as_f64().unwrap();
+        assert!((cost - 0.012).abs() < 1e-9, "{point}: {runs}");
         // The text view draws the tree.
         let text = case.cmd(&["show", &root.to_string()]).output().unwrap();
         let text = String::from_utf8_lossy(&text.stdout);

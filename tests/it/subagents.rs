@@ -647,3 +647,133 @@ async fn the_library_spawns_a_child_of_a_stored_run_under_the_same_terms() {
     }
     assert_eq!(store.children(parent.run_id).unwrap().len(), 1);
 }
+
+fn gated_tree(contract_dir: &std::path::Path) -> (TaskContract, Scripted) {
+    let contract = TaskContract::workspace(
+        "delegate",
+        contract_dir,
+        Verification::file_contains("sub/out.txt", "three"),
+    );
+    let provider = Scripted::new(vec![
+        spawn(json!({
+            "name": "w", "goal": "write out.txt in three steps", "root": "sub",
+            "verify": {"file_contains": {"file": "out.txt", "needle": "three"}}
+        })),
+        ScriptTurn::text("done"),
+    ])
+    .with_agent(
+        "w",
+        vec![
+            write("out.txt", "one\n"),
+            write("out.txt", "one\ntwo\n"),
+            write("out.txt", "one\ntwo\nthree\n"),
+            ScriptTurn::text("wrote it"),
+        ],
+    );
+    (contract, provider)
+}
+
+#[tokio::test]
+async fn a_cancelled_child_cancels_its_parent_and_both_resume_as_a_tree() {
+    use io_harness::run::{Flow, RunEvent, RunOptions};
+    use std::sync::Mutex;
+    let dir = workspace();
+    let (contract, provider) = gated_tree(dir.path());
+    let root = std::sync::Arc::new(Mutex::new(None::<i64>));
+    let r2 = root.clone();
+    let observer = move |e: &RunEvent| -> Flow {
+        let mut root = r2.lock().unwrap();
+        match e {
+            RunEvent::RunStarted { run_id, .. } if root.is_none() => *root = Some(*run_id),
+            RunEvent::StepCommitted {
+                run_id, step: 1, ..
+            } if Some(*run_id) != *root => {
+                return Flow::Cancel;
+            }
+            _ => {}
+        }
+        Flow::Continue
+    };
+    let store = Store::memory().unwrap();
+    let opts = RunOptions::default().observer(std::sync::Arc::new(observer));
+    let r = io_harness::run_with(&contract, &provider, &store, opts)
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, RunOutcome::Cancelled);
+    assert_eq!(r.steps, 0, "the spawning step is not committed");
+    let child = store.children(r.run_id).unwrap()[0].clone();
+    assert_eq!(child.run.outcome.as_deref(), Some("cancelled"));
+    assert_eq!(child.run.steps, 1);
+
+    let r = io_harness::resume(&store, r.run_id, &provider)
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success, "{r:?}");
+    let children = store.children(r.run_id).unwrap();
+    assert_eq!(
+        children.len(),
+        1,
+        "the child was continued, not started again"
+    );
+    assert_eq!(children[0].run.steps, 4);
+    assert_eq!(r.agent_steps, 4);
+}
+
+#[tokio::test]
+async fn a_child_awaiting_approval_holds_its_parent_until_decided() {
+    let dir = workspace();
+    let (contract, provider) = gated_tree(dir.path());
+    let contract = contract.policy_rule(Rule::ask(Act::Write, "sub/out.txt"));
+    let store = Store::memory().unwrap();
+    let r = run(&contract, &provider, &store).await.unwrap();
+    let RunOutcome::AwaitingApproval { request_id } = r.outcome.clone() else {
+        panic!("{r:?}");
+    };
+    let child = store.children(r.run_id).unwrap()[0].run.id;
+    let pending = store.approval(child, &request_id).unwrap().unwrap();
+    assert_eq!(pending.status, "pending", "the request is the child's");
+
+    // Undecided: resuming the tree waits again, starting nothing new.
+    let again = io_harness::resume(&store, r.run_id, &provider)
+        .await
+        .unwrap();
+    assert!(
+        matches!(again.outcome, RunOutcome::AwaitingApproval { .. }),
+        "{again:?}"
+    );
+    assert_eq!(store.children(r.run_id).unwrap().len(), 1);
+
+    store
+        .decide_approval(child, &request_id, true, None, true)
+        .unwrap();
+    // The operator asked to remember, but a child cannot widen its parent's policy:
+    // the next write asks again.
+    let next = io_harness::resume(&store, r.run_id, &provider)
+        .await
+        .unwrap();
+    let RunOutcome::AwaitingApproval { request_id: second } = next.outcome.clone() else {
+        panic!("{next:?}");
+    };
+    assert_ne!(second, request_id);
+    store
+        .decide_approval(child, &second, true, None, false)
+        .unwrap();
+    let next = io_harness::resume(&store, r.run_id, &provider)
+        .await
+        .unwrap();
+    let RunOutcome::AwaitingApproval { request_id: third } = next.outcome.clone() else {
+        panic!("{next:?}");
+    };
+    store
+        .decide_approval(child, &third, true, None, false)
+        .unwrap();
+    let done = io_harness::resume(&store, r.run_id, &provider)
+        .await
+        .unwrap();
+    assert_eq!(done.outcome, RunOutcome::Success, "{done:?}");
+    assert_eq!(store.children(r.run_id).unwrap().len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("sub/out.txt")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
+}

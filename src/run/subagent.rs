@@ -541,6 +541,28 @@ mod tests {
         assert!(carve(&AgentBudget::default(), &none).is_err());
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn a_sub_root_stays_inside_the_parents_workspace() {
+        let outside = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("out")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("a/b"), dir.path().join("inner")).unwrap();
+        let (root, prefix) = sub_root(dir.path(), "a/b").unwrap();
+        assert!(root.ends_with("a/b"));
+        assert_eq!(prefix, "a/b");
+        assert_eq!(sub_root(dir.path(), ".").unwrap().1, "");
+        assert_eq!(
+            sub_root(dir.path(), "inner").unwrap().1,
+            "a/b",
+            "a link inside is rebased to where it leads"
+        );
+        for bad in ["out", "../x", "/etc", "a/../../x", "missing"] {
+            assert!(sub_root(dir.path(), bad).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn a_child_gate_is_never_wider_than_its_parent() {
         let mut parent = Policy::builtin().with_exec_isolation(Isolation::Native);

@@ -777,3 +777,32 @@ async fn a_child_awaiting_approval_holds_its_parent_until_decided() {
         "one\ntwo\nthree\n"
     );
 }
+
+#[tokio::test]
+async fn an_operator_rule_on_spawn_agent_is_honoured_and_recorded() {
+    let dir = workspace();
+    let contract = TaskContract::workspace(
+        "delegate",
+        dir.path(),
+        Verification::file_contains("sub/seed.txt", "seed"),
+    )
+    .policy_rule(Rule::deny(Act::Exec, "spawn_agent"));
+    let provider = Scripted::new(vec![
+        spawn(json!({
+            "name": "x", "goal": "g", "root": "sub",
+            "verify": {"file_contains": {"file": "seed.txt", "needle": "seed"}}
+        })),
+        ScriptTurn::text("done"),
+    ]);
+    let store = Store::memory().unwrap();
+    let r = run(&contract, &provider, &store).await.unwrap();
+    let (out, is_error) = call(&store, r.run_id, 1, "spawn_agent");
+    assert!(is_error && out.contains("deny"), "{out}");
+    assert!(store.children(r.run_id).unwrap().is_empty());
+    let pe = store.policy_events(r.run_id).unwrap();
+    assert!(
+        pe.iter()
+            .any(|p| p.step == 1 && p.target == "spawn_agent" && p.decision == "deny"),
+        "{pe:?}"
+    );
+}

@@ -9,6 +9,12 @@
 //! Points, in the order a step reaches them: `step.after_reply` (the model answered),
 //! `tool.after_apply` (a tool's effect landed, its journal entry not yet completed),
 //! `step.after_tools`, `verify.before`, `step.before_commit`, `step.after_commit`.
+//!
+//! Sub-agents: a child's steps reach the same points (numbered by the child's step);
+//! besides, `agent.after_spawn` (the child's run exists, none of its steps ran; the
+//! parent's step), `agent.child_after_commit` (a child committed that step of its
+//! own) and `agent.after_child` (the child finished, the parent's step is not yet
+//! committed; the parent's step).
 
 /// Aborts the process if the failpoint `name` is armed for `step`. Compiled only with
 /// the `failpoints` feature (the test suite's); elsewhere it is an empty function.

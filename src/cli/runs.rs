@@ -1,16 +1,24 @@
-//! `io-harness runs`: the runs in the store, newest first.
+//! `io-harness runs`: the root runs in the store, newest first, each with the number
+//! of sub-agents it spawned (`show` draws the tree). A root's tokens and cost in the
+//! table are its whole tree's; `--json` keeps each record's own and adds `tree`.
 
 use super::{CliError, ListArgs, output, store_path};
 
 pub fn execute(args: ListArgs) -> Result<i32, CliError> {
     let store = store_path::open(&args.store)?;
-    let runs = store.runs()?;
+    let all = store.runs()?;
+    let children = |id: i64| all.iter().filter(|r| r.parent_run_id == Some(id)).count();
+    let runs: Vec<&io_harness::store::RunRecord> =
+        all.iter().filter(|r| r.parent_run_id.is_none()).collect();
+    let tree = |r: &io_harness::store::RunRecord| tree_totals(&all, r);
     if args.json {
         let listed: Vec<serde_json::Value> = runs
             .iter()
             .map(|r| {
                 let mut v = serde_json::to_value(r).unwrap_or_default();
                 v["status"] = status(r).into();
+                v["children"] = children(r.id).into();
+                v["tree"] = serde_json::to_value(tree(r)).unwrap_or_default();
                 v
             })
             .collect();
@@ -23,25 +31,68 @@ pub fn execute(args: ListArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     println!(
-        "{:>5}  {:<22}  {:>5}  {:>8}  {:>10}  {:<20}  goal",
-        "id", "outcome", "steps", "tokens", "cost", "started"
+        "{:>5}  {:<22}  {:>5}  {:>6}  {:>8}  {:>10}  {:<20}  goal",
+        "id", "outcome", "steps", "agents", "tokens", "cost", "started"
     );
     for r in runs {
-        let outcome = r.outcome.clone().unwrap_or_else(|| status(&r));
-        let total = r.input_tokens + r.output_tokens + r.cached_input_tokens;
+        let outcome = r.outcome.clone().unwrap_or_else(|| status(r));
+        let t = tree(r);
+        let total = t.input_tokens + t.output_tokens + t.cached_input_tokens;
         let goal: String = output::sanitize(&r.goal).chars().take(60).collect();
         println!(
-            "{:>5}  {:<22}  {:>5}  {:>8}  {:>10}  {:<20}  {}",
+            "{:>5}  {:<22}  {:>5}  {:>6}  {:>8}  {:>10}  {:<20}  {}",
             r.id,
             outcome,
             r.steps,
+            children(r.id),
             output::tokens(total),
-            output::cost(r.cost_usd, r.cost_unknown_steps),
+            output::cost(t.cost_usd, t.cost_unknown_steps),
             format_ms(r.started_at_ms),
             goal
         );
     }
     Ok(0)
+}
+
+/// A run's usage with all its sub-agents'.
+#[derive(Debug, Default, serde::Serialize)]
+struct TreeTotals {
+    runs: usize,
+    steps: u32,
+    input_tokens: u64,
+    output_tokens: u64,
+    cached_input_tokens: u64,
+    cost_usd: Option<f64>,
+    cost_unknown_steps: u32,
+}
+
+/// Sums `root` and its descendants from the listed runs (ids grow with creation, so
+/// a child's id is above its parent's: one pass in id order finds every descendant).
+fn tree_totals(
+    all: &[io_harness::store::RunRecord],
+    root: &io_harness::store::RunRecord,
+) -> TreeTotals {
+    let mut sorted: Vec<&io_harness::store::RunRecord> =
+        all.iter().filter(|r| r.id >= root.id).collect();
+    sorted.sort_by_key(|r| r.id);
+    let mut members = std::collections::BTreeSet::from([root.id]);
+    let mut t = TreeTotals::default();
+    for r in sorted {
+        if r.id != root.id && !r.parent_run_id.is_some_and(|p| members.contains(&p)) {
+            continue;
+        }
+        members.insert(r.id);
+        t.runs += 1;
+        t.steps += r.steps;
+        t.input_tokens += r.input_tokens;
+        t.output_tokens += r.output_tokens;
+        t.cached_input_tokens += r.cached_input_tokens;
+        if let Some(c) = r.cost_usd {
+            t.cost_usd = Some(t.cost_usd.unwrap_or(0.0) + c);
+        }
+        t.cost_unknown_steps += r.cost_unknown_steps;
+    }
+    t
 }
 
 /// `running` only while a process drives the run; `interrupted` once none does.

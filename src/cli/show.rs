@@ -30,8 +30,12 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
     let attempts = store.provider_attempts(args.run_id)?;
     let sessions = store.sandbox_sessions(args.run_id)?;
     let approvals = store.approvals(args.run_id)?;
+    let link = store.agent_link(args.run_id)?;
+    let children = store.children(args.run_id)?;
     if args.json {
         let obj = serde_json::json!({
+            "agent": link,
+            "children": tree(&store, args.run_id, 0)?,
             "sandbox_sessions": sessions,
             "approvals": approvals,
             "run": run,
@@ -57,6 +61,16 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
     );
     if let Some(p) = &run.provider_json {
         println!("provider: {}", s(p));
+    }
+    if let Some(l) = &link {
+        println!(
+            "sub-agent `{}` at depth {} of run {} (its step {}, call {})",
+            s(&l.name),
+            l.depth,
+            l.parent_run_id,
+            l.step,
+            s(&l.call_id)
+        );
     }
     println!(
         "started: {}   finished: {}",
@@ -125,6 +139,12 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
                 c.duration_ms
             );
             println!("    → {}", s(&short(&c.output, 240)));
+            if let Some(ch) = children
+                .iter()
+                .find(|ch| ch.link.step == st.step && ch.link.call_id == c.call_id)
+            {
+                println!("    ↳ sub-agent run {}", ch.run.id);
+            }
         }
         for p in policy
             .iter()
@@ -187,6 +207,10 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
                 .map_or(String::new(), |r| format!(": {}", s(r)))
         );
     }
+    if !children.is_empty() {
+        println!("\nsub-agents:");
+        print_tree(&tree(&store, args.run_id, 0)?, 1);
+    }
     if let Some(m) = &run.final_message {
         println!("\nfinal message:\n{}", s(m));
     }
@@ -211,4 +235,60 @@ fn short(text: &str, max: usize) -> String {
 
 fn indent(text: &str) -> String {
     text.trim_end().replace('\n', "\n    ")
+}
+
+/// Deepest tree drawn; the contract allows at most 8 levels, so more means a
+/// corrupt store, not a real tree.
+const MAX_TREE_DEPTH: u32 = 16;
+
+/// The sub-agents of `run_id`, each with its own, as JSON.
+fn tree(
+    store: &io_harness::Store,
+    run_id: i64,
+    level: u32,
+) -> Result<Vec<serde_json::Value>, CliError> {
+    if level >= MAX_TREE_DEPTH {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for c in store.children(run_id)? {
+        out.push(serde_json::json!({
+            "id": c.run.id,
+            "name": c.link.name,
+            "depth": c.link.depth,
+            "step": c.link.step,
+            "call_id": c.link.call_id,
+            "goal": c.run.goal,
+            "status": super::runs::status(&c.run),
+            "outcome": c.run.outcome,
+            "steps": c.run.steps,
+            "input_tokens": c.run.input_tokens,
+            "output_tokens": c.run.output_tokens,
+            "cost_usd": c.run.cost_usd,
+            "children": tree(store, c.run.id, level + 1)?,
+        }));
+    }
+    Ok(out)
+}
+
+fn print_tree(nodes: &[serde_json::Value], indent: usize) {
+    for n in nodes {
+        println!(
+            "{}run {} `{}` (depth {}, step {}): {} — {} steps — {}",
+            "  ".repeat(indent),
+            n["id"],
+            output::sanitize(n["name"].as_str().unwrap_or("")),
+            n["depth"],
+            n["step"],
+            n["outcome"]
+                .as_str()
+                .or(n["status"].as_str())
+                .unwrap_or("-"),
+            n["steps"],
+            output::sanitize(n["goal"].as_str().unwrap_or(""))
+        );
+        if let Some(c) = n["children"].as_array() {
+            print_tree(c, indent + 1);
+        }
+    }
 }

@@ -74,6 +74,13 @@ struct RawFile {
     retry: Option<Spanned<RawRetry>>,
     sandbox: Option<Spanned<RawSandbox>>,
     policy: Option<Spanned<RawPolicy>>,
+    agents: Option<Spanned<RawAgents>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgents {
+    max_depth: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -408,7 +415,16 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
             policy.overrides.push(o.into_inner());
         }
     }
+    let mut agents = super::AgentSettings::default();
+    if let Some(a) = raw.agents {
+        note("agents", a.span());
+        if let Some(d) = a.into_inner().max_depth {
+            note("agents.max_depth", d.span());
+            agents.max_depth = d.into_inner();
+        }
+    }
     let contract = TaskContract {
+        agents,
         goal: raw.goal.into_inner(),
         root,
         workspace,
@@ -736,6 +752,16 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
         return err("stall.window", "must be at least 1".into());
     }
     c.policy.check()?;
+    if c.agents.max_depth > super::MAX_AGENT_DEPTH {
+        return err(
+            "agents.max_depth",
+            format!(
+                "{} is deeper than the {} levels allowed",
+                c.agents.max_depth,
+                super::MAX_AGENT_DEPTH
+            ),
+        );
+    }
     let table = c.price_table();
     for p in &c.providers {
         if p.max_output_tokens == 0 {

@@ -295,6 +295,32 @@ pub struct TaskContract {
     /// The task layer of the permission policy (`[policy]`).
     #[serde(default)]
     pub policy: TaskPolicy,
+    /// Sub-agents (`[agents]`).
+    #[serde(default)]
+    pub agents: AgentSettings,
+}
+
+/// The `[agents]` section: how deep a tree of sub-agents may grow.
+///
+/// A root run has depth 0; the `spawn_agent` tool is offered to a run whose depth is
+/// below `max_depth`, so `max_depth = 0` turns sub-agents off and the default, 1, lets
+/// the root spawn children that cannot spawn in turn. A child inherits its parent's
+/// setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSettings {
+    /// Deepest level a sub-agent may sit at (children of the root are at 1).
+    pub max_depth: u32,
+}
+
+/// The largest `agents.max_depth` accepted: every level multiplies what one task can
+/// start, and a deep tree is more likely a loop than a plan.
+pub const MAX_AGENT_DEPTH: u32 = 8;
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self { max_depth: 1 }
+    }
 }
 
 impl TaskContract {
@@ -323,6 +349,7 @@ impl TaskContract {
             retry: RetryPolicy::default(),
             sandbox: SandboxSettings::default(),
             policy: TaskPolicy::default(),
+            agents: AgentSettings::default(),
         }
     }
 
@@ -419,6 +446,12 @@ impl TaskContract {
     /// Lifts the built-in policy denies matching `ov` (recorded when used).
     pub fn policy_override(mut self, ov: Override) -> Self {
         self.policy.overrides.push(ov);
+        self
+    }
+
+    /// Sets how deep sub-agents may nest (`0` turns them off).
+    pub fn max_agent_depth(mut self, depth: u32) -> Self {
+        self.agents.max_depth = depth;
         self
     }
 

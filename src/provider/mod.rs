@@ -84,11 +84,23 @@ pub trait Provider: Send + Sync {
         &'a self,
         request: &'a CompletionRequest,
     ) -> BoxFuture<'a, Result<Completion, ProviderError>>;
+
+    /// The provider a sub-agent named `name` talks to. `None`, the default, means this
+    /// same provider: a child uses its parent's model. A [`Scripted`] provider answers
+    /// with the turns scripted for that agent, since its turns are counted per
+    /// conversation and a child's conversation starts afresh.
+    fn for_agent(&self, name: &str) -> Option<std::sync::Arc<dyn Provider>> {
+        let _ = name;
+        None
+    }
 }
 
 impl<P: Provider + ?Sized> Provider for Box<P> {
     fn identity(&self) -> ProviderIdentity {
         (**self).identity()
+    }
+    fn for_agent(&self, name: &str) -> Option<std::sync::Arc<dyn Provider>> {
+        (**self).for_agent(name)
     }
     fn secrets(&self) -> Vec<String> {
         (**self).secrets()
@@ -107,6 +119,9 @@ impl<P: Provider + ?Sized> Provider for Box<P> {
 impl<P: Provider + ?Sized> Provider for std::sync::Arc<P> {
     fn identity(&self) -> ProviderIdentity {
         (**self).identity()
+    }
+    fn for_agent(&self, name: &str) -> Option<std::sync::Arc<dyn Provider>> {
+        (**self).for_agent(name)
     }
     fn secrets(&self) -> Vec<String> {
         (**self).secrets()

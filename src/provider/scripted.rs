@@ -3,8 +3,15 @@
 //! The turn answered is the number of assistant messages already in the conversation,
 //! so the provider holds no cursor of its own: a resumed run replays from exactly
 //! where the stored conversation stands.
+//!
+//! A sub-agent's conversation starts afresh, so it gets a script of its own: turns
+//! tagged `"agent": "<name>"` in a script file (or given with
+//! [`Scripted::with_agent`]) are played to the sub-agent of that name, whatever its
+//! depth; untagged turns are the root run's. Names are one flat namespace per script.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -55,6 +62,9 @@ pub struct ScriptTurn {
     /// Model as recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The sub-agent this turn belongs to; `None` for the root run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 impl ScriptTurn {
@@ -140,6 +150,8 @@ pub enum ScriptError {
 pub struct Scripted {
     turns: Vec<ScriptTurn>,
     source: Option<PathBuf>,
+    /// Sub-agents' scripts by name, shared by the whole tree.
+    agents: Arc<BTreeMap<String, Vec<ScriptTurn>>>,
 }
 
 impl Scripted {
@@ -148,7 +160,14 @@ impl Scripted {
         Self {
             turns,
             source: None,
+            agents: Arc::default(),
         }
+    }
+
+    /// Scripts the sub-agent called `name` (at any depth of the tree).
+    pub fn with_agent(mut self, name: impl Into<String>, turns: Vec<ScriptTurn>) -> Self {
+        Arc::make_mut(&mut self.agents).insert(name.into(), turns);
+        self
     }
 
     /// Loads a JSON Lines script (blank lines and lines starting with `//` skipped).
@@ -159,6 +178,7 @@ impl Scripted {
             source,
         })?;
         let mut turns = Vec::new();
+        let mut agents: BTreeMap<String, Vec<ScriptTurn>> = BTreeMap::new();
         for (i, line) in text.lines().enumerate() {
             let l = line.trim();
             if l.is_empty() || l.starts_with("//") {
@@ -176,11 +196,15 @@ impl Scripted {
                     message: "a turn needs text, tool_calls or content".into(),
                 });
             }
-            turns.push(turn);
+            match turn.agent.clone() {
+                Some(name) => agents.entry(name).or_default().push(turn),
+                None => turns.push(turn),
+            }
         }
         Ok(Self {
             turns,
             source: Some(path.to_path_buf()),
+            agents: Arc::new(agents),
         })
     }
 
@@ -202,6 +226,16 @@ impl Provider for Scripted {
             model: "scripted".into(),
             base_url: self.source.as_ref().map(|p| p.display().to_string()),
         }
+    }
+
+    /// The turns tagged for `name`; a sub-agent without a script gets none, so its
+    /// first call fails as an exhausted script instead of replaying the root's turns.
+    fn for_agent(&self, name: &str) -> Option<Arc<dyn Provider>> {
+        Some(Arc::new(Self {
+            turns: self.agents.get(name).cloned().unwrap_or_default(),
+            source: self.source.clone(),
+            agents: self.agents.clone(),
+        }))
     }
 
     fn complete<'a>(

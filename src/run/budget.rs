@@ -18,6 +18,9 @@ pub(crate) struct Totals {
     pub cost_known_usd: f64,
     pub any_cost_known: bool,
     pub cost_unknown_steps: u32,
+    /// Steps taken by sub-agents (theirs and their own sub-agents'): counted against
+    /// the step budget, never in the step numbering.
+    pub agent_steps: u32,
 }
 
 impl Totals {
@@ -34,6 +37,19 @@ impl Totals {
             }
             None => self.cost_unknown_steps += 1,
         }
+    }
+
+    /// Adds a sub-agent's usage: its tokens and cost as they are, its steps as agent
+    /// steps.
+    pub fn add_child(&mut self, c: &Totals) {
+        self.agent_steps += c.steps + c.agent_steps;
+        self.input_tokens += c.input_tokens;
+        self.output_tokens += c.output_tokens;
+        self.cached_input_tokens += c.cached_input_tokens;
+        self.other_tokens += c.other_tokens;
+        self.cost_known_usd += c.cost_known_usd;
+        self.any_cost_known |= c.any_cost_known;
+        self.cost_unknown_steps += c.cost_unknown_steps;
     }
 
     pub fn from_steps(steps: &[StepRecord]) -> Self {
@@ -75,7 +91,7 @@ pub(crate) fn before_step(
     {
         return Some(RunOutcome::TimeBudgetExceeded);
     }
-    if totals.steps >= budget.max_steps {
+    if totals.steps + totals.agent_steps >= budget.max_steps {
         return Some(if failing.is_empty() {
             RunOutcome::StepCapReached
         } else {

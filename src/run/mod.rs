@@ -17,6 +17,7 @@ mod setup;
 mod snapshot_file;
 mod stall;
 mod state;
+mod subagent;
 mod workdir;
 
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub use events::{CancelToken, Flow, Observer, RunEvent};
 pub use liveness::is_live;
 pub use outcome::{EXIT_USAGE, RunOutcome};
 pub use stall::StallPolicy;
+pub use subagent::{AgentBudget, AgentSpec, AgentVerify, FileContent, FileNeedle};
 pub use workdir::{cache_dir, diff_trees};
 
 /// A run could not be started or continued. Runs that started and then failed end with
@@ -82,6 +84,16 @@ pub enum RunError {
     /// The policy could not be built (a bad rule, an unreadable project file).
     #[error("policy: {0}")]
     Policy(String),
+    /// A sub-agent's spec asks for more than its parent may give (a wider policy, a
+    /// depth past the limit, a budget with nothing left, a root outside the
+    /// workspace). Nothing was started.
+    #[error("run {run_id} cannot spawn that sub-agent: {reason}")]
+    SpawnRefused {
+        /// The parent run.
+        run_id: i64,
+        /// Why.
+        reason: String,
+    },
     /// Stored data could not be decoded.
     #[error("run {run_id}: stored {what} is unreadable: {message}")]
     Corrupt {
@@ -105,6 +117,7 @@ impl RunError {
                 | Self::NotResumable { .. }
                 | Self::ContractMismatch { .. }
                 | Self::Policy(_)
+                | Self::SpawnRefused { .. }
                 | Self::Sandbox { usage: true, .. }
         )
     }
@@ -131,6 +144,11 @@ pub struct RunResult {
     pub cost_usd: Option<f64>,
     /// Steps whose cost is unknown (the known total is then a lower bound).
     pub cost_unknown_steps: u32,
+    /// Steps its sub-agents took. `steps` counts this run's own; the token and cost
+    /// totals above include the sub-agents', and both kinds of step count against
+    /// the step budget.
+    #[serde(default)]
+    pub agent_steps: u32,
     /// Final unified diff of the workspace.
     pub diff: String,
     /// The agent's last message.
@@ -273,4 +291,96 @@ pub fn stored_contract(store: &Store, run_id: i64) -> Result<TaskContract, RunEr
         what: "contract",
         message: e.to_string(),
     })
+}
+
+/// Runs a sub-agent of the stored run `parent_run_id` from outside its loop: for an
+/// embedding program that orchestrates on its own, between or after the parent's
+/// sessions. The child is contained exactly as one spawned with the `spawn_agent`
+/// tool (see [`AgentSpec`]): its root inside the parent's working tree, its policy the
+/// parent's (`options.policy`, else the parent's stored layers) or narrower, its budget
+/// carved from what the parent has left after its committed steps and earlier
+/// children, its depth bounded by the parent's `[agents] max_depth`. It is linked to
+/// the parent after the parent's last committed step, so a later resume of the parent
+/// counts its usage.
+///
+/// A spec the parent's terms refuse (widening rules, a depth or budget with nothing
+/// left, a root outside the workspace) is [`RunError::SpawnRefused`].
+pub async fn spawn_agent(
+    store: &Store,
+    parent_run_id: i64,
+    spec: &AgentSpec,
+    provider: &dyn Provider,
+    options: RunOptions,
+) -> Result<RunResult, RunError> {
+    let rec = store
+        .run(parent_run_id)?
+        .ok_or(RunError::NoSuchRun(parent_run_id))?;
+    let contract = stored_contract(store, parent_run_id)?;
+    let work =
+        std::path::PathBuf::from(rec.work_dir.clone().ok_or_else(|| RunError::NotResumable {
+            run_id: parent_run_id,
+            reason: "it has no working directory on record".into(),
+        })?);
+    let gate: Arc<dyn PolicyGate> = match (&options.policy, rec.policy_json.as_deref()) {
+        (Some(p), _) => p.clone(),
+        (None, Some(json)) => {
+            let layers: crate::policy::PolicyLayers = serde_json::from_str(json)
+                .map_err(|e| RunError::Policy(format!("stored layers: {e}")))?;
+            Arc::new(
+                crate::policy::Policy::from_layers(layers)
+                    .map_err(|e| RunError::Policy(e.to_string()))?,
+            )
+        }
+        (None, None) => {
+            return Err(RunError::Policy(format!(
+                "run {parent_run_id} has no policy on record; pass its policy in the options"
+            )));
+        }
+    };
+    let depth = store.agent_link(parent_run_id)?.map_or(0, |l| l.depth);
+    let steps = store.steps(parent_run_id)?;
+    let mut used = budget::Totals::from_steps(&steps);
+    for c in store.children(parent_run_id)? {
+        used.add_child(&subagent::rolled_up(store, c.run.id)?);
+    }
+    let elapsed = steps
+        .last()
+        .and_then(|s| serde_json::from_str::<state::LoopState>(&s.state_json).ok())
+        .map_or(std::time::Duration::ZERO, |s| {
+            std::time::Duration::from_millis(s.elapsed_ms)
+        });
+    let b = &contract.budget;
+    let remaining = subagent::Remaining {
+        steps: b.max_steps.saturating_sub(used.steps + used.agent_steps),
+        tokens: b.max_tokens.map(|m| m.saturating_sub(used.total_tokens())),
+        cost_usd: b.max_cost_usd.map(|m| (m - used.cost_known_usd).max(0.0)),
+        duration: b.max_duration.map(|d| d.saturating_sub(elapsed)),
+    };
+    let view = subagent::ParentView {
+        depth,
+        contract: &contract,
+        work: &work,
+        gate,
+        remaining,
+    };
+    let prepared = subagent::prepare(spec, &view).map_err(|reason| RunError::SpawnRefused {
+        run_id: parent_run_id,
+        reason,
+    })?;
+    let n = store.children(parent_run_id)?.len() + 1;
+    let link = crate::store::AgentLink {
+        parent_run_id,
+        depth: depth + 1,
+        step: u32::try_from(steps.len()).unwrap_or(u32::MAX),
+        call_id: format!("api-{n}"),
+        name: spec.name.clone(),
+    };
+    let owned = provider.for_agent(&spec.name);
+    let child_provider: &dyn Provider = owned.as_deref().unwrap_or(provider);
+    let mut opts = options;
+    opts.policy = Some(prepared.gate);
+    let engine =
+        engine::Engine::start_linked(&prepared.contract, child_provider, store, opts, Some(&link))
+            .await?;
+    engine.drive().await
 }

@@ -63,6 +63,7 @@ pub use records::{
     ApprovalRecord, NewRun, PolicyEvent, ProviderAttempt, RunFinish, RunRecord, SandboxSession,
     StepRecord, ToolCallRecord, ToolIntent, ToolIntentRecord,
 };
+pub use runs::{AgentLink, ChildRun};
 pub use sandbox_event::SandboxEvent;
 pub use schema::SCHEMA_VERSION;
 

@@ -188,3 +188,174 @@ fn run_record(r: &Row<'_>) -> rusqlite::Result<RunRecord> {
         cost_unknown_steps: r.get(19)?,
     })
 }
+
+/// Where a sub-agent's run hangs in its tree.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AgentLink {
+    /// The run that spawned it.
+    pub parent_run_id: i64,
+    /// 1 for a child of a root run, 2 for a grandchild…
+    pub depth: u32,
+    /// The parent's step that spawned it.
+    pub step: u32,
+    /// The parent's tool call that spawned it.
+    pub call_id: String,
+    /// The name the parent gave it.
+    pub name: String,
+}
+
+/// A sub-agent's run with its place in the tree.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ChildRun {
+    /// How it hangs in the tree.
+    pub link: AgentLink,
+    /// The run itself (its own totals, without its own children's).
+    pub run: RunRecord,
+}
+
+impl Store {
+    /// Starts a sub-agent's run, linked to its parent's step and call in the same
+    /// transaction: a parent resumed after a kill finds the child by that call
+    /// ([`Store::child_for_call`]) and never starts a second one.
+    ///
+    /// Fails with [`StoreError::NoSuchRun`] if the parent does not exist, and with a
+    /// constraint error if that call already has a child.
+    pub fn create_child_run(&self, run: &NewRun, link: &AgentLink) -> Result<i64> {
+        let red = self.redactor();
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        super::ensure_run(&tx, link.parent_run_id)?;
+        tx.execute(
+            "INSERT INTO runs (goal, root, work_dir, status, contract_json, provider_json,
+                               parent_run_id, started_at_ms, scratch_dir, depth, agent_name,
+                               spawn_step, spawn_call_id)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                red.text(&run.goal),
+                red.text(&run.root),
+                red.text(&run.work_dir),
+                red.text(&run.contract_json),
+                red.text(&run.provider_json),
+                link.parent_run_id,
+                now_ms(),
+                run.scratch_dir.as_deref().map(|d| red.text(d)),
+                link.depth,
+                red.text(&link.name),
+                link.step,
+                link.call_id,
+            ],
+        )?;
+        let id = tx.last_insert_rowid();
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// The link of a run to its parent; `None` for a root run (or no such run).
+    pub fn agent_link(&self, run_id: i64) -> Result<Option<AgentLink>> {
+        let conn = self.conn();
+        let row = conn
+            .query_row(
+                "SELECT parent_run_id, depth, spawn_step, spawn_call_id, agent_name
+                 FROM runs WHERE id = ?1",
+                [run_id],
+                link_row,
+            )
+            .optional()?;
+        Ok(row.flatten())
+    }
+
+    /// The sub-agents a run spawned, in spawn order.
+    pub fn children(&self, run_id: i64) -> Result<Vec<ChildRun>> {
+        let links: Vec<(i64, AgentLink)> = {
+            let conn = self.conn();
+            let mut stmt = conn.prepare(
+                "SELECT parent_run_id, depth, spawn_step, spawn_call_id, agent_name, id
+                 FROM runs WHERE parent_run_id = ?1 ORDER BY id",
+            )?;
+            let rows = stmt.query_map([run_id], |r| Ok((r.get::<_, i64>(5)?, link_row(r)?)))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()?
+                .into_iter()
+                .filter_map(|(id, l)| l.map(|l| (id, l)))
+                .collect()
+        };
+        let mut out = Vec::with_capacity(links.len());
+        for (id, link) in links {
+            if let Some(run) = self.run(id)? {
+                out.push(ChildRun { link, run });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The sub-agent a parent's tool call spawned, if it did.
+    pub fn child_for_call(
+        &self,
+        run_id: i64,
+        step: u32,
+        call_id: &str,
+    ) -> Result<Option<ChildRun>> {
+        let id: Option<i64> = {
+            let conn = self.conn();
+            conn.query_row(
+                "SELECT id FROM runs WHERE parent_run_id = ?1 AND spawn_step = ?2 AND spawn_call_id = ?3",
+                params![run_id, step, call_id],
+                |r| r.get(0),
+            )
+            .optional()?
+        };
+        match id {
+            Some(id) => Ok(self
+                .agent_link(id)?
+                .zip(self.run(id)?)
+                .map(|(link, run)| ChildRun { link, run })),
+            None => Ok(None),
+        }
+    }
+
+    /// Keeps the parent's model reply of a step that spawns sub-agents, before the first
+    /// child starts: a resume replays that reply, so the calls are the same and their
+    /// children are adopted. A second record for the same step is ignored.
+    pub fn record_spawn_reply(&self, run_id: i64, step: u32, reply_json: &str) -> Result<()> {
+        let red = self.redactor();
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        super::ensure_run(&tx, run_id)?;
+        tx.execute(
+            "INSERT OR IGNORE INTO agent_spawns (run_id, step, reply_json, created_at_ms)
+             VALUES (?1, ?2, ?3, ?4)",
+            params![run_id, step, red.text(reply_json), now_ms()],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The reply recorded by [`Store::record_spawn_reply`] for a step.
+    pub fn spawn_reply(&self, run_id: i64, step: u32) -> Result<Option<String>> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row(
+                "SELECT reply_json FROM agent_spawns WHERE run_id = ?1 AND step = ?2",
+                params![run_id, step],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+}
+
+/// A link from `parent_run_id, depth, spawn_step, spawn_call_id, agent_name`; `None`
+/// for a root run.
+fn link_row(r: &Row<'_>) -> rusqlite::Result<Option<AgentLink>> {
+    let parent: Option<i64> = r.get(0)?;
+    let step: Option<u32> = r.get(2)?;
+    let call: Option<String> = r.get(3)?;
+    Ok(match (parent, step, call) {
+        (Some(parent_run_id), Some(step), Some(call_id)) => Some(AgentLink {
+            parent_run_id,
+            depth: r.get(1)?,
+            step,
+            call_id,
+            name: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
+        }),
+        _ => None,
+    })
+}

@@ -16,8 +16,20 @@ use super::{Result, StoreError};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migrations in order; `MIGRATIONS[i]` takes version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] =
-    &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V_EGRESS_SESSIONS];
+pub(crate) const MIGRATIONS: &[&str] = &[
+    V1,
+    V2,
+    V3,
+    V4,
+    V5,
+    V6,
+    V7,
+    V8,
+    V9,
+    V10,
+    V_EGRESS_SESSIONS,
+    V_AGENTS,
+];
 
 /// Sandbox egress per session (SPEC C15): the resolved allowlist in force, and what the
 /// egress proxy reported — refusals, admitted connections and the first refused hosts.
@@ -28,6 +40,27 @@ ALTER TABLE sandbox_sessions ADD COLUMN allow_hosts_json TEXT NOT NULL DEFAULT '
 ALTER TABLE sandbox_sessions ADD COLUMN egress_refusals_reported INTEGER;
 ALTER TABLE sandbox_sessions ADD COLUMN egress_admitted_reported INTEGER;
 ALTER TABLE sandbox_sessions ADD COLUMN egress_refused_hosts_json TEXT NOT NULL DEFAULT '[]';
+";
+
+/// Sub-agents (C12): a child run's depth in its tree, its name, and the parent's step
+/// and tool call that spawned it (unique, so a resumed parent adopts the child instead
+/// of starting a second one); and the parent's model reply of a step that spawned, so
+/// a resume replays exactly the calls whose children exist.
+const V_AGENTS: &str = "
+ALTER TABLE runs ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN agent_name TEXT;
+ALTER TABLE runs ADD COLUMN spawn_step INTEGER;
+ALTER TABLE runs ADD COLUMN spawn_call_id TEXT;
+CREATE UNIQUE INDEX runs_spawn ON runs(parent_run_id, spawn_step, spawn_call_id)
+    WHERE spawn_call_id IS NOT NULL;
+CREATE TABLE agent_spawns (
+    id            INTEGER PRIMARY KEY,
+    run_id        INTEGER NOT NULL REFERENCES runs(id),
+    step          INTEGER NOT NULL,
+    reply_json    TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    UNIQUE (run_id, step)
+);
 ";
 
 /// Version 10: cross-run memory (notes keyed to the canonical workspace path), and the

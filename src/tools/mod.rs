@@ -6,6 +6,7 @@
 //! by confinement or by policy — becomes an error observation for the model and a
 //! record for the store, never a crash.
 
+mod agent;
 mod command;
 mod confine;
 mod fs;
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::policy::{Action, Decision, PolicyDecision, PolicyGate};
 use crate::provider::ToolSpec;
 
+pub use agent::{SPAWN_AGENT, spawn_agent_spec};
 pub use command::RunCommand;
 pub use confine::{ConfineError, DirEntry, EntryKind, Metadata, Resolver, Workspace, WorkspaceDir};
 pub use fs::{EditFile, ListDir, ReadFile, WriteFile};

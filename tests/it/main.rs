@@ -11,4 +11,5 @@ mod providers;
 mod run;
 mod sandboxed;
 mod store;
+mod subagents;
 mod tools;

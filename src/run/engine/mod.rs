@@ -1,5 +1,6 @@
 //! The step engine: owns a run's state and drives it to an outcome.
 
+mod agent;
 mod approval;
 mod journal;
 mod model;
@@ -71,6 +72,8 @@ pub(super) struct Engine<'a> {
     owned_policy: Option<Arc<Policy>>,
     /// The layers last written to the store.
     saved_policy: String,
+    /// 0 for a root run, 1 for its sub-agents…
+    depth: u32,
 }
 
 fn now_ms() -> i64 {
@@ -206,6 +209,17 @@ impl<'a> Engine<'a> {
         store: &'a Store,
         opts: RunOptions,
     ) -> Result<Self, RunError> {
+        Self::start_linked(contract, provider, store, opts, None).await
+    }
+
+    /// [`Engine::start`] for a root run (`link` `None`) or a sub-agent.
+    pub(super) async fn start_linked(
+        contract: &TaskContract,
+        provider: &'a dyn Provider,
+        store: &'a Store,
+        opts: RunOptions,
+        link: Option<&crate::store::AgentLink>,
+    ) -> Result<Self, RunError> {
         let mut contract = contract.clone();
         contract.validate()?;
         contract.resolve_root()?;
@@ -235,15 +249,19 @@ impl<'a> Engine<'a> {
             what: "contract",
             message: e.to_string(),
         })?;
-        let run_id = store.create_run(&NewRun {
+        let new = NewRun {
             goal: contract.goal.clone(),
             root: contract.root.display().to_string(),
             work_dir: dirs.work.display().to_string(),
             contract_json,
             provider_json: serde_json::to_string(&identity).unwrap_or_default(),
-            parent_run_id: None,
+            parent_run_id: link.map(|l| l.parent_run_id),
             scratch_dir: Some(dirs.scratch.display().to_string()),
-        })?;
+        };
+        let run_id = match link {
+            Some(l) => store.create_child_run(&new, l)?,
+            None => store.create_run(&new)?,
+        };
         record_endpoints(store, run_id, &endpoints);
         let ctx = tool_context(
             ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
@@ -279,6 +297,7 @@ impl<'a> Engine<'a> {
             policy,
             owned_policy,
             saved_policy: String::new(),
+            depth: link.map_or(0, |l| l.depth),
         })
     }
 
@@ -291,6 +310,22 @@ impl<'a> Engine<'a> {
     ) -> Result<Self, RunError> {
         let rec = store.run(run_id)?.ok_or(RunError::NoSuchRun(run_id))?;
         let contract = super::stored_contract(store, run_id)?;
+        let link = store.agent_link(run_id)?;
+        if let Some(l) = &link
+            && opts.policy.is_none()
+        {
+            // Alone, a child would fall back to its own contract's policy, which is
+            // not its parent's: it resumes inside its tree, under its parent's gate.
+            return Err(RunError::NotResumable {
+                run_id,
+                reason: format!(
+                    "it is sub-agent `{}` of run {}: resume the root run {} and the tree resumes with it",
+                    l.name,
+                    l.parent_run_id,
+                    super::subagent::root_of(store, run_id)?
+                ),
+            });
+        }
         if let Some(given) = given {
             let mut g = given.clone();
             // The stored contract has its root resolved; compare like with like.
@@ -404,6 +439,24 @@ impl<'a> Engine<'a> {
                 })?;
             replay_reply = Some(reply);
         }
+        if replay_reply.is_none()
+            && let Some(json) = store.spawn_reply(run_id, next_step)?
+        {
+            // The step spawned sub-agents: the same reply finds the same children.
+            replay_reply = Some(serde_json::from_str(&json).map_err(|e| RunError::Corrupt {
+                run_id,
+                what: "spawn reply",
+                message: e.to_string(),
+            })?);
+        }
+        let mut totals = Totals::from_steps(&steps);
+        for c in store.children(run_id)? {
+            // Children of committed steps count now; those of the interrupted step
+            // count when the replayed step adopts them.
+            if c.link.step < next_step {
+                totals.add_child(&super::subagent::rolled_up(store, c.run.id)?);
+            }
+        }
         let mut resume_notes = Vec::new();
         for j in &journal {
             if j.status == "pending" && j.intent.actions_json.contains("\"exec\"") {
@@ -443,7 +496,8 @@ impl<'a> Engine<'a> {
             resume_notes,
             replay_reply,
             stall,
-            totals: Totals::from_steps(&steps),
+            totals,
+            depth: link.map_or(0, |l| l.depth),
             contract,
             provider,
             store,
@@ -478,7 +532,13 @@ impl<'a> Engine<'a> {
             model: self.provider.identity().model,
             system: Some(self.system.clone()),
             messages: self.messages.clone(),
-            tools: self.opts.tools.specs(),
+            tools: {
+                let mut t = self.opts.tools.specs();
+                if self.agents_offered() {
+                    t.push(crate::tools::spawn_agent_spec());
+                }
+                t
+            },
             max_tokens: spec.map_or(8192, |s| s.max_output_tokens),
             thinking: ThinkingSettings {
                 budget_tokens: spec.and_then(|s| s.thinking_budget),
@@ -685,6 +745,9 @@ impl<'a> Engine<'a> {
             return Err(StepEnd::Store(e));
         }
         crate::failpoint::hit("step.after_commit", step);
+        if self.depth > 0 {
+            crate::failpoint::hit("agent.child_after_commit", step);
+        }
         self.save_policy();
         self.messages.extend(added);
         self.applied.clear();
@@ -769,6 +832,7 @@ impl<'a> Engine<'a> {
             total_tokens: self.totals.total_tokens(),
             cost_usd: self.totals.cost_usd(),
             cost_unknown_steps: self.totals.cost_unknown_steps,
+            agent_steps: self.totals.agent_steps,
             diff,
             final_message,
             work_dir: self.dirs.work.display().to_string(),

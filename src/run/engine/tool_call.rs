@@ -30,7 +30,9 @@ impl Engine<'_> {
             target,
         });
         let input_json = serde_json::to_string(input).unwrap_or_default();
-        let dispatched = if let Some(done) = self.already_applied(name, &input_json) {
+        let dispatched = if name == crate::tools::SPAWN_AGENT {
+            self.spawn_agent(step, id, input, reply).await?
+        } else if let Some(done) = self.already_applied(name, &input_json) {
             done
         } else {
             let mut d = self

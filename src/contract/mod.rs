@@ -295,6 +295,9 @@ pub struct TaskContract {
     /// The task layer of the permission policy (`[policy]`).
     #[serde(default)]
     pub policy: TaskPolicy,
+    /// MCP servers whose tools the run offers (`[[mcp]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<crate::mcp::McpServerSpec>,
 }
 
 impl TaskContract {
@@ -323,6 +326,7 @@ impl TaskContract {
             retry: RetryPolicy::default(),
             sandbox: SandboxSettings::default(),
             policy: TaskPolicy::default(),
+            mcp: Vec::new(),
         }
     }
 
@@ -419,6 +423,12 @@ impl TaskContract {
     /// Lifts the built-in policy denies matching `ov` (recorded when used).
     pub fn policy_override(mut self, ov: Override) -> Self {
         self.policy.overrides.push(ov);
+        self
+    }
+
+    /// Adds an MCP server whose tools the run offers.
+    pub fn mcp_server(mut self, server: crate::mcp::McpServerSpec) -> Self {
+        self.mcp.push(server);
         self
     }
 

@@ -48,6 +48,7 @@ mod attempts;
 mod blobs;
 mod events;
 mod journal;
+mod mcp_events;
 mod memory;
 mod open;
 mod records;
@@ -63,6 +64,7 @@ pub use records::{
     ApprovalRecord, NewRun, PolicyEvent, ProviderAttempt, RunFinish, RunRecord, SandboxSession,
     StepRecord, ToolCallRecord, ToolIntent, ToolIntentRecord,
 };
+pub use mcp_events::McpEvent;
 pub use sandbox_event::SandboxEvent;
 pub use schema::SCHEMA_VERSION;
 

@@ -16,7 +16,25 @@ use super::{Result, StoreError};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migrations in order; `MIGRATIONS[i]` takes version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V_MCP_EVENTS];
+
+/// MCP events (C14): each server connected, its tools discovered, each tool call, a
+/// disconnect, a failure. One row per event; new kinds are values, not tables.
+const V_MCP_EVENTS: &str = "
+CREATE TABLE mcp_events (
+    id          INTEGER PRIMARY KEY,
+    run_id      INTEGER NOT NULL REFERENCES runs(id),
+    step        INTEGER NOT NULL,
+    server      TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    tool        TEXT,
+    duration_ms INTEGER,
+    outcome     TEXT,
+    detail      TEXT,
+    at_ms       INTEGER NOT NULL
+);
+CREATE INDEX mcp_events_run ON mcp_events(run_id);
+";
 
 /// Version 10: cross-run memory (notes keyed to the canonical workspace path), and the
 /// run's first messages as sent, so a resume replays them even if the notes or the

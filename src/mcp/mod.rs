@@ -32,6 +32,11 @@ mod client;
 mod config;
 mod tool;
 
+pub(crate) use client::hidden_paths;
 pub use client::{McpEnv, McpServers, ServerListing, ToolListing};
 pub use config::{DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServerSpec, McpTransport};
 pub use tool::{McpTool, adapt_schema, qualified_name};
+
+/// Connects the servers of a contract the way a run would, lists their tools, and
+/// closes them (`io-harness mcp list`). See [`crate::run::list_servers`].
+pub use crate::run::list_servers as list;

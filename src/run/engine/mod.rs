@@ -71,6 +71,8 @@ pub(super) struct Engine<'a> {
     owned_policy: Option<Arc<Policy>>,
     /// The layers last written to the store.
     saved_policy: String,
+    /// The contract's MCP servers, when it declares any.
+    mcp: Option<crate::mcp::McpServers>,
 }
 
 fn now_ms() -> i64 {
@@ -204,7 +206,7 @@ impl<'a> Engine<'a> {
         contract: &TaskContract,
         provider: &'a dyn Provider,
         store: &'a Store,
-        opts: RunOptions,
+        mut opts: RunOptions,
     ) -> Result<Self, RunError> {
         let mut contract = contract.clone();
         contract.validate()?;
@@ -246,8 +248,19 @@ impl<'a> Engine<'a> {
         })?;
         record_endpoints(store, run_id, &endpoints);
         let ctx = tool_context(
-            ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
+            ws,
+            sandbox.clone(),
+            &contract,
+            &dirs.work,
+            store,
+            run_id,
+            &opts,
+            &policy,
         );
+        let mcp = super::mcp_start::connect(
+            &contract, store, run_id, 0, sandbox, &ctx, &policy, &mut opts,
+        )
+        .await;
         let notes = store
             .memory_list(&contract.root.display().to_string())
             .unwrap_or_default();
@@ -279,6 +292,7 @@ impl<'a> Engine<'a> {
             policy,
             owned_policy,
             saved_policy: String::new(),
+            mcp,
         })
     }
 
@@ -287,7 +301,7 @@ impl<'a> Engine<'a> {
         run_id: i64,
         provider: &'a dyn Provider,
         given: Option<&TaskContract>,
-        opts: RunOptions,
+        mut opts: RunOptions,
     ) -> Result<Self, RunError> {
         let rec = store.run(run_id)?.ok_or(RunError::NoSuchRun(run_id))?;
         let contract = super::stored_contract(store, run_id)?;
@@ -345,9 +359,21 @@ impl<'a> Engine<'a> {
         let endpoints = check_chain_endpoints(provider, &opts, policy.as_ref())?;
         record_endpoints(store, run_id, &endpoints);
         let ctx = tool_context(
-            ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
+            ws,
+            sandbox.clone(),
+            &contract,
+            &dirs.work,
+            store,
+            run_id,
+            &opts,
+            &policy,
         );
         let steps = store.steps(run_id)?;
+        let last_step = u32::try_from(steps.len()).unwrap_or(u32::MAX);
+        let mcp = super::mcp_start::connect(
+            &contract, store, run_id, last_step, sandbox, &ctx, &policy, &mut opts,
+        )
+        .await;
         let mut messages: Vec<Message> = match rec.initial_json.as_deref() {
             Some(json) => serde_json::from_str(json).map_err(|e| RunError::Corrupt {
                 run_id,
@@ -457,6 +483,7 @@ impl<'a> Engine<'a> {
             session_start: Instant::now(),
             resumed: true,
             applied,
+            mcp,
         })
     }
 
@@ -499,6 +526,9 @@ impl<'a> Engine<'a> {
             if self.opts.cancel.is_cancelled() {
                 break RunOutcome::Cancelled;
             }
+            if let Some(server) = self.mcp.as_ref().and_then(|m| m.required_failed()) {
+                break RunOutcome::McpRequiredServerFailed { server };
+            }
             if let Some(o) = budget::before_step(
                 &self.contract.budget,
                 &self.totals,
@@ -523,6 +553,9 @@ impl<'a> Engine<'a> {
         let step = self.totals.steps + 1;
         if let Some(e) = &self.ctx.exec {
             e.set_step(step);
+        }
+        if let Some(m) = &self.mcp {
+            m.set_step(step);
         }
         let step_started = Instant::now();
         let started_at_ms = now_ms();
@@ -738,6 +771,9 @@ impl<'a> Engine<'a> {
     }
 
     fn finish(self, outcome: RunOutcome) -> RunResult {
+        if let Some(m) = &self.mcp {
+            m.close();
+        }
         let diff = workdir::diff_against(&self.dirs.baseline, &self.dirs.work)
             .unwrap_or_else(|e| format!("[diff unavailable: {e}]\n"));
         let final_message = self.final_message();

@@ -7,8 +7,7 @@ use super::{CliError, McpArgs, McpCommand, output};
 
 pub async fn execute(args: McpArgs) -> Result<i32, CliError> {
     let McpCommand::List { task, json } = args.command;
-    let contract =
-        TaskContract::from_file(&task).map_err(|e| CliError::Usage(e.to_string()))?;
+    let contract = TaskContract::from_file(&task).map_err(|e| CliError::Usage(e.to_string()))?;
     if contract.mcp.is_empty() {
         return Err(CliError::Usage(format!(
             "{} declares no [[mcp]] servers",

@@ -480,7 +480,10 @@ fn convert_mcp(m: Spanned<RawMcp>, key: &str) -> Result<crate::mcp::McpServerSpe
     let bad = |field: &str, msg: String| (format!("{key}.{field}"), Some(span.clone()), msg);
     let transport = match (m.command, m.url) {
         (Some(_), Some(_)) => {
-            return Err(bad("url", "give either command (stdio) or url (HTTP), not both".into()));
+            return Err(bad(
+                "url",
+                "give either command (stdio) or url (HTTP), not both".into(),
+            ));
         }
         (None, None) => {
             return Err(bad("command", "needs command (stdio) or url (HTTP)".into()));
@@ -794,7 +797,10 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
             return err(&format!("mcp[{i}].{field}"), message);
         }
         if c.mcp[..i].iter().any(|o| o.name == m.name) {
-            return err(&format!("mcp[{i}].name"), format!("{:?} is declared twice", m.name));
+            return err(
+                &format!("mcp[{i}].name"),
+                format!("{:?} is declared twice", m.name),
+            );
         }
     }
     let table = c.price_table();
@@ -996,17 +1002,21 @@ mod tests {
         let head = "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n";
         let (line, key, _) = invalid(&format!("{head}[[mcp]]\nname = \"x\"\n"));
         assert_eq!((line, key.as_str()), (4, "mcp[0].command"));
-        let (line, key, _) =
-            invalid(&format!("{head}[[mcp]]\nname = \"x\"\ncommand = \"a\"\n\n[[mcp]]\nname = \"x\"\ncommand = \"b\"\n"));
+        let (line, key, _) = invalid(&format!(
+            "{head}[[mcp]]\nname = \"x\"\ncommand = \"a\"\n\n[[mcp]]\nname = \"x\"\ncommand = \"b\"\n"
+        ));
         assert_eq!((line, key.as_str()), (8, "mcp[1].name"));
-        let (_, key, _) =
-            invalid(&format!("{head}[[mcp]]\nname = \"x\"\nurl = \"http://h/mcp\"\nargs = [\"a\"]\n"));
+        let (_, key, _) = invalid(&format!(
+            "{head}[[mcp]]\nname = \"x\"\nurl = \"http://h/mcp\"\nargs = [\"a\"]\n"
+        ));
         assert_eq!(key, "mcp[0].args");
-        let (line, key, _) =
-            invalid(&format!("{head}[[mcp]]\nname = \"x\"\ncommand = \"a\"\ncolour = 1\n"));
+        let (line, key, _) = invalid(&format!(
+            "{head}[[mcp]]\nname = \"x\"\ncommand = \"a\"\ncolour = 1\n"
+        ));
         assert_eq!((line, key.as_str()), (7, "colour"));
-        let (_, key, _) =
-            invalid(&format!("{head}[[mcp]]\nname = \"a__b\"\ncommand = \"a\"\n"));
+        let (_, key, _) = invalid(&format!(
+            "{head}[[mcp]]\nname = \"a__b\"\ncommand = \"a\"\n"
+        ));
         assert_eq!(key, "mcp[0].name");
         let (_, key, _) = invalid(&format!(
             "{head}[[mcp]]\nname = \"x\"\ncommand = \"a\"\ncall_timeout = \"never\"\n"

@@ -278,7 +278,8 @@ impl Server {
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = args;
         let started = Instant::now();
-        let result = tokio::time::timeout(self.spec.call_timeout, self.peer.call_tool(params)).await;
+        let result =
+            tokio::time::timeout(self.spec.call_timeout, self.peer.call_tool(params)).await;
         let took = ms(started.elapsed());
         let (outcome, out) = match result {
             Err(_) => (
@@ -358,9 +359,16 @@ impl std::fmt::Debug for McpServers {
         f.debug_struct("McpServers")
             .field(
                 "connected",
-                &self.servers.iter().map(|s| &s.spec.name).collect::<Vec<_>>(),
+                &self
+                    .servers
+                    .iter()
+                    .map(|s| &s.spec.name)
+                    .collect::<Vec<_>>(),
             )
-            .field("failed", &self.failures.iter().map(|f| &f.0.name).collect::<Vec<_>>())
+            .field(
+                "failed",
+                &self.failures.iter().map(|f| &f.0.name).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -558,7 +566,12 @@ fn decide(gate: &dyn PolicyGate, action: Action, server: &str) -> Result<PolicyD
 }
 
 /// Records the decision, then refuses or goes on.
-fn gate_start(shared: &Shared, gate: &dyn PolicyGate, action: Action, server: &str) -> Result<(), String> {
+fn gate_start(
+    shared: &Shared,
+    gate: &dyn PolicyGate,
+    action: Action,
+    server: &str,
+) -> Result<(), String> {
     match decide(gate, action.clone(), server) {
         Ok(d) => {
             shared.rec.policy(&d);
@@ -586,10 +599,23 @@ struct Started {
     sandbox: String,
 }
 
-async fn connect_one(spec: &McpServerSpec, env: &McpEnv, shared: &Arc<Shared>) -> Result<Server, String> {
+async fn connect_one(
+    spec: &McpServerSpec,
+    env: &McpEnv,
+    shared: &Arc<Shared>,
+) -> Result<Server, String> {
     let started = match &spec.transport {
-        McpTransport::Stdio { argv, env: names, sandbox } => {
-            gate_start(shared, env.gate.as_ref(), Action::new(Act::Exec, argv[0].clone()), &spec.name)?;
+        McpTransport::Stdio {
+            argv,
+            env: names,
+            sandbox,
+        } => {
+            gate_start(
+                shared,
+                env.gate.as_ref(),
+                Action::new(Act::Exec, argv[0].clone()),
+                &spec.name,
+            )?;
             let stderr = Arc::new(Mutex::new(Tail::default()));
             let (proc, stdout, stdin, label) = if *sandbox {
                 start_sandboxed(argv, names, env, &stderr).await?
@@ -598,8 +624,12 @@ async fn connect_one(spec: &McpServerSpec, env: &McpEnv, shared: &Arc<Shared>) -
             };
             if let Proc::Sandboxed(_) = &proc {
                 let argv_text = argv.join(" ");
-                shared.rec.sandbox(|r, s| SandboxEvent::create(r, s, &label));
-                shared.rec.sandbox(|r, s| SandboxEvent::exec(r, s, &label, &argv_text));
+                shared
+                    .rec
+                    .sandbox(|r, s| SandboxEvent::create(r, s, &label));
+                shared
+                    .rec
+                    .sandbox(|r, s| SandboxEvent::exec(r, s, &label, &argv_text));
             }
             let mut proc = Some(proc);
             let service = match tokio::time::timeout(
@@ -611,7 +641,11 @@ async fn connect_one(spec: &McpServerSpec, env: &McpEnv, shared: &Arc<Shared>) -
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     let exit = proc.as_mut().and_then(Proc::exit);
-                    return Err(start_failure(&format!("handshake failed: {e}"), exit, &stderr));
+                    return Err(start_failure(
+                        &format!("handshake failed: {e}"),
+                        exit,
+                        &stderr,
+                    ));
                 }
                 Err(_) => {
                     if let Some(p) = proc.as_mut() {
@@ -649,8 +683,8 @@ async fn connect_one(spec: &McpServerSpec, env: &McpEnv, shared: &Arc<Shared>) -
             )?;
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             if let Some(var) = bearer_token_env {
-                let token = std::env::var(var)
-                    .map_err(|_| format!("bearer_token_env {var} is not set"))?;
+                let token =
+                    std::env::var(var).map_err(|_| format!("bearer_token_env {var} is not set"))?;
                 if let Some(s) = &env.store {
                     s.redact_secrets(std::slice::from_ref(&token));
                 }
@@ -661,16 +695,19 @@ async fn connect_one(spec: &McpServerSpec, env: &McpEnv, shared: &Arc<Shared>) -
                 .build()
                 .map_err(|e| format!("HTTP client: {e}"))?;
             let transport = StreamableHttpClientTransport::with_client(http, config);
-            let service = match tokio::time::timeout(spec.startup_timeout, client_config().serve(transport)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => return Err(format!("handshake with {url} failed: {e}")),
-                Err(_) => {
-                    return Err(format!(
-                        "no handshake with {url} within the startup timeout of {}",
-                        humantime::format_duration(spec.startup_timeout)
-                    ));
-                }
-            };
+            let service =
+                match tokio::time::timeout(spec.startup_timeout, client_config().serve(transport))
+                    .await
+                {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => return Err(format!("handshake with {url} failed: {e}")),
+                    Err(_) => {
+                        return Err(format!(
+                            "no handshake with {url} within the startup timeout of {}",
+                            humantime::format_duration(spec.startup_timeout)
+                        ));
+                    }
+                };
             Started {
                 service,
                 proc: None,
@@ -685,7 +722,11 @@ async fn connect_one(spec: &McpServerSpec, env: &McpEnv, shared: &Arc<Shared>) -
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
             started.service.cancellation_token().cancel();
-            return Err(start_failure(&format!("listing tools failed: {e}"), None, &started.stderr));
+            return Err(start_failure(
+                &format!("listing tools failed: {e}"),
+                None,
+                &started.stderr,
+            ));
         }
         Err(_) => {
             started.service.cancellation_token().cancel();
@@ -702,6 +743,7 @@ async fn connect_one(spec: &McpServerSpec, env: &McpEnv, shared: &Arc<Shared>) -
         "protocol_version": peer_info.get("protocolVersion"),
         "transport": transport_label(spec),
         "sandbox": started.sandbox,
+        "pid": started.proc.as_ref().and_then(Proc::pid),
     });
     shared
         .rec
@@ -816,7 +858,8 @@ async fn start_sandboxed(
         return Err("the sandbox handle has no pipes".into());
     };
     drain_stderr(stderr, tail.clone());
-    let stdout = tokio::process::ChildStdout::from_std(stdout).map_err(|e| format!("stdout: {e}"))?;
+    let stdout =
+        tokio::process::ChildStdout::from_std(stdout).map_err(|e| format!("stdout: {e}"))?;
     let stdin = tokio::process::ChildStdin::from_std(stdin).map_err(|e| format!("stdin: {e}"))?;
     Ok((Proc::Sandboxed(child), stdout, stdin, label))
 }
@@ -843,7 +886,9 @@ fn start_plain(
     for (k, v) in env_values(&env.settings, names) {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", argv[0]))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", argv[0]))?;
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {

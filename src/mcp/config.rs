@@ -177,9 +177,13 @@ impl McpServerSpec {
                 url,
                 bearer_token_env,
             } => {
-                let parsed = reqwest::Url::parse(url).map_err(|e| ("url", format!("{url:?}: {e}")))?;
+                let parsed =
+                    reqwest::Url::parse(url).map_err(|e| ("url", format!("{url:?}: {e}")))?;
                 if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-                    return Err(("url", format!("{url:?}: expected an http(s) URL with a host")));
+                    return Err((
+                        "url",
+                        format!("{url:?}: expected an http(s) URL with a host"),
+                    ));
                 }
                 if !parsed.username().is_empty() || parsed.password().is_some() {
                     return Err((
@@ -260,13 +264,27 @@ mod tests {
         assert!(McpServerSpec::stdio("a__b", ["x"]).check().is_err());
         assert!(McpServerSpec::stdio("a.b", ["x"]).check().is_err());
         assert!(McpServerSpec::stdio("ok-name_1", ["x"]).check().is_ok());
-        assert!(McpServerSpec::stdio("s", Vec::<String>::new()).check().is_err());
-        assert_eq!(McpServerSpec::http("h", "ftp://x/").check().unwrap_err().0, "url");
+        assert!(
+            McpServerSpec::stdio("s", Vec::<String>::new())
+                .check()
+                .is_err()
+        );
         assert_eq!(
-            McpServerSpec::http("h", "http://u:p@x/mcp").check().unwrap_err().0,
+            McpServerSpec::http("h", "ftp://x/").check().unwrap_err().0,
             "url"
         );
-        assert!(McpServerSpec::http("h", "http://127.0.0.1:1/mcp").check().is_ok());
+        assert_eq!(
+            McpServerSpec::http("h", "http://u:p@x/mcp")
+                .check()
+                .unwrap_err()
+                .0,
+            "url"
+        );
+        assert!(
+            McpServerSpec::http("h", "http://127.0.0.1:1/mcp")
+                .check()
+                .is_ok()
+        );
     }
 
     #[test]

@@ -151,7 +151,9 @@ pub(super) fn render_result(result: &Value) -> String {
             "text" => s(b, "text"),
             "image" | "audio" => format!(
                 "[{kind} content: {}, {} bytes of base64 not shown]",
-                b.get("mimeType").and_then(Value::as_str).unwrap_or("unknown type"),
+                b.get("mimeType")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown type"),
                 s(b, "data").len()
             ),
             "resource" => {
@@ -169,7 +171,9 @@ pub(super) fn render_result(result: &Value) -> String {
                 format!(
                     "[embedded resource {} ({}), {size} not shown]",
                     s(&r, "uri"),
-                    r.get("mimeType").and_then(Value::as_str).unwrap_or("unknown type")
+                    r.get("mimeType")
+                        .and_then(Value::as_str)
+                        .unwrap_or("unknown type")
                 )
             }
             "resource_link" => {
@@ -211,7 +215,10 @@ mod tests {
     #[test]
     fn names_are_qualified_clean_short_and_unique() {
         let none = BTreeSet::new();
-        assert_eq!(qualified_name("fs", "read_file", &none), "mcp__fs__read_file");
+        assert_eq!(
+            qualified_name("fs", "read_file", &none),
+            "mcp__fs__read_file"
+        );
         assert_eq!(qualified_name("e", "get-sum", &none), "mcp__e__get-sum");
         let dotted = qualified_name("e", "a.b", &none);
         assert!(dotted.starts_with("mcp__e__a_b_"), "{dotted}");
@@ -222,17 +229,27 @@ mod tests {
         assert_ne!(again, dotted);
         assert!(again.len() <= 64);
         for n in [&dotted, &long, &again] {
-            assert!(n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+            assert!(
+                n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            );
         }
     }
 
     #[test]
     fn schemas_become_plain_object_schemas() {
-        let s = adapt_schema(&json!({"$schema": "x", "type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]}));
-        assert_eq!(s, json!({"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]}));
+        let s = adapt_schema(
+            &json!({"$schema": "x", "type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]}),
+        );
+        assert_eq!(
+            s,
+            json!({"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]})
+        );
         let s = adapt_schema(&json!({"type": "object"}));
         assert_eq!(s["properties"], json!({}));
-        let s = adapt_schema(&json!({"anyOf": [{"required": ["a"]}, {"required": ["b"]}], "properties": {}}));
+        let s = adapt_schema(
+            &json!({"anyOf": [{"required": ["a"]}, {"required": ["b"]}], "properties": {}}),
+        );
         assert!(s.get("anyOf").is_none());
         assert!(s["description"].as_str().unwrap().contains("server checks"));
     }
@@ -253,6 +270,9 @@ mod tests {
         assert!(t.contains("structured content: {\"n\":1}"));
         let dup = json!({"content": [{"type": "text", "text": "{\"n\": 1}"}], "structuredContent": {"n": 1}});
         assert!(!render_result(&dup).contains("structured content"));
-        assert_eq!(render_result(&json!({"content": []})), "(the tool returned no content)");
+        assert_eq!(
+            render_result(&json!({"content": []})),
+            "(the tool returned no content)"
+        );
     }
 }

@@ -12,7 +12,7 @@ use super::{Result, Store, ensure_run, now_ms, write_tx};
 ///
 /// | kind | when | fields |
 /// |---|---|---|
-/// | `connected` | the handshake finished | `detail`: JSON with the server's name, version, protocol version, transport, and `sandbox` (the backend that isolated a stdio server, or `"none"` when it ran outside the sandbox) |
+/// | `connected` | the handshake finished | `detail`: JSON with the server's name, version, protocol version, transport, `sandbox` (the backend that isolated a stdio server, or `"none"` when it ran outside the sandbox or is reached over HTTP) and `pid` (a stdio server's host pid) |
 /// | `discovered` | its tools were listed | `detail`: JSON with `tools` (offered to the model) and `hidden` (withheld by the server's allow/deny lists) |
 /// | `called` | one tool call ended | `tool`, `duration_ms`, `outcome` (`ok`, `error`, `timeout`, `unavailable`) |
 /// | `disconnected` | the run closed it | — |
@@ -184,6 +184,10 @@ mod tests {
         assert_eq!(ev[0].kind, "failed");
         assert!(!ev[0].detail.as_deref().unwrap().contains("s3cr3t-token"));
         assert_eq!(ev[1].duration_ms, Some(5));
-        assert!(store.record_mcp_event(&McpEvent::disconnected(run + 9, 0, "x")).is_err());
+        assert!(
+            store
+                .record_mcp_event(&McpEvent::disconnected(run + 9, 0, "x"))
+                .is_err()
+        );
     }
 }

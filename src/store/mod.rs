@@ -59,12 +59,12 @@ mod schema;
 mod sessions;
 mod steps;
 
+pub use mcp_events::McpEvent;
 pub use memory::{MAX_KEY, MAX_NOTES, MAX_VALUE, MemoryNote};
 pub use records::{
     ApprovalRecord, NewRun, PolicyEvent, ProviderAttempt, RunFinish, RunRecord, SandboxSession,
     StepRecord, ToolCallRecord, ToolIntent, ToolIntentRecord,
 };
-pub use mcp_events::McpEvent;
 pub use sandbox_event::SandboxEvent;
 pub use schema::SCHEMA_VERSION;
 

@@ -1,0 +1,723 @@
+//! The MCP client against the real reference servers (`@modelcontextprotocol/
+//! server-everything` and `server-filesystem`), installed into `.mcp-servers/` by
+//! `scripts/setup-test-env.sh`. Without them the tests skip loudly, except under
+//! `CI=true`, where they fail.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use io_harness::mcp::{McpEnv, McpServerSpec, McpServers};
+use io_harness::policy::{Act, Decision, Isolation, Policy, PolicyGate, Rule};
+use io_harness::provider::{ScriptTurn, Scripted};
+use io_harness::run::{Flow, RunEvent, RunOptions};
+use io_harness::tools::{ToolContext, ToolLimits, ToolRegistry, Workspace};
+use io_harness::{McpEvent, RunOutcome, Store, TaskContract, Verification, run, run_with};
+use serde_json::json;
+
+/// The installed servers' `dist/index.js`, or `None` (skip) outside CI.
+fn server_js(package: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".mcp-servers/node_modules/@modelcontextprotocol")
+        .join(package)
+        .join("dist/index.js");
+    if p.is_file() {
+        return Some(p);
+    }
+    let msg = format!(
+        "{} is missing: run scripts/setup-test-env.sh (installs the reference MCP servers)",
+        p.display()
+    );
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{msg}");
+    }
+    eprintln!("SKIPPED: {msg}");
+    None
+}
+
+fn node() -> String {
+    "node".into()
+}
+
+fn everything(name: &str) -> Option<McpServerSpec> {
+    let js = server_js("server-everything")?;
+    Some(McpServerSpec::stdio(
+        name,
+        [node(), js.display().to_string(), "stdio".into()],
+    ))
+}
+
+fn native_policy() -> Arc<dyn PolicyGate> {
+    Arc::new(Policy::builtin().with_exec_isolation(Isolation::Native))
+}
+
+fn sandbox() -> Arc<dyn io_harness::Sandbox> {
+    Arc::from(io_harness::sandbox::select().unwrap())
+}
+
+fn env(store: &Store, run_id: i64, dir: &Path, gate: Arc<dyn PolicyGate>) -> McpEnv {
+    McpEnv {
+        store: Some(store.clone()),
+        run_id,
+        gate,
+        sandbox: Some(sandbox()),
+        workdir: dir.to_path_buf(),
+        settings: Default::default(),
+        masked: Vec::new(),
+        hidden: Vec::new(),
+        step: 0,
+    }
+}
+
+fn ctx(dir: &Path) -> ToolContext {
+    ToolContext {
+        workspace: Arc::new(Workspace::open(dir).unwrap()),
+        limits: ToolLimits::default(),
+        exec: None,
+        read_gate: None,
+        memory: None,
+    }
+}
+
+fn registry(servers: &McpServers) -> ToolRegistry {
+    servers
+        .tools()
+        .into_iter()
+        .fold(ToolRegistry::standard(), |r, t| r.with(t))
+}
+
+fn kinds(events: &[McpEvent]) -> Vec<&str> {
+    events.iter().map(|e| e.kind.as_str()).collect()
+}
+
+fn canon(dir: &tempfile::TempDir) -> PathBuf {
+    std::fs::canonicalize(dir.path()).unwrap()
+}
+
+#[tokio::test]
+async fn stdio_everything_is_discovered_and_called_with_arguments_in_the_sandbox() {
+    let Some(spec) = everything("everything") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers =
+        McpServers::connect(&[spec], env(&store, run_id, dir.path(), native_policy())).await;
+    let reg = registry(&servers);
+    let names: Vec<String> = reg.specs().into_iter().map(|s| s.name).collect();
+    assert!(
+        names.contains(&"mcp__everything__get-sum".to_string()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"mcp__everything__echo".to_string()));
+    let sum = reg.get("mcp__everything__get-sum").unwrap().spec();
+    assert_eq!(sum.input_schema["type"], "object");
+    assert!(sum.input_schema["properties"]["a"].is_object());
+
+    let gate = native_policy();
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__everything__get-sum",
+            &json!({"a": 2, "b": 40}),
+        )
+        .await;
+    assert!(!d.is_error, "{}", d.content);
+    assert!(d.content.contains("42"), "{}", d.content);
+    assert_eq!(d.decisions[0].action.act, Act::Exec);
+    assert_eq!(d.decisions[0].action.target, "mcp__everything__get-sum");
+    // Structured content comes back as JSON; images are described, not dumped.
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__everything__get-tiny-image",
+            &json!({}),
+        )
+        .await;
+    assert!(!d.is_error, "{}", d.content);
+    assert!(
+        d.content.contains("[image content: image/png"),
+        "{}",
+        d.content
+    );
+    assert!(
+        d.content.len() < 2000,
+        "image data was dumped: {}",
+        d.content.len()
+    );
+
+    servers.close();
+    let ev = store.mcp_events(run_id).unwrap();
+    assert_eq!(
+        kinds(&ev),
+        [
+            "connected",
+            "discovered",
+            "called",
+            "called",
+            "disconnected"
+        ]
+    );
+    let info: serde_json::Value = serde_json::from_str(ev[0].detail.as_deref().unwrap()).unwrap();
+    assert_eq!(info["name"], "mcp-servers/everything");
+    assert!(info["version"].is_string() && info["protocol_version"].is_string());
+    assert_eq!(info["transport"], "stdio");
+    assert_eq!(info["sandbox"], sandbox().backend().label());
+    assert_eq!(ev[2].tool.as_deref(), Some("get-sum"));
+    assert_eq!(ev[2].outcome.as_deref(), Some("ok"));
+    assert!(ev[2].duration_ms.is_some());
+    // Starting it was an exec decision, on record.
+    let pe = store.policy_events(run_id).unwrap();
+    assert!(
+        pe.iter()
+            .any(|p| p.act == "exec" && p.target == "node" && p.decision == "allow"),
+        "{pe:?}"
+    );
+    let se = store.sandbox_events(run_id).unwrap();
+    assert!(
+        se.iter()
+            .any(|e| e.kind == "exec" && e.detail.as_deref().is_some_and(|d| d.contains("stdio")))
+    );
+}
+
+#[tokio::test]
+async fn a_tool_error_and_a_slow_tool_come_back_as_observations() {
+    let Some(spec) = everything("ev") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let spec = spec.call_timeout(Duration::from_secs(1));
+    let servers =
+        McpServers::connect(&[spec], env(&store, run_id, dir.path(), native_policy())).await;
+    let reg = registry(&servers);
+    let gate = native_policy();
+    // Arguments the server rejects.
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__ev__get-sum",
+            &json!({"a": "two"}),
+        )
+        .await;
+    assert!(d.is_error);
+    assert!(d.content.starts_with("error:"), "{}", d.content);
+    // A 20-second operation against a one-second call timeout.
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__ev__trigger-long-running-operation",
+            &json!({"duration": 20, "steps": 2}),
+        )
+        .await;
+    assert!(d.is_error);
+    assert!(d.content.contains("timed out after 1s"), "{}", d.content);
+    assert!(d.duration_ms < 15_000, "{}", d.duration_ms);
+    // The server is still usable afterwards.
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__ev__echo",
+            &json!({"message": "still here"}),
+        )
+        .await;
+    assert!(
+        !d.is_error && d.content.contains("still here"),
+        "{}",
+        d.content
+    );
+    let ev = store.mcp_events(run_id).unwrap();
+    let outcomes: Vec<_> = ev
+        .iter()
+        .filter(|e| e.kind == "called")
+        .map(|e| e.outcome.as_deref().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["error", "timeout", "ok"]);
+    let slow = ev
+        .iter()
+        .find(|e| e.outcome.as_deref() == Some("timeout"))
+        .unwrap();
+    assert!(slow.duration_ms.unwrap() >= 1000);
+}
+
+#[tokio::test]
+async fn a_server_that_exits_mid_run_is_reported_and_its_tools_answer_unavailable() {
+    let Some(spec) = everything("dies") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers = McpServers::connect(
+        &[spec.required().call_timeout(Duration::from_secs(20))],
+        env(&store, run_id, dir.path(), native_policy()),
+    )
+    .await;
+    let reg = registry(&servers);
+    let gate = native_policy();
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__dies__echo",
+            &json!({"message": "hi"}),
+        )
+        .await;
+    assert!(!d.is_error, "{}", d.content);
+    assert_eq!(servers.required_failed(), None);
+    let pid = servers.pid("dies").unwrap();
+    // SAFETY: kill(2) on a pid this test's harness started; no memory is involved.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__dies__echo",
+            &json!({"message": "hi"}),
+        )
+        .await;
+    assert!(d.is_error, "{}", d.content);
+    assert_eq!(servers.required_failed().as_deref(), Some("dies"));
+    assert!(servers.alive().is_empty());
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__dies__echo",
+            &json!({"message": "hi"}),
+        )
+        .await;
+    assert!(d.content.contains("not running"), "{}", d.content);
+    let ev = store.mcp_events(run_id).unwrap();
+    let failed: Vec<_> = ev.iter().filter(|e| e.kind == "failed").collect();
+    assert_eq!(failed.len(), 1, "a death is recorded once: {ev:?}");
+    assert_eq!(ev.last().unwrap().outcome.as_deref(), Some("unavailable"));
+}
+
+#[tokio::test]
+async fn a_sandboxed_stdio_server_cannot_reach_the_network_and_an_unsandboxed_one_is_recorded_as_such()
+ {
+    let Some(js) = server_js("server-everything") else {
+        return;
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    // Tries the host's listener, says what happened on stderr, then serves.
+    let probe = dir.path().join("probe.mjs");
+    std::fs::write(
+        &probe,
+        format!(
+            "import net from 'node:net';\n\
+             const r = await new Promise(res => {{\n\
+               const s = net.connect({port}, '127.0.0.1');\n\
+               s.on('connect', () => {{ s.destroy(); res('connected'); }});\n\
+               s.on('error', e => res(e.code));\n\
+             }});\n\
+             console.error('net probe: ' + r);\n\
+             process.argv[2] = 'stdio';\n\
+             await import({:?});\n",
+            js.display().to_string()
+        ),
+    )
+    .unwrap();
+    let argv = [node(), probe.display().to_string(), "stdio".into()];
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers = McpServers::connect(
+        &[
+            McpServerSpec::stdio("boxed", argv.clone()),
+            McpServerSpec::stdio("loose", argv).unsandboxed(),
+        ],
+        env(&store, run_id, dir.path(), native_policy()),
+    )
+    .await;
+    assert_eq!(servers.alive(), ["boxed", "loose"]);
+    let boxed = servers.stderr_tail("boxed").unwrap();
+    let loose = servers.stderr_tail("loose").unwrap();
+    assert!(boxed.contains("net probe: E"), "sandboxed: {boxed}");
+    assert!(!boxed.contains("net probe: connected"), "{boxed}");
+    assert!(
+        loose.contains("net probe: connected"),
+        "the probe can fail: {loose}"
+    );
+    servers.close();
+    let ev = store.mcp_events(run_id).unwrap();
+    let sandbox_of = |server: &str| {
+        let e = ev
+            .iter()
+            .find(|e| e.server == server && e.kind == "connected")
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(e.detail.as_deref().unwrap()).unwrap();
+        v["sandbox"].as_str().unwrap().to_string()
+    };
+    assert_eq!(sandbox_of("boxed"), sandbox().backend().label());
+    assert_eq!(sandbox_of("loose"), "none");
+}
+
+#[tokio::test]
+async fn filesystem_server_over_stdio_reads_the_workspace_and_refuses_outside_it() {
+    let Some(js) = server_js("server-filesystem") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = canon(&dir);
+    std::fs::write(root.join("notes.txt"), "alpha beta\n").unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let spec = McpServerSpec::stdio("fs", [node(), js.display().to_string(), ".".into()])
+        .deny_tool("write_*");
+    let servers = McpServers::connect(&[spec], env(&store, run_id, &root, native_policy())).await;
+    let reg = registry(&servers);
+    assert!(
+        reg.get("mcp__fs__write_file").is_none(),
+        "withheld by deny_tools"
+    );
+    let gate = native_policy();
+    let d = reg
+        .dispatch(
+            &ctx(&root),
+            gate.as_ref(),
+            "mcp__fs__read_text_file",
+            &json!({"path": root.join("notes.txt").display().to_string()}),
+        )
+        .await;
+    assert!(!d.is_error, "{}", d.content);
+    assert!(d.content.contains("alpha beta"));
+    let d = reg
+        .dispatch(
+            &ctx(&root),
+            gate.as_ref(),
+            "mcp__fs__read_text_file",
+            &json!({"path": "/etc/hostname"}),
+        )
+        .await;
+    assert!(d.is_error, "{}", d.content);
+    let ev = store.mcp_events(run_id).unwrap();
+    let disc: serde_json::Value = serde_json::from_str(ev[1].detail.as_deref().unwrap()).unwrap();
+    assert!(disc["hidden"].as_u64().unwrap() >= 1, "{disc}");
+}
+
+/// Reads lines from the server's stderr until it says it listens.
+async fn start_http_everything(js: &Path) -> (tokio::process::Child, u16) {
+    use tokio::io::AsyncBufReadExt;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = tokio::process::Command::new(node())
+        .arg(js)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            if l.contains("listening on port") {
+                return;
+            }
+        }
+        panic!("the HTTP server exited before listening");
+    })
+    .await
+    .expect("the HTTP server did not start");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, port)
+}
+
+#[tokio::test]
+async fn streamable_http_everything_is_gated_as_net_discovered_and_called_and_the_token_never_stored()
+ {
+    let Some(js) = server_js("server-everything") else {
+        return;
+    };
+    let (_server, port) = start_http_everything(&js).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    // SAFETY: set before any thread of this test reads the variable; the name is unique
+    // to this test.
+    unsafe { std::env::set_var("IO_HARNESS_TEST_MCP_TOKEN", "tok-very-secret-4711") };
+    let mut spec = McpServerSpec::http("web", &url);
+    if let io_harness::mcp::McpTransport::Http {
+        bearer_token_env, ..
+    } = &mut spec.transport
+    {
+        *bearer_token_env = Some("IO_HARNESS_TEST_MCP_TOKEN".into());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers = McpServers::connect(
+        &[spec.clone()],
+        env(&store, run_id, dir.path(), native_policy()),
+    )
+    .await;
+    let reg = registry(&servers);
+    let gate = native_policy();
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__web__echo",
+            &json!({"message": "over http"}),
+        )
+        .await;
+    assert!(!d.is_error, "{}", d.content);
+    assert!(d.content.contains("over http"));
+    servers.close();
+    let ev = store.mcp_events(run_id).unwrap();
+    assert_eq!(
+        kinds(&ev),
+        ["connected", "discovered", "called", "disconnected"]
+    );
+    let pe = store.policy_events(run_id).unwrap();
+    let net = pe.iter().find(|p| p.act == "net").unwrap();
+    assert_eq!(net.target, format!("127.0.0.1:{port}"));
+    assert_eq!(
+        (net.decision.as_str(), net.layer.as_str()),
+        ("allow", "mcp")
+    );
+    let everything_stored = format!("{ev:?}{pe:?}");
+    assert!(!everything_stored.contains("tok-very-secret-4711"));
+
+    // An operator rule denying the host wins: nothing is dialed.
+    let mut denying = Policy::builtin().with_exec_isolation(Isolation::Native);
+    denying
+        .add_run_rule(Rule::deny(Act::Net, "127.0.0.1"))
+        .unwrap();
+    let run2 = store.start_run("g", "/r").unwrap();
+    let servers =
+        McpServers::connect(&[spec], env(&store, run2, dir.path(), Arc::new(denying))).await;
+    assert!(servers.tools().is_empty());
+    let ev = store.mcp_events(run2).unwrap();
+    assert_eq!(kinds(&ev), ["failed"]);
+    assert!(
+        ev[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("policy denies net"),
+        "{ev:?}"
+    );
+    let pe = store.policy_events(run2).unwrap();
+    assert_eq!(pe[0].decision, "deny");
+}
+
+fn run_contract(dir: &Path, spec: McpServerSpec, needle: &str) -> TaskContract {
+    TaskContract::workspace(
+        "write result.txt through the MCP filesystem server",
+        dir,
+        Verification::file_contains("result.txt", needle),
+    )
+    .mcp_server(spec)
+    .max_steps(6)
+}
+
+#[tokio::test]
+async fn a_scripted_run_reaches_a_verified_result_by_calling_an_mcp_tool() {
+    let Some(js) = server_js("server-filesystem") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = canon(&dir);
+    let spec =
+        McpServerSpec::stdio("fs", [node(), js.display().to_string(), ".".into()]).required();
+    let contract = run_contract(&root, spec, "written over MCP");
+    let provider = Scripted::new(vec![
+        ScriptTurn::tool(
+            "mcp__fs__write_file",
+            json!({"path": root.join("result.txt").display().to_string(), "content": "written over MCP\n"}),
+        ),
+        ScriptTurn::text("Done."),
+    ]);
+    let store = Store::memory().unwrap();
+    let r = run(&contract, &provider, &store).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success, "{}", r.final_message);
+    let ev = store.mcp_events(r.run_id).unwrap();
+    assert_eq!(
+        kinds(&ev),
+        ["connected", "discovered", "called", "disconnected"]
+    );
+    assert_eq!((ev[2].step, ev[2].tool.as_deref()), (1, Some("write_file")));
+    let steps = store.steps(r.run_id).unwrap();
+    assert_eq!(steps[0].tool_calls[0].name, "mcp__fs__write_file");
+    // The stored contract carries the server, so a resume reconnects it.
+    let stored = io_harness::run::stored_contract(&store, r.run_id).unwrap();
+    assert_eq!(stored.mcp.len(), 1);
+}
+
+#[tokio::test]
+async fn a_policy_denied_mcp_tool_is_refused_and_recorded() {
+    let Some(spec) = everything("everything") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let contract = TaskContract::workspace(
+        "say hello",
+        dir.path(),
+        Verification::file_contains("hello.txt", "hello"),
+    )
+    .mcp_server(spec)
+    .policy_rule(Rule::deny(Act::Exec, "mcp__everything__get-env"));
+    let provider = Scripted::new(vec![
+        ScriptTurn::tool("mcp__everything__get-env", json!({})),
+        ScriptTurn::tool(
+            "write_file",
+            json!({"path": "hello.txt", "content": "hello\n"}),
+        ),
+        ScriptTurn::text("Done."),
+    ]);
+    let store = Store::memory().unwrap();
+    let r = run(&contract, &provider, &store).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    let steps = store.steps(r.run_id).unwrap();
+    let call = &steps[0].tool_calls[0];
+    assert!(
+        call.is_error
+            && call
+                .output
+                .starts_with("refused: policy deny exec mcp__everything__get-env"),
+        "{}",
+        call.output
+    );
+    let pe = store.policy_events(r.run_id).unwrap();
+    assert!(pe.iter().any(|p| p.target == "mcp__everything__get-env"
+        && p.decision == "deny"
+        && p.layer == "task"));
+    let ev = store.mcp_events(r.run_id).unwrap();
+    assert!(
+        ev.iter().all(|e| e.kind != "called"),
+        "the refused call never reached the server"
+    );
+    let _ = Decision::Deny;
+}
+
+#[tokio::test]
+async fn a_required_server_that_cannot_start_ends_the_run_and_an_optional_one_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = || {
+        TaskContract::workspace(
+            "say hello",
+            dir.path(),
+            Verification::file_contains("hello.txt", "hello"),
+        )
+    };
+    let missing = McpServerSpec::stdio("gone", ["/nonexistent/mcp-server"]);
+    let turns = || {
+        Scripted::new(vec![
+            ScriptTurn::tool(
+                "write_file",
+                json!({"path": "hello.txt", "content": "hello\n"}),
+            ),
+            ScriptTurn::text("Done."),
+        ])
+    };
+    let store = Store::memory().unwrap();
+    let r = run(
+        &base().mcp_server(missing.clone().required()),
+        &turns(),
+        &store,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r.outcome,
+        RunOutcome::McpRequiredServerFailed {
+            server: "gone".into()
+        }
+    );
+    assert_eq!(r.outcome.exit_code(), 4);
+    assert_eq!(r.steps, 0);
+    let ev = store.mcp_events(r.run_id).unwrap();
+    assert_eq!(kinds(&ev), ["failed"]);
+
+    let r = run(&base().mcp_server(missing), &turns(), &store)
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+}
+
+#[tokio::test]
+async fn a_required_server_that_dies_mid_run_ends_the_run() {
+    let Some(spec) = everything("everything") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let contract = TaskContract::workspace(
+        "say hello",
+        dir.path(),
+        Verification::file_contains("hello.txt", "hello"),
+    )
+    .mcp_server(spec.required().call_timeout(Duration::from_secs(20)));
+    let echo = || ScriptTurn::tool("mcp__everything__echo", json!({"message": "hi"}));
+    let provider = Scripted::new(vec![echo(), echo(), echo(), ScriptTurn::text("Done.")]);
+    let store = Store::memory().unwrap();
+    let watcher = store.clone();
+    // After the first call, kill the server from outside.
+    let observer = move |e: &RunEvent| {
+        if let RunEvent::ToolFinished {
+            run_id, step: 1, ..
+        } = e
+        {
+            let ev = watcher.mcp_events(*run_id).unwrap();
+            let connected = ev.iter().find(|e| e.kind == "connected").unwrap();
+            let v: serde_json::Value =
+                serde_json::from_str(connected.detail.as_deref().unwrap()).unwrap();
+            let pid = v["pid"].as_i64().unwrap() as i32;
+            // SAFETY: kill(2) on the server process this run started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        Flow::Continue
+    };
+    let opts = RunOptions::default().observer(Arc::new(observer));
+    let r = run_with(&contract, &provider, &store, opts).await.unwrap();
+    assert_eq!(
+        r.outcome,
+        RunOutcome::McpRequiredServerFailed {
+            server: "everything".into()
+        }
+    );
+    assert!(r.steps >= 2 && r.steps <= 3, "{}", r.steps);
+    let ev = store.mcp_events(r.run_id).unwrap();
+    assert_eq!(
+        ev.iter().filter(|e| e.kind == "failed").count(),
+        1,
+        "{ev:?}"
+    );
+    assert_eq!(ev[2].outcome.as_deref(), Some("ok"));
+}
+
+#[test]
+fn every_mcp_event_kind_is_documented_and_each_has_a_constructor() {
+    // The kinds the store documents; the tests above produce each from a real server:
+    // connected/discovered/called/disconnected (stdio and HTTP), failed (start failure,
+    // policy refusal, death).
+    let made = [
+        McpEvent::connected(1, 0, "s", &json!({})).kind,
+        McpEvent::discovered(1, 0, "s", 1, 0).kind,
+        McpEvent::called(1, 1, "s", "t", 1, "ok").kind,
+        McpEvent::disconnected(1, 2, "s").kind,
+        McpEvent::failed(1, 0, "s", "why").kind,
+    ];
+    assert_eq!(
+        made,
+        [
+            "connected",
+            "discovered",
+            "called",
+            "disconnected",
+            "failed"
+        ]
+    );
+}

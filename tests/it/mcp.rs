@@ -721,3 +721,108 @@ fn every_mcp_event_kind_is_documented_and_each_has_a_constructor() {
         ]
     );
 }
+
+fn cli(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_io-harness"))
+        .args(args)
+        .env_remove("IO_HARNESS_FAILPOINT")
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("IO_HARNESS_STORE", dir.join("store.db"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn cli_mcp_list_prints_the_tools_and_run_then_show_lists_the_mcp_events() {
+    let (Some(everything), Some(fs)) = (
+        server_js("server-everything"),
+        server_js("server-filesystem"),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = canon(&dir);
+    std::fs::create_dir(d.join("ws")).unwrap();
+    let script = format!(
+        "{}\n{{\"text\": \"done\"}}\n",
+        json!({"tool_calls": [{"name": "mcp__fs__write_file", "input": {
+            "path": d.join("ws/out.txt").display().to_string(), "content": "via mcp\n"}}]})
+    );
+    std::fs::write(d.join("script.jsonl"), script).unwrap();
+    let task = d.join("task.toml");
+    std::fs::write(
+        &task,
+        format!(
+            "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = {{ file = \"out.txt\", needle = \"via mcp\" }}\n\
+             [provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n\n\
+             [[mcp]]\nname = \"everything\"\ncommand = [\"node\", {:?}, \"stdio\"]\nallow_tools = [\"echo\", \"get-sum\"]\n\n\
+             [[mcp]]\nname = \"fs\"\ncommand = \"node\"\nargs = [{:?}, \".\"]\nrequired = true\n\n\
+             [[mcp]]\nname = \"absent\"\ncommand = \"/nonexistent/mcp\"\n",
+            everything.display().to_string(),
+            fs.display().to_string()
+        ),
+    )
+    .unwrap();
+    let task = task.to_str().unwrap();
+
+    let out = cli(&d, &["mcp", "list", task]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(1), "one server is absent: {stdout}");
+    assert!(
+        stdout.contains("everything (stdio): mcp-servers/everything"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  mcp__everything__echo  Echoes back the input string"));
+    assert!(stdout.contains("mcp__everything__get-sum"));
+    assert!(
+        !stdout.contains("mcp__everything__get-env"),
+        "allow_tools narrows: {stdout}"
+    );
+    assert!(stdout.contains("withheld by allow/deny lists: "));
+    assert!(stdout.contains("mcp__fs__read_text_file"));
+    assert!(
+        stdout.contains("absent (stdio)\n  unavailable: "),
+        "{stdout}"
+    );
+
+    let out = cli(&d, &["mcp", "list", task, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["servers"].as_array().unwrap().len(), 3);
+    assert_eq!(v["servers"][0]["tools"].as_array().unwrap().len(), 2);
+
+    let out = cli(&d, &["run", task, "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("ws/out.txt")).unwrap(),
+        "via mcp\n"
+    );
+    let out = cli(&d, &["show", "1"]);
+    let shown = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(shown.contains("MCP events:"), "{shown}");
+    assert!(
+        shown.contains("step 1 fs: called write_file in "),
+        "{shown}"
+    );
+    assert!(shown.contains("step 0 absent: failed "), "{shown}");
+    let out = cli(&d, &["show", "1", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["mcp_events"].as_array().unwrap().len() >= 7);
+
+    // A bad entry is refused naming file, line and key, before anything runs.
+    std::fs::write(
+        d.join("bad.toml"),
+        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[[mcp]]\nname = \"x\"\nurl = \"ftp://h/\"\n",
+    )
+    .unwrap();
+    let out = cli(&d, &["mcp", "list", d.join("bad.toml").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml:4: mcp[0].url"), "{err}");
+}

@@ -826,3 +826,47 @@ fn cli_mcp_list_prints_the_tools_and_run_then_show_lists_the_mcp_events() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml:4: mcp[0].url"), "{err}");
 }
+
+#[tokio::test]
+async fn a_resumed_run_reconnects_its_servers() {
+    let Some(spec) = everything("everything") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let contract = TaskContract::workspace(
+        "say hello",
+        dir.path(),
+        Verification::file_contains("hello.txt", "hello"),
+    )
+    .mcp_server(spec);
+    let echo = |m: &str| ScriptTurn::tool("mcp__everything__echo", json!({"message": m}));
+    let provider = Scripted::new(vec![
+        echo("before"),
+        echo("after"),
+        ScriptTurn::tool("write_file", json!({"path": "hello.txt", "content": "hello\n"})),
+        ScriptTurn::text("Done."),
+    ]);
+    let store = Store::memory().unwrap();
+    let cancel_after_first = |e: &RunEvent| match e {
+        RunEvent::StepCommitted { step: 1, .. } => Flow::Cancel,
+        _ => Flow::Continue,
+    };
+    let opts = RunOptions::default().observer(Arc::new(cancel_after_first));
+    let r = run_with(&contract, &provider, &store, opts).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Cancelled);
+    let r = io_harness::resume(&store, r.run_id, &provider).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    let steps = store.steps(r.run_id).unwrap();
+    let second = &steps[1].tool_calls[0];
+    assert!(!second.is_error && second.output.contains("after"), "{}", second.output);
+    let ev = store.mcp_events(r.run_id).unwrap();
+    assert_eq!(
+        kinds(&ev),
+        [
+            "connected", "discovered", "called", "disconnected", // first session
+            "connected", "discovered", "called", "disconnected", // after resume
+        ]
+    );
+    assert_eq!(ev[4].step, 1, "reconnected after the last committed step");
+    assert_eq!(ev[6].step, 2);
+}

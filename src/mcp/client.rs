@@ -52,6 +52,9 @@ pub struct McpEnv {
     pub hidden: Vec<PathBuf>,
     /// The step events are recorded under until [`McpServers::set_step`] says otherwise.
     pub step: u32,
+    /// Where a sandboxed server's session is logged when it ends (C18); `None` logs
+    /// nothing.
+    pub audit: Option<crate::audit::AuditLog>,
 }
 
 /// One tool as offered, for listings.
@@ -88,6 +91,7 @@ struct Recorder {
     store: Option<Store>,
     run_id: i64,
     step: AtomicU32,
+    audit: Option<crate::audit::AuditLog>,
 }
 
 impl Recorder {
@@ -108,6 +112,67 @@ impl Recorder {
             && let Err(e) = s.record_sandbox_event(&make(self.run_id, self.step()))
         {
             tracing::warn!(error = %e, "could not record a sandbox event");
+        }
+    }
+
+    /// The sandbox session of a server that ended, like a command's: a
+    /// `sandbox_sessions` row (purpose `mcp`) and an audit line. Best effort.
+    fn session(&self, spec: &RunSpec, out: &crate::sandbox::SandboxOutcome) {
+        let step = self.step();
+        let backend = out.backend.label();
+        let env_names: Vec<&str> = spec.env.iter().map(|(k, _)| k.as_str()).collect();
+        let layers = crate::exec::layers_json(&out.layers);
+        let cap_hit = out
+            .cap_hit
+            .filter(|c| out.layers.enforces(*c))
+            .map(|c| c.label().to_string());
+        let duration_ms = ms(out.duration);
+        if let Some(s) = &self.store {
+            let session = crate::store::SandboxSession {
+                run_id: self.run_id,
+                step,
+                purpose: "mcp".into(),
+                backend: backend.into(),
+                argv_json: serde_json::to_string(&spec.argv).unwrap_or_default(),
+                layers_json: layers.to_string(),
+                limits_json: crate::exec::limits_json(&spec.limits).to_string(),
+                network: spec.network.label().into(),
+                masked_json: serde_json::to_string(&spec.masked_paths).unwrap_or_default(),
+                env_names_json: serde_json::to_string(&env_names).unwrap_or_default(),
+                exit_code: out.exit_code,
+                signal: out.signal,
+                cap_hit: cap_hit.clone(),
+                duration_ms,
+            };
+            if let Err(e) = s.record_sandbox_session(&session) {
+                tracing::warn!(error = %e, "could not record an MCP server's sandbox session");
+            }
+        }
+        if let Some(log) = &self.audit {
+            let mut rec = crate::audit::SessionRecord::new(
+                spec.argv.clone(),
+                spec.workdir.display().to_string(),
+                backend,
+            );
+            if self.store.is_some() {
+                rec.run_id = Some(self.run_id);
+                rec.step = Some(step);
+            }
+            rec.layers = layers;
+            rec.network = spec.network.label().into();
+            rec.env_names = env_names.iter().map(|s| s.to_string()).collect();
+            rec.masked_paths = spec
+                .masked_paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            rec.exit_code = out.exit_code;
+            rec.signal = out.signal;
+            rec.duration_ms = duration_ms;
+            rec.cap_hit = cap_hit;
+            if let Err(e) = log.append(&rec) {
+                tracing::warn!(error = %e, "could not append to the audit log");
+            }
         }
     }
 
@@ -194,6 +259,8 @@ pub(super) struct Server {
     peer: Peer<RoleClient>,
     service: Mutex<Option<Service>>,
     proc: Mutex<Option<Proc>>,
+    /// What a sandboxed server was started with, for its session record.
+    launched: Option<RunSpec>,
     stderr: Arc<Mutex<Tail>>,
     dead: Mutex<Option<String>>,
     info: serde_json::Value,
@@ -323,11 +390,20 @@ impl Server {
         if let Some(s) = lock(&self.service).take() {
             s.cancellation_token().cancel();
         }
-        if let Some(mut p) = lock(&self.proc).take() {
-            p.kill();
-            if matches!(p, Proc::Sandboxed(_)) {
+        let proc = lock(&self.proc).take();
+        match proc {
+            Some(Proc::Sandboxed(mut child)) => {
+                child.kill();
+                let outcome = child.wait();
                 self.shared.rec.sandbox(SandboxEvent::destroy);
+                if let (Ok(out), Some(spec)) = (outcome, &self.launched) {
+                    self.shared.rec.session(spec, &out);
+                }
             }
+            Some(Proc::Plain(mut child)) => {
+                let _ = child.start_kill();
+            }
+            None => {}
         }
         if live {
             *lock(&self.dead) = Some("disconnected".into());
@@ -383,6 +459,7 @@ impl McpServers {
                 store: env.store.clone(),
                 run_id: env.run_id,
                 step: AtomicU32::new(env.step),
+                audit: env.audit.clone(),
             },
             required_failed: Mutex::new(None),
         });
@@ -595,6 +672,7 @@ fn client_config() -> ClientConfig {
 struct Started {
     service: Service,
     proc: Option<Proc>,
+    launched: Option<RunSpec>,
     stderr: Arc<Mutex<Tail>>,
     sandbox: String,
 }
@@ -617,10 +695,11 @@ async fn connect_one(
                 &spec.name,
             )?;
             let stderr = Arc::new(Mutex::new(Tail::default()));
-            let (proc, stdout, stdin, label) = if *sandbox {
-                start_sandboxed(argv, names, env, &stderr).await?
+            let ((proc, stdout, stdin, label), launched) = if *sandbox {
+                let (pipes, spec) = start_sandboxed(argv, names, env, &stderr).await?;
+                (pipes, Some(spec))
             } else {
-                start_plain(argv, names, env, &stderr)?
+                (start_plain(argv, names, env, &stderr)?, None)
             };
             if let Proc::Sandboxed(_) = &proc {
                 let argv_text = argv.join(" ");
@@ -664,6 +743,7 @@ async fn connect_one(
             Started {
                 service,
                 proc,
+                launched,
                 stderr,
                 sandbox: label,
             }
@@ -690,7 +770,11 @@ async fn connect_one(
                 }
                 config = config.auth_header(token);
             }
+            // No redirects: the policy decided this host and port, not wherever a
+            // server would send us.
             let http = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .user_agent(concat!("io-harness/", env!("CARGO_PKG_VERSION")))
                 .connect_timeout(spec.startup_timeout)
                 .build()
                 .map_err(|e| format!("HTTP client: {e}"))?;
@@ -711,6 +795,7 @@ async fn connect_one(
             Started {
                 service,
                 proc: None,
+                launched: None,
                 stderr: Arc::new(Mutex::new(Tail::default())),
                 sandbox: "none".into(),
             }
@@ -758,6 +843,7 @@ async fn connect_one(
         peer,
         service: Mutex::new(Some(started.service)),
         proc: Mutex::new(started.proc),
+        launched: started.launched,
         stderr: started.stderr,
         dead: Mutex::new(None),
         info,
@@ -820,7 +906,7 @@ async fn start_sandboxed(
     names: &[String],
     env: &McpEnv,
     tail: &Arc<Mutex<Tail>>,
-) -> Result<Pipes, String> {
+) -> Result<(Pipes, RunSpec), String> {
     let sandbox = env
         .sandbox
         .clone()
@@ -847,6 +933,7 @@ async fn start_sandboxed(
     spec.masked_paths = env.masked.clone();
     spec.hidden_paths = env.hidden.clone();
     spec.allow_weaker = env.settings.allow_weaker;
+    let launched = spec.clone();
     let mut child = tokio::task::spawn_blocking(move || sandbox.spawn(&spec))
         .await
         .map_err(|e| format!("sandbox start: {e}"))?
@@ -861,7 +948,7 @@ async fn start_sandboxed(
     let stdout =
         tokio::process::ChildStdout::from_std(stdout).map_err(|e| format!("stdout: {e}"))?;
     let stdin = tokio::process::ChildStdin::from_std(stdin).map_err(|e| format!("stdin: {e}"))?;
-    Ok((Proc::Sandboxed(child), stdout, stdin, label))
+    Ok(((Proc::Sandboxed(child), stdout, stdin, label), launched))
 }
 
 fn start_plain(

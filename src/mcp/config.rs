@@ -37,6 +37,27 @@ fn yes() -> bool {
 }
 
 /// One MCP server of a contract.
+///
+/// In a task file, one `[[mcp]]` table per server:
+///
+/// ```toml
+/// [[mcp]]
+/// name = "fs"                      # tools become mcp__fs__<tool>
+/// command = "npx"                  # or an argv array: ["node", "server.js"]
+/// args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+/// env = ["NODE_OPTIONS"]           # host variables passed by name
+/// sandbox = true                   # default; false runs it outside (recorded)
+/// required = true                  # its failure ends the run McpRequiredServerFailed
+/// startup_timeout = "30s"          # default 30s
+/// call_timeout = "60s"             # default 60s
+/// deny_tools = ["write_*"]         # globs over the server's tool names
+///
+/// [[mcp]]
+/// name = "docs"
+/// url = "https://mcp.example.com/mcp"   # streamable HTTP
+/// bearer_token_env = "DOCS_MCP_TOKEN"   # the token's variable, never the token
+/// allow_tools = ["search", "fetch"]
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct McpServerSpec {
     /// The name its tools are qualified with (`mcp__<name>__<tool>`): letters,

@@ -41,6 +41,7 @@ pub(super) async fn connect(
             .unwrap_or_default(),
         hidden: crate::mcp::hidden_paths(store, opts.audit.as_ref()),
         step,
+        audit: opts.audit.clone(),
     };
     let servers = McpServers::connect(&contract.mcp, env).await;
     let mut tools = opts.tools.clone();
@@ -78,6 +79,7 @@ pub async fn list_servers(
             .map(|a| vec![a.dir().to_path_buf()])
             .unwrap_or_default(),
         step: 0,
+        audit: None,
     };
     let servers = McpServers::connect(&contract.mcp, env).await;
     let listing = servers.listing();

@@ -66,6 +66,7 @@ fn env(store: &Store, run_id: i64, dir: &Path, gate: Arc<dyn PolicyGate>) -> Mcp
         masked: Vec::new(),
         hidden: Vec::new(),
         step: 0,
+        audit: None,
     }
 }
 
@@ -843,7 +844,10 @@ async fn a_resumed_run_reconnects_its_servers() {
     let provider = Scripted::new(vec![
         echo("before"),
         echo("after"),
-        ScriptTurn::tool("write_file", json!({"path": "hello.txt", "content": "hello\n"})),
+        ScriptTurn::tool(
+            "write_file",
+            json!({"path": "hello.txt", "content": "hello\n"}),
+        ),
         ScriptTurn::text("Done."),
     ]);
     let store = Store::memory().unwrap();
@@ -854,19 +858,45 @@ async fn a_resumed_run_reconnects_its_servers() {
     let opts = RunOptions::default().observer(Arc::new(cancel_after_first));
     let r = run_with(&contract, &provider, &store, opts).await.unwrap();
     assert_eq!(r.outcome, RunOutcome::Cancelled);
-    let r = io_harness::resume(&store, r.run_id, &provider).await.unwrap();
+    let r = io_harness::resume(&store, r.run_id, &provider)
+        .await
+        .unwrap();
     assert_eq!(r.outcome, RunOutcome::Success);
     let steps = store.steps(r.run_id).unwrap();
     let second = &steps[1].tool_calls[0];
-    assert!(!second.is_error && second.output.contains("after"), "{}", second.output);
+    assert!(
+        !second.is_error && second.output.contains("after"),
+        "{}",
+        second.output
+    );
     let ev = store.mcp_events(r.run_id).unwrap();
     assert_eq!(
         kinds(&ev),
         [
-            "connected", "discovered", "called", "disconnected", // first session
-            "connected", "discovered", "called", "disconnected", // after resume
+            "connected",
+            "discovered",
+            "called",
+            "disconnected", // first session
+            "connected",
+            "discovered",
+            "called",
+            "disconnected", // after resume
         ]
     );
     assert_eq!(ev[4].step, 1, "reconnected after the last committed step");
     assert_eq!(ev[6].step, 2);
+}
+
+#[test]
+fn runs_with_mcp_servers_can_be_spawned_on_a_multi_threaded_runtime() {
+    fn assert_send<T: Send>(_: &T) {}
+    let dir = tempfile::tempdir().unwrap();
+    let contract = TaskContract::workspace("g", dir.path(), Verification::file_contains("a", "b"));
+    let provider = Scripted::new(vec![ScriptTurn::text("x")]);
+    let store = Store::memory().unwrap();
+    let fut = run(&contract, &provider, &store);
+    assert_send(&fut);
+    let servers: Option<McpServers> = None;
+    fn assert_send_sync<T: Send + Sync>(_: &T) {}
+    assert_send_sync(&servers);
 }

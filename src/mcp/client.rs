@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
@@ -194,14 +194,14 @@ impl Recorder {
 /// The process behind a stdio server.
 enum Proc {
     Sandboxed(SandboxChild),
-    Plain(tokio::process::Child),
+    Plain(std::process::Child),
 }
 
 impl Proc {
     fn pid(&self) -> Option<u32> {
         match self {
             Self::Sandboxed(c) => Some(c.id()),
-            Self::Plain(c) => c.id(),
+            Self::Plain(c) => Some(c.id()),
         }
     }
 
@@ -227,29 +227,59 @@ impl Proc {
         match self {
             Self::Sandboxed(c) => c.kill(),
             Self::Plain(c) => {
-                let _ = c.start_kill();
+                let _ = c.kill();
+                let _ = c.wait();
             }
         }
     }
 }
 
-/// The tail of a server's stderr.
+/// The tail of a server's stderr, filled by a drain thread until end-of-file.
 #[derive(Default)]
-struct Tail(VecDeque<u8>);
+struct Stderr {
+    tail: Mutex<Tail>,
+    closed: Condvar,
+}
 
-impl Tail {
-    fn push(&mut self, bytes: &[u8]) {
-        self.0.extend(bytes);
-        let extra = self.0.len().saturating_sub(STDERR_TAIL);
-        self.0.drain(..extra);
+#[derive(Default)]
+struct Tail {
+    bytes: VecDeque<u8>,
+    closed: bool,
+}
+
+impl Stderr {
+    fn push(&self, bytes: &[u8]) {
+        let mut t = lock(&self.tail);
+        t.bytes.extend(bytes);
+        let extra = t.bytes.len().saturating_sub(STDERR_TAIL);
+        t.bytes.drain(..extra);
+    }
+
+    fn close(&self) {
+        lock(&self.tail).closed = true;
+        self.closed.notify_all();
     }
 
     fn text(&self, max: usize) -> String {
-        let skip = self.0.len().saturating_sub(max);
-        let bytes: Vec<u8> = self.0.iter().skip(skip).copied().collect();
+        let t = lock(&self.tail);
+        let skip = t.bytes.len().saturating_sub(max);
+        let bytes: Vec<u8> = t.bytes.iter().skip(skip).copied().collect();
         String::from_utf8_lossy(&bytes).into_owned()
     }
+
+    /// Waits, at most `limit`, for the pipe to close, so a failure record quotes all
+    /// a process that ended said (its last write may still be in the pipe).
+    fn settle(&self, limit: Duration) {
+        let guard = lock(&self.tail);
+        let _ = self
+            .closed
+            .wait_timeout_while(guard, limit, |t| !t.closed)
+            .map_err(|e| e.into_inner());
+    }
 }
+
+/// How long a failure record waits for an ended process's stderr.
+const STDERR_SETTLE: Duration = Duration::from_secs(2);
 
 type Service = RunningService<RoleClient, ClientConfig>;
 
@@ -261,7 +291,7 @@ pub(super) struct Server {
     proc: Mutex<Option<Proc>>,
     /// What a sandboxed server was started with, for its session record.
     launched: Option<RunSpec>,
-    stderr: Arc<Mutex<Tail>>,
+    stderr: Arc<Stderr>,
     dead: Mutex<Option<String>>,
     info: serde_json::Value,
     tools: Vec<rmcp::model::Tool>,
@@ -295,7 +325,8 @@ impl Server {
         if let Some(exit) = lock(&self.proc).as_mut().and_then(Proc::exit) {
             reason.push_str(&format!(" ({exit})"));
         }
-        let tail = lock(&self.stderr).text(STDERR_QUOTED);
+        self.stderr.settle(STDERR_SETTLE);
+        let tail = self.stderr.text(STDERR_QUOTED);
         if !tail.trim().is_empty() {
             reason.push_str(&format!("; stderr tail: {}", tail.trim()));
         }
@@ -400,9 +431,7 @@ impl Server {
                     self.shared.rec.session(spec, &out);
                 }
             }
-            Some(Proc::Plain(mut child)) => {
-                let _ = child.start_kill();
-            }
+            Some(mut p @ Proc::Plain(_)) => p.kill(),
             None => {}
         }
         if live {
@@ -581,7 +610,7 @@ impl McpServers {
     /// The tail of a stdio server's stderr (bounded).
     pub fn stderr_tail(&self, server: &str) -> Option<String> {
         let s = self.servers.iter().find(|s| s.spec.name == server)?;
-        Some(lock(&s.stderr).text(STDERR_TAIL))
+        Some(s.stderr.text(STDERR_TAIL))
     }
 
     /// Closes every live server (recording `disconnected`) and kills the processes.
@@ -673,7 +702,7 @@ struct Started {
     service: Service,
     proc: Option<Proc>,
     launched: Option<RunSpec>,
-    stderr: Arc<Mutex<Tail>>,
+    stderr: Arc<Stderr>,
     sandbox: String,
 }
 
@@ -694,7 +723,7 @@ async fn connect_one(
                 Action::new(Act::Exec, argv[0].clone()),
                 &spec.name,
             )?;
-            let stderr = Arc::new(Mutex::new(Tail::default()));
+            let stderr = Arc::new(Stderr::default());
             let ((proc, stdout, stdin, label), launched) = if *sandbox {
                 let (pipes, spec) = start_sandboxed(argv, names, env, &stderr).await?;
                 (pipes, Some(spec))
@@ -720,6 +749,7 @@ async fn connect_one(
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     let exit = proc.as_mut().and_then(Proc::exit);
+                    abandon(shared, proc);
                     return Err(start_failure(
                         &format!("handshake failed: {e}"),
                         exit,
@@ -727,9 +757,7 @@ async fn connect_one(
                     ));
                 }
                 Err(_) => {
-                    if let Some(p) = proc.as_mut() {
-                        p.kill();
-                    }
+                    abandon(shared, proc);
                     return Err(start_failure(
                         &format!(
                             "no handshake within the startup timeout of {}",
@@ -796,7 +824,7 @@ async fn connect_one(
                 service,
                 proc: None,
                 launched: None,
-                stderr: Arc::new(Mutex::new(Tail::default())),
+                stderr: Arc::new(Stderr::default()),
                 sandbox: "none".into(),
             }
         }
@@ -807,6 +835,7 @@ async fn connect_one(
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
             started.service.cancellation_token().cancel();
+            abandon(shared, started.proc);
             return Err(start_failure(
                 &format!("listing tools failed: {e}"),
                 None,
@@ -815,6 +844,7 @@ async fn connect_one(
         }
         Err(_) => {
             started.service.cancellation_token().cancel();
+            abandon(shared, started.proc);
             return Err("listing tools did not finish within the startup timeout".into());
         }
     };
@@ -853,12 +883,23 @@ async fn connect_one(
     })
 }
 
-fn start_failure(why: &str, exit: Option<String>, stderr: &Mutex<Tail>) -> String {
+/// Kills a server that will not be used, recording the sandbox's end.
+fn abandon(shared: &Shared, proc: Option<Proc>) {
+    if let Some(mut p) = proc {
+        p.kill();
+        if matches!(p, Proc::Sandboxed(_)) {
+            shared.rec.sandbox(SandboxEvent::destroy);
+        }
+    }
+}
+
+fn start_failure(why: &str, exit: Option<String>, stderr: &Stderr) -> String {
+    stderr.settle(STDERR_SETTLE);
     let mut s = why.to_string();
     if let Some(e) = exit {
         s.push_str(&format!(" ({e})"));
     }
-    let tail = lock(stderr).text(STDERR_QUOTED);
+    let tail = stderr.text(STDERR_QUOTED);
     if !tail.trim().is_empty() {
         s.push_str(&format!("; stderr tail: {}", tail.trim()));
     }
@@ -880,7 +921,7 @@ fn env_values(settings: &SandboxSettings, names: &[String]) -> Vec<(String, Stri
 }
 
 /// Drains a blocking stderr pipe into the tail on its own thread (ends at EOF).
-fn drain_stderr<R: Read + Send + 'static>(mut r: R, tail: Arc<Mutex<Tail>>) {
+fn drain_stderr<R: Read + Send + 'static>(mut r: R, tail: Arc<Stderr>) {
     let _ = std::thread::Builder::new()
         .name("mcp-stderr".into())
         .spawn(move || {
@@ -889,8 +930,9 @@ fn drain_stderr<R: Read + Send + 'static>(mut r: R, tail: Arc<Mutex<Tail>>) {
                 if n == 0 {
                     break;
                 }
-                lock(&tail).push(&buf[..n]);
+                tail.push(&buf[..n]);
             }
+            tail.close();
         });
 }
 
@@ -905,7 +947,7 @@ async fn start_sandboxed(
     argv: &[String],
     names: &[String],
     env: &McpEnv,
-    tail: &Arc<Mutex<Tail>>,
+    tail: &Arc<Stderr>,
 ) -> Result<(Pipes, RunSpec), String> {
     let sandbox = env
         .sandbox
@@ -955,16 +997,15 @@ fn start_plain(
     argv: &[String],
     names: &[String],
     env: &McpEnv,
-    tail: &Arc<Mutex<Tail>>,
+    tail: &Arc<Stderr>,
 ) -> Result<Pipes, String> {
-    let mut cmd = tokio::process::Command::new(&argv[0]);
+    let mut cmd = std::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(&env.workdir)
         .env_clear()
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(std::process::Stdio::piped());
     for k in ["PATH", "HOME", "LANG", "TERM"] {
         if let Ok(v) = std::env::var(k) {
             cmd.env(k, v);
@@ -979,21 +1020,27 @@ fn start_plain(
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
+        let _ = child.kill();
+        let _ = child.wait();
         return Err("the child has no pipes".into());
     };
-    let tail = tail.clone();
-    tokio::spawn(async move {
-        use tokio::io::AsyncReadExt;
-        let mut stderr = stderr;
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = stderr.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            lock(&tail).push(&buf[..n]);
+    drain_stderr(stderr, tail.clone());
+    let mut proc = Proc::Plain(child);
+    let stdout = match tokio::process::ChildStdout::from_std(stdout) {
+        Ok(s) => s,
+        Err(e) => {
+            proc.kill();
+            return Err(format!("stdout: {e}"));
         }
-    });
-    Ok((Proc::Plain(child), stdout, stdin, "none".into()))
+    };
+    let stdin = match tokio::process::ChildStdin::from_std(stdin) {
+        Ok(s) => s,
+        Err(e) => {
+            proc.kill();
+            return Err(format!("stdin: {e}"));
+        }
+    };
+    Ok((proc, stdout, stdin, "none".into()))
 }
 
 /// Host paths a sandboxed server must not see: the store's files and the audit log.

@@ -311,7 +311,8 @@ async fn a_sandboxed_stdio_server_cannot_reach_the_network_and_an_unsandboxed_on
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
-    // Tries the host's listener, says what happened on stderr, then serves.
+    // Tries the host's listener, writes what happened into the workspace (before the
+    // handshake, so it is there once connected), then serves.
     let probe = dir.path().join("probe.mjs");
     std::fs::write(
         &probe,
@@ -322,27 +323,29 @@ async fn a_sandboxed_stdio_server_cannot_reach_the_network_and_an_unsandboxed_on
                s.on('connect', () => {{ s.destroy(); res('connected'); }});\n\
                s.on('error', e => res(e.code));\n\
              }});\n\
-             console.error('net probe: ' + r);\n\
+             const fs = await import('node:fs');\n\
+             fs.writeFileSync('probe-' + process.argv[2] + '.txt', 'net probe: ' + r);\n\
              process.argv[2] = 'stdio';\n\
              await import({:?});\n",
             js.display().to_string()
         ),
     )
     .unwrap();
-    let argv = [node(), probe.display().to_string(), "stdio".into()];
+    let argv = |name: &str| [node(), probe.display().to_string(), name.to_string()];
     let store = Store::memory().unwrap();
     let run_id = store.start_run("g", "/r").unwrap();
     let servers = McpServers::connect(
         &[
-            McpServerSpec::stdio("boxed", argv.clone()),
-            McpServerSpec::stdio("loose", argv).unsandboxed(),
+            McpServerSpec::stdio("boxed", argv("boxed")),
+            McpServerSpec::stdio("loose", argv("loose")).unsandboxed(),
         ],
         env(&store, run_id, dir.path(), native_policy()),
     )
     .await;
     assert_eq!(servers.alive(), ["boxed", "loose"]);
-    let boxed = servers.stderr_tail("boxed").unwrap();
-    let loose = servers.stderr_tail("loose").unwrap();
+    let read =
+        |n: &str| std::fs::read_to_string(dir.path().join(format!("probe-{n}.txt"))).unwrap();
+    let (boxed, loose) = (read("boxed"), read("loose"));
     assert!(boxed.contains("net probe: E"), "sandboxed: {boxed}");
     assert!(!boxed.contains("net probe: connected"), "{boxed}");
     assert!(
@@ -446,8 +449,7 @@ async fn streamable_http_everything_is_gated_as_net_discovered_and_called_and_th
     };
     let (_server, port) = start_http_everything(&js).await;
     let url = format!("http://127.0.0.1:{port}/mcp");
-    // SAFETY: set before any thread of this test reads the variable; the name is unique
-    // to this test.
+    // SAFETY: set_var races only with readers of this name; only this test reads it.
     unsafe { std::env::set_var("IO_HARNESS_TEST_MCP_TOKEN", "tok-very-secret-4711") };
     let mut spec = McpServerSpec::http("web", &url);
     if let io_harness::mcp::McpTransport::Http {
@@ -899,4 +901,36 @@ fn runs_with_mcp_servers_can_be_spawned_on_a_multi_threaded_runtime() {
     let servers: Option<McpServers> = None;
     fn assert_send_sync<T: Send + Sync>(_: &T) {}
     assert_send_sync(&servers);
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_hits_the_startup_timeout_and_one_that_exits_is_reported_with_its_exit()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let started = std::time::Instant::now();
+    let servers = McpServers::connect(
+        &[
+            McpServerSpec::stdio("mute", ["sleep", "60"]).startup_timeout(Duration::from_secs(1)),
+            McpServerSpec::stdio("quits", ["sh", "-c", "echo bad config >&2; exit 3"]),
+        ],
+        env(&store, run_id, dir.path(), native_policy()),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(servers.tools().is_empty());
+    let ev = store.mcp_events(run_id).unwrap();
+    assert_eq!(kinds(&ev), ["failed", "failed"]);
+    let mute = ev[0].detail.as_deref().unwrap();
+    assert!(mute.contains("startup timeout of 1s"), "{mute}");
+    let quits = ev[1].detail.as_deref().unwrap();
+    assert!(
+        quits.contains("bad config"),
+        "the stderr tail is quoted: {quits}"
+    );
+    // Each sandbox started was torn down.
+    let se = store.sandbox_events(run_id).unwrap();
+    let count = |k: &str| se.iter().filter(|e| e.kind == k).count();
+    assert_eq!((count("create"), count("destroy")), (2, 2), "{se:?}");
 }

@@ -52,6 +52,20 @@ pub struct McpEvent {
 }
 
 impl McpEvent {
+    /// Every kind, as documented above.
+    pub const KINDS: &'static [&'static str] = &[
+        "connected",
+        "discovered",
+        "called",
+        "disconnected",
+        "failed",
+    ];
+
+    /// Every outcome of a `called` event: the server answered (`ok`), answered with an
+    /// error or failed during the call (`error`), did not answer within the call
+    /// timeout (`timeout`), or was already gone (`unavailable`).
+    pub const OUTCOMES: &'static [&'static str] = &["ok", "error", "timeout", "unavailable"];
+
     fn new(run_id: i64, step: u32, server: &str, kind: &str) -> Self {
         Self {
             run_id,

@@ -701,28 +701,58 @@ async fn a_required_server_that_dies_mid_run_ends_the_run() {
     assert_eq!(ev[2].outcome.as_deref(), Some("ok"));
 }
 
-#[test]
-fn every_mcp_event_kind_is_documented_and_each_has_a_constructor() {
-    // The kinds the store documents; the tests above produce each from a real server:
-    // connected/discovered/called/disconnected (stdio and HTTP), failed (start failure,
-    // policy refusal, death).
-    let made = [
-        McpEvent::connected(1, 0, "s", &json!({})).kind,
-        McpEvent::discovered(1, 0, "s", 1, 0).kind,
-        McpEvent::called(1, 1, "s", "t", 1, "ok").kind,
-        McpEvent::disconnected(1, 2, "s").kind,
-        McpEvent::failed(1, 0, "s", "why").kind,
-    ];
-    assert_eq!(
-        made,
-        [
-            "connected",
-            "discovered",
-            "called",
-            "disconnected",
-            "failed"
-        ]
-    );
+/// SPEC §6: every documented kind and call outcome is produced by a real server.
+#[tokio::test]
+async fn every_documented_mcp_event_kind_and_outcome_is_produced() {
+    let (Some(spec), Some(live)) = (everything("all"), everything("live")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers = McpServers::connect(
+        &[
+            spec.call_timeout(Duration::from_secs(1)),
+            live,
+            McpServerSpec::stdio("missing", ["/nonexistent/mcp-server"]),
+        ],
+        env(&store, run_id, dir.path(), native_policy()),
+    )
+    .await;
+    let reg = registry(&servers);
+    let gate = native_policy();
+    let call = |name: &'static str, input: serde_json::Value| {
+        let reg = reg.clone();
+        let gate = gate.clone();
+        let root = dir.path().to_path_buf();
+        async move { reg.dispatch(&ctx(&root), gate.as_ref(), name, &input).await }
+    };
+    call("mcp__all__echo", json!({"message": "m"})).await;
+    call("mcp__all__get-sum", json!({"a": "x"})).await;
+    call(
+        "mcp__all__trigger-long-running-operation",
+        json!({"duration": 20, "steps": 2}),
+    )
+    .await;
+    let pid = servers.pid("all").unwrap();
+    // SAFETY: kill(2) on the server this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    call("mcp__all__echo", json!({"message": "m"})).await;
+    call("mcp__all__echo", json!({"message": "m"})).await;
+    servers.close();
+    let ev = store.mcp_events(run_id).unwrap();
+    let mut kinds: Vec<&str> = ev.iter().map(|e| e.kind.as_str()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let mut documented = McpEvent::KINDS.to_vec();
+    documented.sort_unstable();
+    assert_eq!(kinds, documented, "{ev:?}");
+    let mut outcomes: Vec<&str> = ev.iter().filter_map(|e| e.outcome.as_deref()).collect();
+    outcomes.sort_unstable();
+    outcomes.dedup();
+    let mut documented = McpEvent::OUTCOMES.to_vec();
+    documented.sort_unstable();
+    assert_eq!(outcomes, documented, "{ev:?}");
 }
 
 fn cli(dir: &Path, args: &[&str]) -> std::process::Output {

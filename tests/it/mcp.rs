@@ -47,6 +47,30 @@ fn everything(name: &str) -> Option<McpServerSpec> {
     ))
 }
 
+/// Sends SIGKILL to a server's top process and waits (bounded) until it has exited:
+/// the kernel tears a pid namespace down asynchronously, and a call made in between
+/// may still be answered.
+fn kill_and_wait(pid: u32) {
+    // SAFETY: kill(2) on the pid of a server process this test started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    let stat = format!("/proc/{pid}/stat");
+    for _ in 0..2000 {
+        match std::fs::read_to_string(&stat) {
+            Err(_) => return,
+            // The state follows the parenthesised command name.
+            Ok(s)
+                if s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with(['Z', 'X'])) =>
+            {
+                return;
+            }
+            Ok(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    panic!("process {pid} survived SIGKILL for 20 s");
+}
+
 fn native_policy() -> Arc<dyn PolicyGate> {
     Arc::new(Policy::builtin().with_exec_isolation(Isolation::Native))
 }
@@ -273,9 +297,7 @@ async fn a_server_that_exits_mid_run_is_reported_and_its_tools_answer_unavailabl
         .await;
     assert!(!d.is_error, "{}", d.content);
     assert_eq!(servers.required_failed(), None);
-    let pid = servers.pid("dies").unwrap();
-    // SAFETY: kill(2) on a pid this test's harness started; no memory is involved.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    kill_and_wait(servers.pid("dies").unwrap());
     let d = reg
         .dispatch(
             &ctx(dir.path()),
@@ -677,9 +699,7 @@ async fn a_required_server_that_dies_mid_run_ends_the_run() {
             let connected = ev.iter().find(|e| e.kind == "connected").unwrap();
             let v: serde_json::Value =
                 serde_json::from_str(connected.detail.as_deref().unwrap()).unwrap();
-            let pid = v["pid"].as_i64().unwrap() as i32;
-            // SAFETY: kill(2) on the server process this run started.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            kill_and_wait(v["pid"].as_u64().unwrap() as u32);
         }
         Flow::Continue
     };
@@ -734,9 +754,7 @@ async fn every_documented_mcp_event_kind_and_outcome_is_produced() {
         json!({"duration": 20, "steps": 2}),
     )
     .await;
-    let pid = servers.pid("all").unwrap();
-    // SAFETY: kill(2) on the server this test started.
-    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    kill_and_wait(servers.pid("all").unwrap());
     call("mcp__all__echo", json!({"message": "m"})).await;
     call("mcp__all__echo", json!({"message": "m"})).await;
     servers.close();

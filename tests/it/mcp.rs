@@ -982,3 +982,40 @@ async fn a_server_that_never_answers_hits_the_startup_timeout_and_one_that_exits
     let count = |k: &str| se.iter().filter(|e| e.kind == k).count();
     assert_eq!((count("create"), count("destroy")), (2, 2), "{se:?}");
 }
+
+#[tokio::test]
+async fn a_sandboxed_server_sees_only_the_variables_named_for_it() {
+    let Some(spec) = everything("env") else {
+        return;
+    };
+    let mut spec = spec;
+    if let io_harness::mcp::McpTransport::Stdio { env: names, .. } = &mut spec.transport {
+        names.push("CARGO_MANIFEST_DIR".into());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers =
+        McpServers::connect(&[spec], env(&store, run_id, dir.path(), native_policy())).await;
+    let d = registry(&servers)
+        .dispatch(
+            &ctx(dir.path()),
+            native_policy().as_ref(),
+            "mcp__env__get-env",
+            &json!({}),
+        )
+        .await;
+    assert!(!d.is_error, "{}", d.content);
+    let seen: serde_json::Value = serde_json::from_str(&d.content).unwrap();
+    assert_eq!(seen["CARGO_MANIFEST_DIR"], env!("CARGO_MANIFEST_DIR"));
+    // The host's environment is not inherited: a variable not named is absent.
+    let host_only: Vec<&str> = ["CARGO", "CARGO_PKG_NAME", "RUST_TEST_THREADS", "USER"]
+        .into_iter()
+        .filter(|k| std::env::var(k).is_ok())
+        .collect();
+    assert!(!host_only.is_empty(), "no host variable to check against");
+    for k in host_only {
+        assert!(seen.get(k).is_none(), "{k} leaked: {seen}");
+    }
+    servers.close();
+}

@@ -1019,3 +1019,39 @@ async fn a_sandboxed_server_sees_only_the_variables_named_for_it() {
     }
     servers.close();
 }
+
+#[tokio::test]
+async fn an_http_server_that_goes_away_fails_calls_within_the_timeout() {
+    let Some(js) = server_js("server-everything") else {
+        return;
+    };
+    let (mut server, port) = start_http_everything(&js).await;
+    let spec = McpServerSpec::http("web", format!("http://127.0.0.1:{port}/mcp"))
+        .call_timeout(Duration::from_secs(5));
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers =
+        McpServers::connect(&[spec], env(&store, run_id, dir.path(), native_policy())).await;
+    let reg = registry(&servers);
+    let gate = native_policy();
+    server.kill().await.unwrap();
+    let started = std::time::Instant::now();
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__web__echo",
+            &json!({"message": "anyone?"}),
+        )
+        .await;
+    assert!(d.is_error, "{}", d.content);
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let ev = store.mcp_events(run_id).unwrap();
+    let call = ev.iter().find(|e| e.kind == "called").unwrap();
+    assert!(
+        matches!(call.outcome.as_deref(), Some("error" | "timeout")),
+        "{ev:?}"
+    );
+    servers.close();
+}

@@ -639,56 +639,44 @@ fn bounded(s: &str, max: usize) -> String {
     format!("{}…", &s[..cut])
 }
 
-/// The policy's answer to starting or dialing a declared server. The contract naming
-/// the server is the operator's allow where only the defaults would refuse; a rule an
-/// operator wrote that denies or asks wins (nobody can answer an ask at start).
-fn decide(gate: &dyn PolicyGate, action: Action, server: &str) -> Result<PolicyDecision, String> {
-    let d = gate.decide(&action);
-    if d.rule == "default" {
-        return Ok(PolicyDecision {
-            action,
-            decision: Decision::Allow,
-            rule: format!("declared in [[mcp]] {server}"),
-            layer: "mcp".into(),
-        });
-    }
-    match d.decision {
-        Decision::Allow => Ok(d),
-        Decision::Deny => Err(format!(
-            "policy denies {} {} (rule {} in layer {})",
-            action.act.as_str(),
-            action.target,
-            d.rule,
-            d.layer
-        )),
-        Decision::Ask => Err(format!(
-            "policy asks about {} {} (rule {} in layer {}); a server is not started on an unanswered ask",
-            action.act.as_str(),
-            action.target,
-            d.rule,
-            d.layer
-        )),
-    }
-}
-
-/// Records the decision, then refuses or goes on.
+/// The policy's answer to starting or dialing a declared server, recorded. The
+/// contract naming the server is the operator's allow where only the defaults would
+/// refuse (layer `mcp`); a rule an operator wrote that denies or asks wins, and the
+/// server is not started (nobody can answer an ask at start).
 fn gate_start(
     shared: &Shared,
     gate: &dyn PolicyGate,
     action: Action,
     server: &str,
 ) -> Result<(), String> {
-    match decide(gate, action.clone(), server) {
-        Ok(d) => {
-            shared.rec.policy(&d);
-            Ok(())
-        }
-        Err(why) => {
-            let d = gate.decide(&action);
-            shared.rec.policy(&d);
-            Err(why)
-        }
+    let d = gate.decide(&action);
+    if d.rule == "default" {
+        shared.rec.policy(&PolicyDecision {
+            action,
+            decision: Decision::Allow,
+            rule: format!("declared in [[mcp]] {server}"),
+            layer: "mcp".into(),
+        });
+        return Ok(());
     }
+    shared.rec.policy(&d);
+    let what = match d.decision {
+        Decision::Allow => return Ok(()),
+        Decision::Deny => "denies",
+        Decision::Ask => "asks about",
+    };
+    Err(format!(
+        "policy {what} {} {} (rule {} in layer {}){}",
+        action.act.as_str(),
+        action.target,
+        d.rule,
+        d.layer,
+        if d.decision == Decision::Ask {
+            "; a server is not started on an unanswered ask"
+        } else {
+            ""
+        }
+    ))
 }
 
 fn client_config() -> ClientConfig {

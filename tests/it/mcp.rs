@@ -1055,3 +1055,37 @@ async fn an_http_server_that_goes_away_fails_calls_within_the_timeout() {
     );
     servers.close();
 }
+
+#[tokio::test]
+async fn an_operator_rule_denying_the_program_keeps_a_stdio_server_from_starting() {
+    let Some(spec) = everything("ev") else {
+        return;
+    };
+    let mut policy = Policy::builtin().with_exec_isolation(Isolation::Native);
+    policy.add_run_rule(Rule::deny(Act::Exec, "node")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers =
+        McpServers::connect(&[spec], env(&store, run_id, dir.path(), Arc::new(policy))).await;
+    assert!(servers.tools().is_empty());
+    let ev = store.mcp_events(run_id).unwrap();
+    assert_eq!(kinds(&ev), ["failed"]);
+    assert!(
+        ev[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .starts_with("policy denies exec node (rule node in layer run)"),
+        "{ev:?}"
+    );
+    assert!(
+        store.sandbox_events(run_id).unwrap().is_empty(),
+        "nothing was started"
+    );
+    let pe = store.policy_events(run_id).unwrap();
+    assert_eq!(
+        (pe[0].decision.as_str(), pe[0].layer.as_str()),
+        ("deny", "run")
+    );
+}

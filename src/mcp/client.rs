@@ -479,7 +479,7 @@ impl std::fmt::Debug for McpServers {
 }
 
 impl McpServers {
-    /// Connects every server of `specs`, one after the other, each within its startup
+    /// Connects every server of `specs`, concurrently, each within its startup
     /// timeout. Never fails as a whole: a server that cannot start is recorded
     /// (`failed`) and left out; [`McpServers::required_failed`] names a required one.
     pub async fn connect(specs: &[McpServerSpec], env: McpEnv) -> Self {
@@ -494,8 +494,13 @@ impl McpServers {
         });
         let mut servers = Vec::new();
         let mut failures = Vec::new();
-        for spec in specs {
-            match connect_one(spec, &env, &shared).await {
+        // All at once: each waits on its own process or endpoint.
+        let attempts = futures_util::future::join_all(
+            specs.iter().map(|spec| connect_one(spec, &env, &shared)),
+        )
+        .await;
+        for (spec, attempt) in specs.iter().zip(attempts) {
+            match attempt {
                 Ok(s) => servers.push(Arc::new(s)),
                 Err(reason) => {
                     shared

@@ -247,18 +247,19 @@ impl<'a> Engine<'a> {
             scratch_dir: Some(dirs.scratch.display().to_string()),
         })?;
         record_endpoints(store, run_id, &endpoints);
+        let mcp_sandbox = sandbox.clone();
         let ctx = tool_context(
-            ws,
-            sandbox.clone(),
-            &contract,
-            &dirs.work,
-            store,
-            run_id,
-            &opts,
-            &policy,
+            ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
         );
         let mcp = super::mcp_start::connect(
-            &contract, store, run_id, 0, sandbox, &ctx, &policy, &mut opts,
+            &contract,
+            store,
+            run_id,
+            0,
+            mcp_sandbox,
+            &ctx,
+            &policy,
+            &mut opts,
         )
         .await;
         let notes = store
@@ -358,20 +359,21 @@ impl<'a> Engine<'a> {
         )?;
         let endpoints = check_chain_endpoints(provider, &opts, policy.as_ref())?;
         record_endpoints(store, run_id, &endpoints);
+        let mcp_sandbox = sandbox.clone();
         let ctx = tool_context(
-            ws,
-            sandbox.clone(),
-            &contract,
-            &dirs.work,
-            store,
-            run_id,
-            &opts,
-            &policy,
+            ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
         );
         let steps = store.steps(run_id)?;
         let last_step = u32::try_from(steps.len()).unwrap_or(u32::MAX);
         let mcp = super::mcp_start::connect(
-            &contract, store, run_id, last_step, sandbox, &ctx, &policy, &mut opts,
+            &contract,
+            store,
+            run_id,
+            last_step,
+            mcp_sandbox,
+            &ctx,
+            &policy,
+            &mut opts,
         )
         .await;
         let mut messages: Vec<Message> = match rec.initial_json.as_deref() {

@@ -27,6 +27,8 @@ const STDERR_TAIL: usize = 4096;
 const STDERR_QUOTED: usize = 1024;
 /// Longest tool description offered to the model (server text is untrusted).
 const MAX_DESCRIPTION: usize = 1024;
+/// Most tools offered per server; the rest are withheld (narrow with `allow_tools`).
+const MAX_TOOLS_PER_SERVER: usize = 128;
 
 /// What connecting needs from the run. Built by the run at start; `mcp list` builds
 /// one without a store.
@@ -80,7 +82,7 @@ pub struct ServerListing {
     pub info: Option<serde_json::Value>,
     /// Tools offered.
     pub tools: Vec<ToolListing>,
-    /// Tools withheld by the allow/deny lists.
+    /// Tools withheld by the allow/deny lists (or past the cap of 128 per server).
     pub hidden: Vec<String>,
     /// Why it is not available, if it is not.
     pub failure: Option<String>,
@@ -856,8 +858,16 @@ async fn connect_one(
     shared
         .rec
         .mcp(|r, s| McpEvent::connected(r, s, &spec.name, &info));
-    let (tools, hidden): (Vec<_>, Vec<_>) = all.into_iter().partition(|t| spec.offers(&t.name));
-    let hidden: Vec<String> = hidden.into_iter().map(|t| t.name.to_string()).collect();
+    let (mut tools, hidden): (Vec<_>, Vec<_>) = all.into_iter().partition(|t| spec.offers(&t.name));
+    let mut hidden: Vec<String> = hidden.into_iter().map(|t| t.name.to_string()).collect();
+    // Every offered tool's schema goes into every request: a server cannot flood them.
+    if tools.len() > MAX_TOOLS_PER_SERVER {
+        hidden.extend(
+            tools
+                .drain(MAX_TOOLS_PER_SERVER..)
+                .map(|t| t.name.to_string()),
+        );
+    }
     shared
         .rec
         .mcp(|r, s| McpEvent::discovered(r, s, &spec.name, tools.len(), hidden.len()));

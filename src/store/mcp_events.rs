@@ -13,7 +13,7 @@ use super::{Result, Store, ensure_run, now_ms, write_tx};
 /// | kind | when | fields |
 /// |---|---|---|
 /// | `connected` | the handshake finished | `detail`: JSON with the server's name, version, protocol version, transport, `sandbox` (the backend that isolated a stdio server, or `"none"` when it ran outside the sandbox or is reached over HTTP) and `pid` (a stdio server's host pid) |
-/// | `discovered` | its tools were listed | `detail`: JSON with `tools` (offered to the model) and `hidden` (withheld by the server's allow/deny lists) |
+/// | `discovered` | its tools were listed | `detail`: JSON with `tools` (offered to the model) and `hidden` (withheld by the server's allow/deny lists, or past the cap of 128 tools per server) |
 /// | `called` | one tool call ended | `tool`, `duration_ms`, `outcome` (`ok`, `error`, `timeout`, `unavailable`) |
 /// | `disconnected` | the run closed it | — |
 /// | `failed` | it could not start, or died | `detail`: the reason (with the tail of a stdio server's stderr) |

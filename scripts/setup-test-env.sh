@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Creates the Python environment the provider tests validate request bodies with:
-# `.venv` at the repository root holding the official `openai` and `anthropic` SDKs
-# and pydantic (tests/sdk/validate.py). Safe to run again: an existing, complete
-# environment is left as it is; a broken or partial one is repaired.
+# Installs what the tests need, project-local and pinned:
+# 1. the Python environment the provider tests validate request bodies with:
+#    `.venv` at the repository root holding the official `openai` and `anthropic` SDKs
+#    and pydantic (tests/sdk/validate.py);
+# 2. the reference MCP servers the MCP client tests run against (tests/it/mcp.rs):
+#    `@modelcontextprotocol/server-everything` and `server-filesystem` from npm, into
+#    `.mcp-servers/` (git-ignored). Needs node and npm.
+# Safe to run again: what is complete is left as it is; a broken or partial install is
+# repaired.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,9 +25,36 @@ fi
 
 if "$venv/bin/python" -c 'import openai, anthropic, pydantic' >/dev/null 2>&1; then
     echo "setup-test-env: $venv is ready"
-    exit 0
+else
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check openai anthropic pydantic
+    "$venv/bin/python" -c 'import openai, anthropic, pydantic; print("setup-test-env: openai", openai.__version__, "anthropic", anthropic.__version__, "pydantic", pydantic.VERSION)'
 fi
 
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check openai anthropic pydantic
-"$venv/bin/python" -c 'import openai, anthropic, pydantic; print("setup-test-env: openai", openai.__version__, "anthropic", anthropic.__version__, "pydantic", pydantic.VERSION)'
+# Reference MCP servers, pinned. Bump both versions together and rerun.
+mcp_dir="$root/.mcp-servers"
+mcp_everything="2026.8.31"
+mcp_filesystem="2026.8.31"
+mcp_stamp="$mcp_dir/.installed-$mcp_everything-$mcp_filesystem"
+if [ -f "$mcp_stamp" ] \
+    && [ -f "$mcp_dir/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ] \
+    && [ -f "$mcp_dir/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" ]; then
+    echo "setup-test-env: $mcp_dir is ready"
+else
+    for tool in node npm; do
+        if ! command -v "$tool" >/dev/null 2>&1; then
+            echo "setup-test-env: $tool not found; the MCP tests need Node.js 18 or newer with npm" >&2
+            exit 1
+        fi
+    done
+    rm -rf "$mcp_dir"
+    mkdir -p "$mcp_dir"
+    cat >"$mcp_dir/package.json" <<'JSON'
+{ "name": "io-harness-mcp-test-servers", "private": true }
+JSON
+    npm install --prefix "$mcp_dir" --no-audit --no-fund --ignore-scripts --save-exact --loglevel=error \
+        "@modelcontextprotocol/server-everything@$mcp_everything" \
+        "@modelcontextprotocol/server-filesystem@$mcp_filesystem"
+    touch "$mcp_stamp"
+    echo "setup-test-env: MCP servers everything $mcp_everything, filesystem $mcp_filesystem in $mcp_dir"
+fi

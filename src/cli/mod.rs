@@ -6,6 +6,7 @@ mod approve;
 mod audit;
 mod doctor;
 mod drive;
+mod mcp;
 mod memory;
 mod output;
 mod progress;
@@ -51,6 +52,26 @@ enum Command {
     Memory(MemoryArgs),
     /// Run one command in the sandbox exactly as a run would.
     Sandbox(SandboxArgs),
+    /// MCP servers of a task file.
+    Mcp(McpArgs),
+}
+
+#[derive(Debug, Args)]
+struct McpArgs {
+    #[command(subcommand)]
+    command: McpCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum McpCommand {
+    /// Connect to the servers a task file declares and print their tools.
+    List {
+        /// The task file.
+        task: PathBuf,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -264,6 +285,7 @@ pub fn main() -> ExitCode {
             Command::Doctor(a) => doctor::execute(a),
             Command::Memory(a) => memory::execute(a),
             Command::Sandbox(a) => sandbox_cmd::execute(a).await,
+            Command::Mcp(a) => mcp::execute(a).await,
         }
     });
     match result {

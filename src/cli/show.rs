@@ -32,6 +32,7 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
     let approvals = store.approvals(args.run_id)?;
     let link = store.agent_link(args.run_id)?;
     let children = store.children(args.run_id)?;
+    let mcp = store.mcp_events(args.run_id)?;
     if args.json {
         let obj = serde_json::json!({
             "agent": link,
@@ -43,6 +44,7 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
             "policy_events": policy,
             "sandbox_events": sandbox,
             "provider_attempts": attempts,
+            "mcp_events": mcp,
         });
         println!("{obj}");
         return Ok(0);
@@ -194,6 +196,24 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
             caps,
             run.id
         );
+    }
+    if !mcp.is_empty() {
+        println!("\nMCP events: {}", mcp.len());
+        for e in &mcp {
+            let what = match e.kind.as_str() {
+                "called" => format!(
+                    "called {} in {} ms: {}",
+                    s(e.tool.as_deref().unwrap_or("?")),
+                    e.duration_ms.unwrap_or(0),
+                    e.outcome.as_deref().unwrap_or("?")
+                ),
+                kind => match &e.detail {
+                    Some(d) => format!("{kind} {}", s(&short(d, 300))),
+                    None => kind.to_string(),
+                },
+            };
+            println!("  step {} {}: {}", e.step, s(&e.server), what);
+        }
     }
     for a in &approvals {
         println!(

@@ -75,6 +75,39 @@ struct RawFile {
     sandbox: Option<Spanned<RawSandbox>>,
     policy: Option<Spanned<RawPolicy>>,
     agents: Option<Spanned<RawAgents>>,
+    #[serde(default)]
+    mcp: Vec<Spanned<RawMcp>>,
+}
+
+/// One `[[mcp]]` entry: `command` (a string or an argv array) with optional `args`
+/// for stdio, or `url` for streamable HTTP.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMcp {
+    name: String,
+    command: Option<RawCommand>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: Vec<String>,
+    sandbox: Option<bool>,
+    url: Option<String>,
+    bearer_token_env: Option<String>,
+    #[serde(default)]
+    required: bool,
+    startup_timeout: Option<String>,
+    call_timeout: Option<String>,
+    #[serde(default)]
+    allow_tools: Vec<String>,
+    #[serde(default)]
+    deny_tools: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawCommand {
+    Program(String),
+    Argv(Vec<String>),
 }
 
 #[derive(Deserialize)]
@@ -227,7 +260,11 @@ pub(super) fn from_str(text: &str, file: &Path) -> Result<TaskContract, Contract
     let (contract, spans) =
         convert(raw, &base).map_err(|(key, span, msg)| invalid(span, &key, msg))?;
     validate(&contract).map_err(|(key, message)| {
-        let span = spans.get(&key).cloned();
+        // `mcp[1].name` points at its entry when the field has no span of its own.
+        let span = spans.get(&key).cloned().or_else(|| {
+            key.rsplit_once('.')
+                .and_then(|(entry, _)| spans.get(entry).cloned())
+        });
         invalid(span, &key, message)
     })?;
     Ok(contract)
@@ -423,6 +460,12 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
             agents.max_depth = d.into_inner();
         }
     }
+    let mut mcp = Vec::new();
+    for (i, m) in raw.mcp.into_iter().enumerate() {
+        let key = format!("mcp[{i}]");
+        note(&key, m.span());
+        mcp.push(convert_mcp(m, &key)?);
+    }
     let contract = TaskContract {
         agents,
         goal: raw.goal.into_inner(),
@@ -442,8 +485,73 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         retry,
         sandbox,
         policy,
+        mcp,
     };
     Ok((contract, spans))
+}
+
+fn convert_mcp(m: Spanned<RawMcp>, key: &str) -> Result<crate::mcp::McpServerSpec, ConvertError> {
+    use crate::mcp::{McpServerSpec, McpTransport};
+    let span = m.span();
+    let m = m.into_inner();
+    let bad = |field: &str, msg: String| (format!("{key}.{field}"), Some(span.clone()), msg);
+    let transport = match (m.command, m.url) {
+        (Some(_), Some(_)) => {
+            return Err(bad(
+                "url",
+                "give either command (stdio) or url (HTTP), not both".into(),
+            ));
+        }
+        (None, None) => {
+            return Err(bad("command", "needs command (stdio) or url (HTTP)".into()));
+        }
+        (Some(c), None) => {
+            if m.bearer_token_env.is_some() {
+                return Err(bad("bearer_token_env", "only for url servers".into()));
+            }
+            let mut argv = match c {
+                RawCommand::Program(p) => vec![p],
+                RawCommand::Argv(a) => a,
+            };
+            argv.extend(m.args);
+            McpTransport::Stdio {
+                argv,
+                env: m.env,
+                sandbox: m.sandbox.unwrap_or(true),
+            }
+        }
+        (None, Some(url)) => {
+            for (field, set) in [
+                ("args", !m.args.is_empty()),
+                ("env", !m.env.is_empty()),
+                ("sandbox", m.sandbox.is_some()),
+            ] {
+                if set {
+                    return Err(bad(field, "only for command (stdio) servers".into()));
+                }
+            }
+            McpTransport::Http {
+                url,
+                bearer_token_env: m.bearer_token_env,
+            }
+        }
+    };
+    let mut spec = McpServerSpec {
+        name: m.name,
+        transport,
+        required: m.required,
+        startup_timeout: crate::mcp::DEFAULT_STARTUP_TIMEOUT,
+        call_timeout: crate::mcp::DEFAULT_CALL_TIMEOUT,
+        allow_tools: m.allow_tools,
+        deny_tools: m.deny_tools,
+    };
+    if let Some(t) = m.startup_timeout {
+        spec.startup_timeout = parse_duration(&t).map_err(|e| bad("startup_timeout", e))?;
+    }
+    if let Some(t) = m.call_timeout {
+        spec.call_timeout = parse_duration(&t).map_err(|e| bad("call_timeout", e))?;
+    }
+    Ok(spec)
 }
 
 fn convert_sandbox(
@@ -762,6 +870,17 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
             ),
         );
     }
+    for (i, m) in c.mcp.iter().enumerate() {
+        if let Err((field, message)) = m.check() {
+            return err(&format!("mcp[{i}].{field}"), message);
+        }
+        if c.mcp[..i].iter().any(|o| o.name == m.name) {
+            return err(
+                &format!("mcp[{i}].name"),
+                format!("{:?} is declared twice", m.name),
+            );
+        }
+    }
     let table = c.price_table();
     for p in &c.providers {
         if p.max_output_tokens == 0 {
@@ -987,9 +1106,55 @@ mod tests {
     }
 
     #[test]
-    fn unimplemented_sections_are_refused_not_ignored() {
-        let (_, key, _) =
-            invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[mcp]\nname = \"x\"\n");
-        assert_eq!(key, "mcp");
+    fn mcp_servers_load_with_defaults() {
+        let c = load(
+            "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n\n[[mcp]]\nname = \"fs\"\ncommand = \"node\"\nargs = [\"server.js\", \".\"]\nrequired = true\ncall_timeout = \"5s\"\ndeny_tools = [\"write_*\"]\n\n[[mcp]]\nname = \"web\"\nurl = \"http://127.0.0.1:3001/mcp\"\nbearer_token_env = \"WEB_TOKEN\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.mcp.len(), 2);
+        let fs = &c.mcp[0];
+        assert!(fs.required);
+        assert_eq!(fs.call_timeout, Duration::from_secs(5));
+        assert!(!fs.offers("write_file"));
+        assert_eq!(
+            fs.transport,
+            crate::mcp::McpTransport::Stdio {
+                argv: vec!["node".into(), "server.js".into(), ".".into()],
+                env: vec![],
+                sandbox: true
+            }
+        );
+        // The stored form round-trips (resume compares contracts).
+        let json = serde_json::to_string(&c).unwrap();
+        let back: TaskContract = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, c);
+        assert!(!json.contains("s3cret"));
+    }
+
+    #[test]
+    fn bad_mcp_entries_are_named_with_their_line() {
+        let head = "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n";
+        let (line, key, _) = invalid(&format!("{head}[[mcp]]\nname = \"x\"\n"));
+        assert_eq!((line, key.as_str()), (4, "mcp[0].command"));
+        let (line, key, _) = invalid(&format!(
+            "{head}[[mcp]]\nname = \"x\"\ncommand = \"a\"\n\n[[mcp]]\nname = \"x\"\ncommand = \"b\"\n"
+        ));
+        assert_eq!((line, key.as_str()), (8, "mcp[1].name"));
+        let (_, key, _) = invalid(&format!(
+            "{head}[[mcp]]\nname = \"x\"\nurl = \"http://h/mcp\"\nargs = [\"a\"]\n"
+        ));
+        assert_eq!(key, "mcp[0].args");
+        let (line, key, _) = invalid(&format!(
+            "{head}[[mcp]]\nname = \"x\"\ncommand = \"a\"\ncolour = 1\n"
+        ));
+        assert_eq!((line, key.as_str()), (7, "colour"));
+        let (_, key, _) = invalid(&format!(
+            "{head}[[mcp]]\nname = \"a__b\"\ncommand = \"a\"\n"
+        ));
+        assert_eq!(key, "mcp[0].name");
+        let (_, key, _) = invalid(&format!(
+            "{head}[[mcp]]\nname = \"x\"\ncommand = \"a\"\ncall_timeout = \"never\"\n"
+        ));
+        assert_eq!(key, "mcp[0].call_timeout");
     }
 }

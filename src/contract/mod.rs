@@ -295,6 +295,9 @@ pub struct TaskContract {
     /// The task layer of the permission policy (`[policy]`).
     #[serde(default)]
     pub policy: TaskPolicy,
+    /// MCP servers whose tools the run offers (`[[mcp]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<crate::mcp::McpServerSpec>,
     /// Sub-agents (`[agents]`).
     #[serde(default)]
     pub agents: AgentSettings,
@@ -350,6 +353,7 @@ impl TaskContract {
             sandbox: SandboxSettings::default(),
             policy: TaskPolicy::default(),
             agents: AgentSettings::default(),
+            mcp: Vec::new(),
         }
     }
 
@@ -452,6 +456,12 @@ impl TaskContract {
     /// Sets how deep sub-agents may nest (`0` turns them off).
     pub fn max_agent_depth(mut self, depth: u32) -> Self {
         self.agents.max_depth = depth;
+        self
+    }
+
+    /// Adds an MCP server whose tools the run offers.
+    pub fn mcp_server(mut self, server: crate::mcp::McpServerSpec) -> Self {
+        self.mcp.push(server);
         self
     }
 

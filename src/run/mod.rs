@@ -11,6 +11,7 @@ mod budget;
 mod engine;
 mod events;
 mod liveness;
+mod mcp_start;
 mod outcome;
 mod prompt;
 mod setup;
@@ -32,6 +33,7 @@ use crate::tools::ToolRegistry;
 
 pub use events::{CancelToken, Flow, Observer, RunEvent};
 pub use liveness::is_live;
+pub use mcp_start::list_servers;
 pub use outcome::{EXIT_USAGE, RunOutcome};
 pub use stall::StallPolicy;
 pub use subagent::{AgentBudget, AgentSpec, AgentVerify, FileContent, FileNeedle};

@@ -48,6 +48,7 @@ mod attempts;
 mod blobs;
 mod events;
 mod journal;
+mod mcp_events;
 mod memory;
 mod open;
 mod records;
@@ -58,6 +59,7 @@ mod schema;
 mod sessions;
 mod steps;
 
+pub use mcp_events::McpEvent;
 pub use memory::{MAX_KEY, MAX_NOTES, MAX_VALUE, MemoryNote};
 pub use records::{
     ApprovalRecord, NewRun, PolicyEvent, ProviderAttempt, RunFinish, RunRecord, SandboxSession,

@@ -268,7 +268,8 @@ pub struct SandboxSession {
     pub run_id: i64,
     /// Step.
     pub step: u32,
-    /// `tool` (the agent's command) or `gate` (a verification command).
+    /// `tool` (the agent's command), `gate` (a verification command) or `mcp` (an MCP
+    /// stdio server, recorded when the run closes it).
     pub purpose: String,
     /// The backend that actually ran it.
     pub backend: String,

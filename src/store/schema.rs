@@ -29,6 +29,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V10,
     V_EGRESS_SESSIONS,
     V_AGENTS,
+    V_MCP_EVENTS,
 ];
 
 /// Sandbox egress per session (SPEC C15): the resolved allowlist in force, and what the
@@ -61,6 +62,24 @@ CREATE TABLE agent_spawns (
     created_at_ms INTEGER NOT NULL,
     UNIQUE (run_id, step)
 );
+";
+
+/// MCP events (C14): each server connected, its tools discovered, each tool call, a
+/// disconnect, a failure. One row per event; new kinds are values, not tables.
+const V_MCP_EVENTS: &str = "
+CREATE TABLE mcp_events (
+    id          INTEGER PRIMARY KEY,
+    run_id      INTEGER NOT NULL REFERENCES runs(id),
+    step        INTEGER NOT NULL,
+    server      TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    tool        TEXT,
+    duration_ms INTEGER,
+    outcome     TEXT,
+    detail      TEXT,
+    at_ms       INTEGER NOT NULL
+);
+CREATE INDEX mcp_events_run ON mcp_events(run_id);
 ";
 
 /// Version 10: cross-run memory (notes keyed to the canonical workspace path), and the

@@ -119,6 +119,10 @@ pub enum ToolError {
         /// The limit.
         limit: u64,
     },
+    /// The tool ran and reported a failure of its own (an MCP server's error result,
+    /// a timeout, a server that is gone); the text is shown to the model.
+    #[error("{0}")]
+    Failed(String),
     /// Any other I/O failure.
     #[error("{path}: {source}")]
     Io {

@@ -74,6 +74,8 @@ pub(super) struct Engine<'a> {
     saved_policy: String,
     /// 0 for a root run, 1 for its sub-agents…
     depth: u32,
+    /// The contract's MCP servers, when it declares any.
+    mcp: Option<crate::mcp::McpServers>,
 }
 
 fn now_ms() -> i64 {
@@ -217,7 +219,7 @@ impl<'a> Engine<'a> {
         contract: &TaskContract,
         provider: &'a dyn Provider,
         store: &'a Store,
-        opts: RunOptions,
+        mut opts: RunOptions,
         link: Option<&crate::store::AgentLink>,
     ) -> Result<Self, RunError> {
         let mut contract = contract.clone();
@@ -263,9 +265,21 @@ impl<'a> Engine<'a> {
             None => store.create_run(&new)?,
         };
         record_endpoints(store, run_id, &endpoints);
+        let mcp_sandbox = sandbox.clone();
         let ctx = tool_context(
             ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
         );
+        let mcp = super::mcp_start::connect(
+            &contract,
+            store,
+            run_id,
+            0,
+            mcp_sandbox,
+            &ctx,
+            &policy,
+            &mut opts,
+        )
+        .await;
         let notes = store
             .memory_list(&contract.root.display().to_string())
             .unwrap_or_default();
@@ -298,6 +312,7 @@ impl<'a> Engine<'a> {
             owned_policy,
             saved_policy: String::new(),
             depth: link.map_or(0, |l| l.depth),
+            mcp,
         })
     }
 
@@ -306,7 +321,7 @@ impl<'a> Engine<'a> {
         run_id: i64,
         provider: &'a dyn Provider,
         given: Option<&TaskContract>,
-        opts: RunOptions,
+        mut opts: RunOptions,
     ) -> Result<Self, RunError> {
         let rec = store.run(run_id)?.ok_or(RunError::NoSuchRun(run_id))?;
         let contract = super::stored_contract(store, run_id)?;
@@ -379,10 +394,23 @@ impl<'a> Engine<'a> {
         )?;
         let endpoints = check_chain_endpoints(provider, &opts, policy.as_ref())?;
         record_endpoints(store, run_id, &endpoints);
+        let mcp_sandbox = sandbox.clone();
         let ctx = tool_context(
             ws, sandbox, &contract, &dirs.work, store, run_id, &opts, &policy,
         );
         let steps = store.steps(run_id)?;
+        let last_step = u32::try_from(steps.len()).unwrap_or(u32::MAX);
+        let mcp = super::mcp_start::connect(
+            &contract,
+            store,
+            run_id,
+            last_step,
+            mcp_sandbox,
+            &ctx,
+            &policy,
+            &mut opts,
+        )
+        .await;
         let mut messages: Vec<Message> = match rec.initial_json.as_deref() {
             Some(json) => serde_json::from_str(json).map_err(|e| RunError::Corrupt {
                 run_id,
@@ -511,6 +539,7 @@ impl<'a> Engine<'a> {
             session_start: Instant::now(),
             resumed: true,
             applied,
+            mcp,
         })
     }
 
@@ -559,6 +588,9 @@ impl<'a> Engine<'a> {
             if self.opts.cancel.is_cancelled() {
                 break RunOutcome::Cancelled;
             }
+            if let Some(server) = self.mcp.as_ref().and_then(|m| m.required_failed()) {
+                break RunOutcome::McpRequiredServerFailed { server };
+            }
             if let Some(o) = budget::before_step(
                 &self.contract.budget,
                 &self.totals,
@@ -583,6 +615,9 @@ impl<'a> Engine<'a> {
         let step = self.totals.steps + 1;
         if let Some(e) = &self.ctx.exec {
             e.set_step(step);
+        }
+        if let Some(m) = &self.mcp {
+            m.set_step(step);
         }
         let step_started = Instant::now();
         let started_at_ms = now_ms();
@@ -801,6 +836,9 @@ impl<'a> Engine<'a> {
     }
 
     fn finish(self, outcome: RunOutcome) -> RunResult {
+        if let Some(m) = &self.mcp {
+            m.close();
+        }
         let diff = workdir::diff_against(&self.dirs.baseline, &self.dirs.work)
             .unwrap_or_else(|e| format!("[diff unavailable: {e}]\n"));
         let final_message = self.final_message();

@@ -1,0 +1,88 @@
+//! The run's MCP servers: connected once the run exists (so every event has a run to
+//! belong to), their tools added to the registry before the first request.
+
+use std::sync::Arc;
+
+use super::RunOptions;
+use crate::contract::TaskContract;
+use crate::mcp::{McpEnv, McpServers};
+use crate::policy::PolicyGate;
+use crate::store::Store;
+use crate::tools::ToolContext;
+
+/// Connects the contract's servers (none: `None`, nothing started) and registers
+/// their tools in `opts.tools`. `step` is the step events are recorded under (0 at a
+/// fresh start, the last committed step on resume).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn connect(
+    contract: &TaskContract,
+    store: &Store,
+    run_id: i64,
+    step: u32,
+    sandbox: Arc<dyn crate::sandbox::Sandbox>,
+    ctx: &ToolContext,
+    policy: &Arc<dyn PolicyGate>,
+    opts: &mut RunOptions,
+) -> Option<McpServers> {
+    if contract.mcp.is_empty() {
+        return None;
+    }
+    let env = McpEnv {
+        store: Some(store.clone()),
+        run_id,
+        gate: policy.clone(),
+        sandbox: Some(sandbox),
+        workdir: ctx.workspace.root().to_path_buf(),
+        settings: contract.sandbox.clone(),
+        masked: ctx
+            .exec
+            .as_ref()
+            .map(|e| e.masked().to_vec())
+            .unwrap_or_default(),
+        hidden: crate::mcp::hidden_paths(store, opts.audit.as_ref()),
+        step,
+        audit: opts.audit.clone(),
+    };
+    let servers = McpServers::connect(&contract.mcp, env).await;
+    let mut tools = opts.tools.clone();
+    for t in servers.tools() {
+        tools = tools.with(t);
+    }
+    opts.tools = tools;
+    Some(servers)
+}
+
+/// Connects the servers of `contract` the way a run would — same sandbox choice, same
+/// policy (project file included), workspace as the working directory — lists what
+/// each offers, and closes them. Nothing is recorded. For `io-harness mcp list`.
+pub async fn list_servers(
+    contract: &TaskContract,
+) -> Result<Vec<crate::mcp::ServerListing>, super::RunError> {
+    let mut contract = contract.clone();
+    contract.validate()?;
+    contract.resolve_root()?;
+    let sandbox = super::setup::choose_sandbox(&contract)?;
+    let policy: Arc<dyn PolicyGate> = Arc::new(super::setup::build_policy(
+        &contract,
+        sandbox.backend(),
+        &contract.root,
+    )?);
+    let env = McpEnv {
+        store: None,
+        run_id: 0,
+        gate: policy.clone(),
+        sandbox: Some(sandbox),
+        workdir: contract.root.clone(),
+        settings: contract.sandbox.clone(),
+        masked: super::setup::masked_paths(&contract.root, policy.as_ref()),
+        hidden: crate::audit::AuditLog::default_location()
+            .map(|a| vec![a.dir().to_path_buf()])
+            .unwrap_or_default(),
+        step: 0,
+        audit: None,
+    };
+    let servers = McpServers::connect(&contract.mcp, env).await;
+    let listing = servers.listing();
+    servers.close();
+    Ok(listing)
+}

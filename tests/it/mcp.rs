@@ -1,0 +1,1091 @@
+//! The MCP client against the real reference servers (`@modelcontextprotocol/
+//! server-everything` and `server-filesystem`), installed into `.mcp-servers/` by
+//! `scripts/setup-test-env.sh`. Without them the tests skip loudly, except under
+//! `CI=true`, where they fail.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use io_harness::mcp::{McpEnv, McpServerSpec, McpServers};
+use io_harness::policy::{Act, Decision, Isolation, Policy, PolicyGate, Rule};
+use io_harness::provider::{ScriptTurn, Scripted};
+use io_harness::run::{Flow, RunEvent, RunOptions};
+use io_harness::tools::{ToolContext, ToolLimits, ToolRegistry, Workspace};
+use io_harness::{McpEvent, RunOutcome, Store, TaskContract, Verification, run, run_with};
+use serde_json::json;
+
+/// The installed servers' `dist/index.js`, or `None` (skip) outside CI.
+fn server_js(package: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".mcp-servers/node_modules/@modelcontextprotocol")
+        .join(package)
+        .join("dist/index.js");
+    if p.is_file() {
+        return Some(p);
+    }
+    let msg = format!(
+        "{} is missing: run scripts/setup-test-env.sh (installs the reference MCP servers)",
+        p.display()
+    );
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{msg}");
+    }
+    eprintln!("SKIPPED: {msg}");
+    None
+}
+
+fn node() -> String {
+    "node".into()
+}
+
+fn everything(name: &str) -> Option<McpServerSpec> {
+    let js = server_js("server-everything")?;
+    Some(McpServerSpec::stdio(
+        name,
+        [node(), js.display().to_string(), "stdio".into()],
+    ))
+}
+
+/// Sends SIGKILL to a server's top process and waits (bounded) until it has exited:
+/// the kernel tears a pid namespace down asynchronously, and a call made in between
+/// may still be answered.
+fn kill_and_wait(pid: u32) {
+    // SAFETY: kill(2) on the pid of a server process this test started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    let stat = format!("/proc/{pid}/stat");
+    for _ in 0..2000 {
+        match std::fs::read_to_string(&stat) {
+            Err(_) => return,
+            // The state follows the parenthesised command name.
+            Ok(s)
+                if s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with(['Z', 'X'])) =>
+            {
+                return;
+            }
+            Ok(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    panic!("process {pid} survived SIGKILL for 20 s");
+}
+
+fn native_policy() -> Arc<dyn PolicyGate> {
+    Arc::new(Policy::builtin().with_exec_isolation(Isolation::Native))
+}
+
+fn sandbox() -> Arc<dyn io_harness::Sandbox> {
+    Arc::from(io_harness::sandbox::select().unwrap())
+}
+
+fn env(store: &Store, run_id: i64, dir: &Path, gate: Arc<dyn PolicyGate>) -> McpEnv {
+    McpEnv {
+        store: Some(store.clone()),
+        run_id,
+        gate,
+        sandbox: Some(sandbox()),
+        workdir: dir.to_path_buf(),
+        settings: Default::default(),
+        masked: Vec::new(),
+        hidden: Vec::new(),
+        step: 0,
+        audit: None,
+    }
+}
+
+fn ctx(dir: &Path) -> ToolContext {
+    ToolContext {
+        workspace: Arc::new(Workspace::open(dir).unwrap()),
+        limits: ToolLimits::default(),
+        exec: None,
+        read_gate: None,
+        memory: None,
+    }
+}
+
+fn registry(servers: &McpServers) -> ToolRegistry {
+    servers
+        .tools()
+        .into_iter()
+        .fold(ToolRegistry::standard(), |r, t| r.with(t))
+}
+
+fn kinds(events: &[McpEvent]) -> Vec<&str> {
+    events.iter().map(|e| e.kind.as_str()).collect()
+}
+
+fn canon(dir: &tempfile::TempDir) -> PathBuf {
+    std::fs::canonicalize(dir.path()).unwrap()
+}
+
+#[tokio::test]
+async fn stdio_everything_is_discovered_and_called_with_arguments_in_the_sandbox() {
+    let Some(spec) = everything("everything") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers =
+        McpServers::connect(&[spec], env(&store, run_id, dir.path(), native_policy())).await;
+    let reg = registry(&servers);
+    let names: Vec<String> = reg.specs().into_iter().map(|s| s.name).collect();
+    assert!(
+        names.contains(&"mcp__everything__get-sum".to_string()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"mcp__everything__echo".to_string()));
+    let sum = reg.get("mcp__everything__get-sum").unwrap().spec();
+    assert_eq!(sum.input_schema["type"], "object");
+    assert!(sum.input_schema["properties"]["a"].is_object());
+
+    let gate = native_policy();
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__everything__get-sum",
+            &json!({"a": 2, "b": 40}),
+        )
+        .await;
+    assert!(!d.is_error, "{}", d.content);
+    assert!(d.content.contains("42"), "{}", d.content);
+    assert_eq!(d.decisions[0].action.act, Act::Exec);
+    assert_eq!(d.decisions[0].action.target, "mcp__everything__get-sum");
+    // Structured content comes back as JSON; images are described, not dumped.
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__everything__get-tiny-image",
+            &json!({}),
+        )
+        .await;
+    assert!(!d.is_error, "{}", d.content);
+    assert!(
+        d.content.contains("[image content: image/png"),
+        "{}",
+        d.content
+    );
+    assert!(
+        d.content.len() < 2000,
+        "image data was dumped: {}",
+        d.content.len()
+    );
+
+    servers.close();
+    let ev = store.mcp_events(run_id).unwrap();
+    assert_eq!(
+        kinds(&ev),
+        [
+            "connected",
+            "discovered",
+            "called",
+            "called",
+            "disconnected"
+        ]
+    );
+    let info: serde_json::Value = serde_json::from_str(ev[0].detail.as_deref().unwrap()).unwrap();
+    assert_eq!(info["name"], "mcp-servers/everything");
+    assert!(info["version"].is_string() && info["protocol_version"].is_string());
+    assert_eq!(info["transport"], "stdio");
+    assert_eq!(info["sandbox"], sandbox().backend().label());
+    assert_eq!(ev[2].tool.as_deref(), Some("get-sum"));
+    assert_eq!(ev[2].outcome.as_deref(), Some("ok"));
+    assert!(ev[2].duration_ms.is_some());
+    // Starting it was an exec decision, on record.
+    let pe = store.policy_events(run_id).unwrap();
+    assert!(
+        pe.iter()
+            .any(|p| p.act == "exec" && p.target == "node" && p.decision == "allow"),
+        "{pe:?}"
+    );
+    let se = store.sandbox_events(run_id).unwrap();
+    assert!(
+        se.iter()
+            .any(|e| e.kind == "exec" && e.detail.as_deref().is_some_and(|d| d.contains("stdio")))
+    );
+}
+
+#[tokio::test]
+async fn a_tool_error_and_a_slow_tool_come_back_as_observations() {
+    let Some(spec) = everything("ev") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let spec = spec.call_timeout(Duration::from_secs(1));
+    let servers =
+        McpServers::connect(&[spec], env(&store, run_id, dir.path(), native_policy())).await;
+    let reg = registry(&servers);
+    let gate = native_policy();
+    // Arguments the server rejects.
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__ev__get-sum",
+            &json!({"a": "two"}),
+        )
+        .await;
+    assert!(d.is_error);
+    assert!(d.content.starts_with("error:"), "{}", d.content);
+    // A 20-second operation against a one-second call timeout.
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__ev__trigger-long-running-operation",
+            &json!({"duration": 20, "steps": 2}),
+        )
+        .await;
+    assert!(d.is_error);
+    assert!(d.content.contains("timed out after 1s"), "{}", d.content);
+    assert!(d.duration_ms < 15_000, "{}", d.duration_ms);
+    // The server is still usable afterwards.
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__ev__echo",
+            &json!({"message": "still here"}),
+        )
+        .await;
+    assert!(
+        !d.is_error && d.content.contains("still here"),
+        "{}",
+        d.content
+    );
+    let ev = store.mcp_events(run_id).unwrap();
+    let outcomes: Vec<_> = ev
+        .iter()
+        .filter(|e| e.kind == "called")
+        .map(|e| e.outcome.as_deref().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["error", "timeout", "ok"]);
+    let slow = ev
+        .iter()
+        .find(|e| e.outcome.as_deref() == Some("timeout"))
+        .unwrap();
+    assert!(slow.duration_ms.unwrap() >= 1000);
+}
+
+#[tokio::test]
+async fn a_server_that_exits_mid_run_is_reported_and_its_tools_answer_unavailable() {
+    let Some(spec) = everything("dies") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers = McpServers::connect(
+        &[spec.required().call_timeout(Duration::from_secs(20))],
+        env(&store, run_id, dir.path(), native_policy()),
+    )
+    .await;
+    let reg = registry(&servers);
+    let gate = native_policy();
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__dies__echo",
+            &json!({"message": "hi"}),
+        )
+        .await;
+    assert!(!d.is_error, "{}", d.content);
+    assert_eq!(servers.required_failed(), None);
+    kill_and_wait(servers.pid("dies").unwrap());
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__dies__echo",
+            &json!({"message": "hi"}),
+        )
+        .await;
+    assert!(d.is_error, "{}", d.content);
+    assert_eq!(servers.required_failed().as_deref(), Some("dies"));
+    assert!(servers.alive().is_empty());
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__dies__echo",
+            &json!({"message": "hi"}),
+        )
+        .await;
+    assert!(d.content.contains("not running"), "{}", d.content);
+    let ev = store.mcp_events(run_id).unwrap();
+    let failed: Vec<_> = ev.iter().filter(|e| e.kind == "failed").collect();
+    assert_eq!(failed.len(), 1, "a death is recorded once: {ev:?}");
+    assert_eq!(ev.last().unwrap().outcome.as_deref(), Some("unavailable"));
+}
+
+#[tokio::test]
+async fn a_sandboxed_stdio_server_cannot_reach_the_network_and_an_unsandboxed_one_is_recorded_as_such()
+ {
+    let Some(js) = server_js("server-everything") else {
+        return;
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    // Tries the host's listener, writes what happened into the workspace (before the
+    // handshake, so it is there once connected), then serves.
+    let probe = dir.path().join("probe.mjs");
+    std::fs::write(
+        &probe,
+        format!(
+            "import net from 'node:net';\n\
+             const r = await new Promise(res => {{\n\
+               const s = net.connect({port}, '127.0.0.1');\n\
+               s.on('connect', () => {{ s.destroy(); res('connected'); }});\n\
+               s.on('error', e => res(e.code));\n\
+             }});\n\
+             const fs = await import('node:fs');\n\
+             fs.writeFileSync('probe-' + process.argv[2] + '.txt', 'net probe: ' + r);\n\
+             process.argv[2] = 'stdio';\n\
+             await import({:?});\n",
+            js.display().to_string()
+        ),
+    )
+    .unwrap();
+    let argv = |name: &str| [node(), probe.display().to_string(), name.to_string()];
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers = McpServers::connect(
+        &[
+            McpServerSpec::stdio("boxed", argv("boxed")),
+            McpServerSpec::stdio("loose", argv("loose")).unsandboxed(),
+        ],
+        env(&store, run_id, dir.path(), native_policy()),
+    )
+    .await;
+    assert_eq!(servers.alive(), ["boxed", "loose"]);
+    let read =
+        |n: &str| std::fs::read_to_string(dir.path().join(format!("probe-{n}.txt"))).unwrap();
+    let (boxed, loose) = (read("boxed"), read("loose"));
+    assert!(boxed.contains("net probe: E"), "sandboxed: {boxed}");
+    assert!(!boxed.contains("net probe: connected"), "{boxed}");
+    assert!(
+        loose.contains("net probe: connected"),
+        "the probe can fail: {loose}"
+    );
+    servers.close();
+    let ev = store.mcp_events(run_id).unwrap();
+    let sandbox_of = |server: &str| {
+        let e = ev
+            .iter()
+            .find(|e| e.server == server && e.kind == "connected")
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(e.detail.as_deref().unwrap()).unwrap();
+        v["sandbox"].as_str().unwrap().to_string()
+    };
+    assert_eq!(sandbox_of("boxed"), sandbox().backend().label());
+    assert_eq!(sandbox_of("loose"), "none");
+}
+
+#[tokio::test]
+async fn filesystem_server_over_stdio_reads_the_workspace_and_refuses_outside_it() {
+    let Some(js) = server_js("server-filesystem") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = canon(&dir);
+    std::fs::write(root.join("notes.txt"), "alpha beta\n").unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let spec = McpServerSpec::stdio("fs", [node(), js.display().to_string(), ".".into()])
+        .deny_tool("write_*");
+    let servers = McpServers::connect(&[spec], env(&store, run_id, &root, native_policy())).await;
+    let reg = registry(&servers);
+    assert!(
+        reg.get("mcp__fs__write_file").is_none(),
+        "withheld by deny_tools"
+    );
+    let gate = native_policy();
+    let d = reg
+        .dispatch(
+            &ctx(&root),
+            gate.as_ref(),
+            "mcp__fs__read_text_file",
+            &json!({"path": root.join("notes.txt").display().to_string()}),
+        )
+        .await;
+    assert!(!d.is_error, "{}", d.content);
+    assert!(d.content.contains("alpha beta"));
+    let d = reg
+        .dispatch(
+            &ctx(&root),
+            gate.as_ref(),
+            "mcp__fs__read_text_file",
+            &json!({"path": "/etc/hostname"}),
+        )
+        .await;
+    assert!(d.is_error, "{}", d.content);
+    let ev = store.mcp_events(run_id).unwrap();
+    let disc: serde_json::Value = serde_json::from_str(ev[1].detail.as_deref().unwrap()).unwrap();
+    assert!(disc["hidden"].as_u64().unwrap() >= 1, "{disc}");
+}
+
+/// Reads lines from the server's stderr until it says it listens.
+async fn start_http_everything(js: &Path) -> (tokio::process::Child, u16) {
+    use tokio::io::AsyncBufReadExt;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = tokio::process::Command::new(node())
+        .arg(js)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            if l.contains("listening on port") {
+                return;
+            }
+        }
+        panic!("the HTTP server exited before listening");
+    })
+    .await
+    .expect("the HTTP server did not start");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, port)
+}
+
+#[tokio::test]
+async fn streamable_http_everything_is_gated_as_net_discovered_and_called_and_the_token_never_stored()
+ {
+    let Some(js) = server_js("server-everything") else {
+        return;
+    };
+    let (_server, port) = start_http_everything(&js).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    // SAFETY: set_var races only with readers of this name; only this test reads it.
+    unsafe { std::env::set_var("IO_HARNESS_TEST_MCP_TOKEN", "tok-very-secret-4711") };
+    let mut spec = McpServerSpec::http("web", &url);
+    if let io_harness::mcp::McpTransport::Http {
+        bearer_token_env, ..
+    } = &mut spec.transport
+    {
+        *bearer_token_env = Some("IO_HARNESS_TEST_MCP_TOKEN".into());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers = McpServers::connect(
+        &[spec.clone()],
+        env(&store, run_id, dir.path(), native_policy()),
+    )
+    .await;
+    let reg = registry(&servers);
+    let gate = native_policy();
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__web__echo",
+            &json!({"message": "over http"}),
+        )
+        .await;
+    assert!(!d.is_error, "{}", d.content);
+    assert!(d.content.contains("over http"));
+    servers.close();
+    let ev = store.mcp_events(run_id).unwrap();
+    assert_eq!(
+        kinds(&ev),
+        ["connected", "discovered", "called", "disconnected"]
+    );
+    let pe = store.policy_events(run_id).unwrap();
+    let net = pe.iter().find(|p| p.act == "net").unwrap();
+    assert_eq!(net.target, format!("127.0.0.1:{port}"));
+    assert_eq!(
+        (net.decision.as_str(), net.layer.as_str()),
+        ("allow", "mcp")
+    );
+    let everything_stored = format!("{ev:?}{pe:?}");
+    assert!(!everything_stored.contains("tok-very-secret-4711"));
+
+    // An operator rule denying the host wins: nothing is dialed.
+    let mut denying = Policy::builtin().with_exec_isolation(Isolation::Native);
+    denying
+        .add_run_rule(Rule::deny(Act::Net, "127.0.0.1"))
+        .unwrap();
+    let run2 = store.start_run("g", "/r").unwrap();
+    let servers =
+        McpServers::connect(&[spec], env(&store, run2, dir.path(), Arc::new(denying))).await;
+    assert!(servers.tools().is_empty());
+    let ev = store.mcp_events(run2).unwrap();
+    assert_eq!(kinds(&ev), ["failed"]);
+    assert!(
+        ev[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("policy denies net"),
+        "{ev:?}"
+    );
+    let pe = store.policy_events(run2).unwrap();
+    assert_eq!(pe[0].decision, "deny");
+}
+
+fn run_contract(dir: &Path, spec: McpServerSpec, needle: &str) -> TaskContract {
+    TaskContract::workspace(
+        "write result.txt through the MCP filesystem server",
+        dir,
+        Verification::file_contains("result.txt", needle),
+    )
+    .mcp_server(spec)
+    .max_steps(6)
+}
+
+#[tokio::test]
+async fn a_scripted_run_reaches_a_verified_result_by_calling_an_mcp_tool() {
+    let Some(js) = server_js("server-filesystem") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = canon(&dir);
+    let spec =
+        McpServerSpec::stdio("fs", [node(), js.display().to_string(), ".".into()]).required();
+    let contract = run_contract(&root, spec, "written over MCP");
+    let provider = Scripted::new(vec![
+        ScriptTurn::tool(
+            "mcp__fs__write_file",
+            json!({"path": root.join("result.txt").display().to_string(), "content": "written over MCP\n"}),
+        ),
+        ScriptTurn::text("Done."),
+    ]);
+    let store = Store::memory().unwrap();
+    let r = run(&contract, &provider, &store).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success, "{}", r.final_message);
+    let ev = store.mcp_events(r.run_id).unwrap();
+    assert_eq!(
+        kinds(&ev),
+        ["connected", "discovered", "called", "disconnected"]
+    );
+    assert_eq!((ev[2].step, ev[2].tool.as_deref()), (1, Some("write_file")));
+    let steps = store.steps(r.run_id).unwrap();
+    assert_eq!(steps[0].tool_calls[0].name, "mcp__fs__write_file");
+    // The stored contract carries the server, so a resume reconnects it.
+    let stored = io_harness::run::stored_contract(&store, r.run_id).unwrap();
+    assert_eq!(stored.mcp.len(), 1);
+}
+
+#[tokio::test]
+async fn a_policy_denied_mcp_tool_is_refused_and_recorded() {
+    let Some(spec) = everything("everything") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let contract = TaskContract::workspace(
+        "say hello",
+        dir.path(),
+        Verification::file_contains("hello.txt", "hello"),
+    )
+    .mcp_server(spec)
+    .policy_rule(Rule::deny(Act::Exec, "mcp__everything__get-env"));
+    let provider = Scripted::new(vec![
+        ScriptTurn::tool("mcp__everything__get-env", json!({})),
+        ScriptTurn::tool(
+            "write_file",
+            json!({"path": "hello.txt", "content": "hello\n"}),
+        ),
+        ScriptTurn::text("Done."),
+    ]);
+    let store = Store::memory().unwrap();
+    let r = run(&contract, &provider, &store).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    let steps = store.steps(r.run_id).unwrap();
+    let call = &steps[0].tool_calls[0];
+    assert!(
+        call.is_error
+            && call
+                .output
+                .starts_with("refused: policy deny exec mcp__everything__get-env"),
+        "{}",
+        call.output
+    );
+    let pe = store.policy_events(r.run_id).unwrap();
+    assert!(pe.iter().any(|p| p.target == "mcp__everything__get-env"
+        && p.decision == "deny"
+        && p.layer == "task"));
+    let ev = store.mcp_events(r.run_id).unwrap();
+    assert!(
+        ev.iter().all(|e| e.kind != "called"),
+        "the refused call never reached the server"
+    );
+    let _ = Decision::Deny;
+}
+
+#[tokio::test]
+async fn a_required_server_that_cannot_start_ends_the_run_and_an_optional_one_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = || {
+        TaskContract::workspace(
+            "say hello",
+            dir.path(),
+            Verification::file_contains("hello.txt", "hello"),
+        )
+    };
+    let missing = McpServerSpec::stdio("gone", ["/nonexistent/mcp-server"]);
+    let turns = || {
+        Scripted::new(vec![
+            ScriptTurn::tool(
+                "write_file",
+                json!({"path": "hello.txt", "content": "hello\n"}),
+            ),
+            ScriptTurn::text("Done."),
+        ])
+    };
+    let store = Store::memory().unwrap();
+    let r = run(
+        &base().mcp_server(missing.clone().required()),
+        &turns(),
+        &store,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r.outcome,
+        RunOutcome::McpRequiredServerFailed {
+            server: "gone".into()
+        }
+    );
+    assert_eq!(r.outcome.exit_code(), 4);
+    assert_eq!(r.steps, 0);
+    let ev = store.mcp_events(r.run_id).unwrap();
+    assert_eq!(kinds(&ev), ["failed"]);
+
+    let r = run(&base().mcp_server(missing), &turns(), &store)
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+}
+
+#[tokio::test]
+async fn a_required_server_that_dies_mid_run_ends_the_run() {
+    let Some(spec) = everything("everything") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let contract = TaskContract::workspace(
+        "say hello",
+        dir.path(),
+        Verification::file_contains("hello.txt", "hello"),
+    )
+    .mcp_server(spec.required().call_timeout(Duration::from_secs(20)));
+    let echo = || ScriptTurn::tool("mcp__everything__echo", json!({"message": "hi"}));
+    let provider = Scripted::new(vec![echo(), echo(), echo(), ScriptTurn::text("Done.")]);
+    let store = Store::memory().unwrap();
+    let watcher = store.clone();
+    // After the first call, kill the server from outside.
+    let observer = move |e: &RunEvent| {
+        if let RunEvent::ToolFinished {
+            run_id, step: 1, ..
+        } = e
+        {
+            let ev = watcher.mcp_events(*run_id).unwrap();
+            let connected = ev.iter().find(|e| e.kind == "connected").unwrap();
+            let v: serde_json::Value =
+                serde_json::from_str(connected.detail.as_deref().unwrap()).unwrap();
+            kill_and_wait(v["pid"].as_u64().unwrap() as u32);
+        }
+        Flow::Continue
+    };
+    let opts = RunOptions::default().observer(Arc::new(observer));
+    let r = run_with(&contract, &provider, &store, opts).await.unwrap();
+    assert_eq!(
+        r.outcome,
+        RunOutcome::McpRequiredServerFailed {
+            server: "everything".into()
+        }
+    );
+    assert!(r.steps >= 2 && r.steps <= 3, "{}", r.steps);
+    let ev = store.mcp_events(r.run_id).unwrap();
+    assert_eq!(
+        ev.iter().filter(|e| e.kind == "failed").count(),
+        1,
+        "{ev:?}"
+    );
+    assert_eq!(ev[2].outcome.as_deref(), Some("ok"));
+}
+
+/// SPEC §6: every documented kind and call outcome is produced by a real server.
+#[tokio::test]
+async fn every_documented_mcp_event_kind_and_outcome_is_produced() {
+    let (Some(spec), Some(live)) = (everything("all"), everything("live")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers = McpServers::connect(
+        &[
+            spec.call_timeout(Duration::from_secs(1)),
+            live,
+            McpServerSpec::stdio("missing", ["/nonexistent/mcp-server"]),
+        ],
+        env(&store, run_id, dir.path(), native_policy()),
+    )
+    .await;
+    let reg = registry(&servers);
+    let gate = native_policy();
+    let call = |name: &'static str, input: serde_json::Value| {
+        let reg = reg.clone();
+        let gate = gate.clone();
+        let root = dir.path().to_path_buf();
+        async move { reg.dispatch(&ctx(&root), gate.as_ref(), name, &input).await }
+    };
+    call("mcp__all__echo", json!({"message": "m"})).await;
+    call("mcp__all__get-sum", json!({"a": "x"})).await;
+    call(
+        "mcp__all__trigger-long-running-operation",
+        json!({"duration": 20, "steps": 2}),
+    )
+    .await;
+    kill_and_wait(servers.pid("all").unwrap());
+    call("mcp__all__echo", json!({"message": "m"})).await;
+    call("mcp__all__echo", json!({"message": "m"})).await;
+    servers.close();
+    let ev = store.mcp_events(run_id).unwrap();
+    let mut kinds: Vec<&str> = ev.iter().map(|e| e.kind.as_str()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let mut documented = McpEvent::KINDS.to_vec();
+    documented.sort_unstable();
+    assert_eq!(kinds, documented, "{ev:?}");
+    let mut outcomes: Vec<&str> = ev.iter().filter_map(|e| e.outcome.as_deref()).collect();
+    outcomes.sort_unstable();
+    outcomes.dedup();
+    let mut documented = McpEvent::OUTCOMES.to_vec();
+    documented.sort_unstable();
+    assert_eq!(outcomes, documented, "{ev:?}");
+}
+
+fn cli(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_io-harness"))
+        .args(args)
+        .env_remove("IO_HARNESS_FAILPOINT")
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("IO_HARNESS_STORE", dir.join("store.db"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn cli_mcp_list_prints_the_tools_and_run_then_show_lists_the_mcp_events() {
+    let (Some(everything), Some(fs)) = (
+        server_js("server-everything"),
+        server_js("server-filesystem"),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = canon(&dir);
+    std::fs::create_dir(d.join("ws")).unwrap();
+    let script = format!(
+        "{}\n{{\"text\": \"done\"}}\n",
+        json!({"tool_calls": [{"name": "mcp__fs__write_file", "input": {
+            "path": d.join("ws/out.txt").display().to_string(), "content": "via mcp\n"}}]})
+    );
+    std::fs::write(d.join("script.jsonl"), script).unwrap();
+    let task = d.join("task.toml");
+    std::fs::write(
+        &task,
+        format!(
+            "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = {{ file = \"out.txt\", needle = \"via mcp\" }}\n\
+             [provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n\n\
+             [[mcp]]\nname = \"everything\"\ncommand = [\"node\", {:?}, \"stdio\"]\nallow_tools = [\"echo\", \"get-sum\"]\n\n\
+             [[mcp]]\nname = \"fs\"\ncommand = \"node\"\nargs = [{:?}, \".\"]\nrequired = true\n\n\
+             [[mcp]]\nname = \"absent\"\ncommand = \"/nonexistent/mcp\"\n",
+            everything.display().to_string(),
+            fs.display().to_string()
+        ),
+    )
+    .unwrap();
+    let task = task.to_str().unwrap();
+
+    let out = cli(&d, &["mcp", "list", task]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(1), "one server is absent: {stdout}");
+    assert!(
+        stdout.contains("everything (stdio): mcp-servers/everything"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  mcp__everything__echo  Echoes back the input string"));
+    assert!(stdout.contains("mcp__everything__get-sum"));
+    assert!(
+        !stdout.contains("mcp__everything__get-env"),
+        "allow_tools narrows: {stdout}"
+    );
+    assert!(stdout.contains("withheld by allow/deny lists: "));
+    assert!(stdout.contains("mcp__fs__read_text_file"));
+    assert!(
+        stdout.contains("absent (stdio)\n  unavailable: "),
+        "{stdout}"
+    );
+
+    let out = cli(&d, &["mcp", "list", task, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["servers"].as_array().unwrap().len(), 3);
+    assert_eq!(v["servers"][0]["tools"].as_array().unwrap().len(), 2);
+
+    let out = cli(&d, &["run", task, "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("ws/out.txt")).unwrap(),
+        "via mcp\n"
+    );
+    let out = cli(&d, &["show", "1"]);
+    let shown = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(shown.contains("MCP events:"), "{shown}");
+    assert!(
+        shown.contains("step 1 fs: called write_file in "),
+        "{shown}"
+    );
+    assert!(shown.contains("step 0 absent: failed "), "{shown}");
+    let out = cli(&d, &["show", "1", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["mcp_events"].as_array().unwrap().len() >= 7);
+
+    // A bad entry is refused naming file, line and key, before anything runs.
+    std::fs::write(
+        d.join("bad.toml"),
+        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[[mcp]]\nname = \"x\"\nurl = \"ftp://h/\"\n",
+    )
+    .unwrap();
+    let out = cli(&d, &["mcp", "list", d.join("bad.toml").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml:4: mcp[0].url"), "{err}");
+}
+
+#[tokio::test]
+async fn a_resumed_run_reconnects_its_servers() {
+    let Some(spec) = everything("everything") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let contract = TaskContract::workspace(
+        "say hello",
+        dir.path(),
+        Verification::file_contains("hello.txt", "hello"),
+    )
+    .mcp_server(spec);
+    let echo = |m: &str| ScriptTurn::tool("mcp__everything__echo", json!({"message": m}));
+    let provider = Scripted::new(vec![
+        echo("before"),
+        echo("after"),
+        ScriptTurn::tool(
+            "write_file",
+            json!({"path": "hello.txt", "content": "hello\n"}),
+        ),
+        ScriptTurn::text("Done."),
+    ]);
+    let store = Store::memory().unwrap();
+    let cancel_after_first = |e: &RunEvent| match e {
+        RunEvent::StepCommitted { step: 1, .. } => Flow::Cancel,
+        _ => Flow::Continue,
+    };
+    let opts = RunOptions::default().observer(Arc::new(cancel_after_first));
+    let r = run_with(&contract, &provider, &store, opts).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Cancelled);
+    let r = io_harness::resume(&store, r.run_id, &provider)
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    let steps = store.steps(r.run_id).unwrap();
+    let second = &steps[1].tool_calls[0];
+    assert!(
+        !second.is_error && second.output.contains("after"),
+        "{}",
+        second.output
+    );
+    let ev = store.mcp_events(r.run_id).unwrap();
+    assert_eq!(
+        kinds(&ev),
+        [
+            "connected",
+            "discovered",
+            "called",
+            "disconnected", // first session
+            "connected",
+            "discovered",
+            "called",
+            "disconnected", // after resume
+        ]
+    );
+    assert_eq!(ev[4].step, 1, "reconnected after the last committed step");
+    assert_eq!(ev[6].step, 2);
+}
+
+#[test]
+fn runs_with_mcp_servers_can_be_spawned_on_a_multi_threaded_runtime() {
+    fn assert_send<T: Send>(_: &T) {}
+    let dir = tempfile::tempdir().unwrap();
+    let contract = TaskContract::workspace("g", dir.path(), Verification::file_contains("a", "b"));
+    let provider = Scripted::new(vec![ScriptTurn::text("x")]);
+    let store = Store::memory().unwrap();
+    let fut = run(&contract, &provider, &store);
+    assert_send(&fut);
+    let servers: Option<McpServers> = None;
+    fn assert_send_sync<T: Send + Sync>(_: &T) {}
+    assert_send_sync(&servers);
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_hits_the_startup_timeout_and_one_that_exits_is_reported_with_its_exit()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let started = std::time::Instant::now();
+    let servers = McpServers::connect(
+        &[
+            McpServerSpec::stdio("mute", ["sleep", "60"]).startup_timeout(Duration::from_secs(1)),
+            McpServerSpec::stdio("quits", ["sh", "-c", "echo bad config >&2; exit 3"]),
+        ],
+        env(&store, run_id, dir.path(), native_policy()),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(servers.tools().is_empty());
+    let ev = store.mcp_events(run_id).unwrap();
+    assert_eq!(kinds(&ev), ["failed", "failed"]);
+    let mute = ev[0].detail.as_deref().unwrap();
+    assert!(mute.contains("startup timeout of 1s"), "{mute}");
+    let quits = ev[1].detail.as_deref().unwrap();
+    assert!(
+        quits.contains("bad config"),
+        "the stderr tail is quoted: {quits}"
+    );
+    // Each sandbox started was torn down.
+    let se = store.sandbox_events(run_id).unwrap();
+    let count = |k: &str| se.iter().filter(|e| e.kind == k).count();
+    assert_eq!((count("create"), count("destroy")), (2, 2), "{se:?}");
+}
+
+#[tokio::test]
+async fn a_sandboxed_server_sees_only_the_variables_named_for_it() {
+    let Some(spec) = everything("env") else {
+        return;
+    };
+    let mut spec = spec;
+    if let io_harness::mcp::McpTransport::Stdio { env: names, .. } = &mut spec.transport {
+        names.push("CARGO_MANIFEST_DIR".into());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers =
+        McpServers::connect(&[spec], env(&store, run_id, dir.path(), native_policy())).await;
+    let d = registry(&servers)
+        .dispatch(
+            &ctx(dir.path()),
+            native_policy().as_ref(),
+            "mcp__env__get-env",
+            &json!({}),
+        )
+        .await;
+    assert!(!d.is_error, "{}", d.content);
+    let seen: serde_json::Value = serde_json::from_str(&d.content).unwrap();
+    assert_eq!(seen["CARGO_MANIFEST_DIR"], env!("CARGO_MANIFEST_DIR"));
+    // The host's environment is not inherited: a variable not named is absent.
+    let host_only: Vec<&str> = ["CARGO", "CARGO_PKG_NAME", "RUST_TEST_THREADS", "USER"]
+        .into_iter()
+        .filter(|k| std::env::var(k).is_ok())
+        .collect();
+    assert!(!host_only.is_empty(), "no host variable to check against");
+    for k in host_only {
+        assert!(seen.get(k).is_none(), "{k} leaked: {seen}");
+    }
+    servers.close();
+}
+
+#[tokio::test]
+async fn an_http_server_that_goes_away_fails_calls_within_the_timeout() {
+    let Some(js) = server_js("server-everything") else {
+        return;
+    };
+    let (mut server, port) = start_http_everything(&js).await;
+    let spec = McpServerSpec::http("web", format!("http://127.0.0.1:{port}/mcp"))
+        .call_timeout(Duration::from_secs(5));
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers =
+        McpServers::connect(&[spec], env(&store, run_id, dir.path(), native_policy())).await;
+    let reg = registry(&servers);
+    let gate = native_policy();
+    server.kill().await.unwrap();
+    let started = std::time::Instant::now();
+    let d = reg
+        .dispatch(
+            &ctx(dir.path()),
+            gate.as_ref(),
+            "mcp__web__echo",
+            &json!({"message": "anyone?"}),
+        )
+        .await;
+    assert!(d.is_error, "{}", d.content);
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let ev = store.mcp_events(run_id).unwrap();
+    let call = ev.iter().find(|e| e.kind == "called").unwrap();
+    assert!(
+        matches!(call.outcome.as_deref(), Some("error" | "timeout")),
+        "{ev:?}"
+    );
+    servers.close();
+}
+
+#[tokio::test]
+async fn an_operator_rule_denying_the_program_keeps_a_stdio_server_from_starting() {
+    let Some(spec) = everything("ev") else {
+        return;
+    };
+    let mut policy = Policy::builtin().with_exec_isolation(Isolation::Native);
+    policy.add_run_rule(Rule::deny(Act::Exec, "node")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let servers =
+        McpServers::connect(&[spec], env(&store, run_id, dir.path(), Arc::new(policy))).await;
+    assert!(servers.tools().is_empty());
+    let ev = store.mcp_events(run_id).unwrap();
+    assert_eq!(kinds(&ev), ["failed"]);
+    assert!(
+        ev[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .starts_with("policy denies exec node (rule node in layer run)"),
+        "{ev:?}"
+    );
+    assert!(
+        store.sandbox_events(run_id).unwrap().is_empty(),
+        "nothing was started"
+    );
+    let pe = store.policy_events(run_id).unwrap();
+    assert_eq!(
+        (pe[0].decision.as_str(), pe[0].layer.as_str()),
+        ("deny", "run")
+    );
+}

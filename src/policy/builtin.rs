@@ -8,6 +8,7 @@
 use std::path::{Component, Path};
 
 use super::glob::literal_pattern;
+use crate::contract::TaskContract;
 use super::{Act, Action, Decision, PolicyDecision, PolicyError, PolicyGate, Rule};
 
 /// Files that hold credentials: denied for reading and writing.
@@ -48,6 +49,27 @@ pub fn builtin_rules(instructions: Option<&Path>) -> Result<Vec<Rule>, PolicyErr
         rules.push(Rule::deny(Act::Write, literal_pattern(Act::Write, &rel)));
     }
     Ok(rules)
+}
+
+/// Write denies for the operator's gate files that lie inside the workspace: the
+/// criterion files of a workspace-form Rust gate (`cargo_test`) and the files a command
+/// gate names (its script). An agent that could rewrite the test it is judged by
+/// would be judged by nothing; its attempts are denied and recorded like any other
+/// decision. (The gates also keep their own copy or hash, so a write that bypasses the
+/// tools — a sandboxed command — changes nothing either.)
+pub fn gate_file_rules(contract: &TaskContract) -> Vec<Rule> {
+    let mut rules: Vec<Rule> = Vec::new();
+    for v in &contract.verify.criteria {
+        for rel in v.operator_files_in(&contract.root) {
+            if let Some(rel) = relative_slash_path(&rel) {
+                let rule = Rule::deny(Act::Write, literal_pattern(Act::Write, &rel));
+                if !rules.contains(&rule) {
+                    rules.push(rule);
+                }
+            }
+        }
+    }
+    rules
 }
 
 /// `a/b/c` for a relative path made of normal components, else `None`.

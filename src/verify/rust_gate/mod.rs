@@ -32,8 +32,8 @@
 //! imitates libtest word for word is not distinguishable from libtest by a harness that
 //! only sees the process from outside.
 
-mod runner;
-mod scan;
+pub(crate) mod runner;
+pub(crate) mod scan;
 
 use std::path::{Path, PathBuf};
 
@@ -82,7 +82,7 @@ pub struct GateVerdict {
 }
 
 impl GateVerdict {
-    fn fail(phase: Phase, summary: impl Into<String>, output: Option<String>) -> Self {
+    pub(crate) fn fail(phase: Phase, summary: impl Into<String>, output: Option<String>) -> Self {
         Self {
             failed: Some(phase),
             summary: format!("{}: {}", phase.label(), summary.into()),
@@ -136,18 +136,24 @@ pub async fn check(
     verdict
 }
 
+/// The run's gate directory: `$XDG_CACHE_HOME/io-harness/gates/<run>` (`host-<pid>`
+/// for gates checked outside a run), outside the agent's writable area.
+pub(crate) fn run_base(run: Option<i64>) -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    let run = run.map_or_else(|| format!("host-{}", std::process::id()), |r| r.to_string());
+    cache.join("io-harness").join("gates").join(run)
+}
+
 /// The per-gate build directory, removed when dropped.
-struct GateDir(PathBuf);
+pub(crate) struct GateDir(pub(crate) PathBuf);
 
 impl GateDir {
-    fn create(run: Option<i64>) -> std::io::Result<Self> {
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .unwrap_or_else(std::env::temp_dir);
-        let run = run.map_or_else(|| format!("host-{}", std::process::id()), |r| r.to_string());
-        let base = cache.join("io-harness").join("gates").join(run);
+    pub(crate) fn create(run: Option<i64>) -> std::io::Result<Self> {
+        let base = run_base(run);
         std::fs::create_dir_all(&base)?;
         let mut recreated = 0;
         let mut n = 0u32;
@@ -180,7 +186,7 @@ impl Drop for GateDir {
 
 /// The real compiler of the active toolchain (`<sysroot>/bin/rustc`), so the sandbox
 /// needs neither the rustup proxy nor its environment.
-fn rustc() -> String {
+pub(crate) fn rustc() -> String {
     static RUSTC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     RUSTC
         .get_or_init(|| {
@@ -198,7 +204,7 @@ fn rustc() -> String {
 }
 
 /// A random hex token the subject cannot predict when it is written.
-fn random_hex() -> String {
+pub(crate) fn random_hex() -> String {
     use std::io::Read;
     let mut buf = [0u8; 12];
     let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf));
@@ -214,13 +220,13 @@ fn random_hex() -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn s(p: &Path) -> String {
+pub(crate) fn s(p: &Path) -> String {
     p.display().to_string()
 }
 
 /// Explicit imports beat glob imports: a criterion's `use subject::*` cannot bring in
 /// a shadowing assertion macro past these.
-const CRITERION_GUARD: &str = "\n#[allow(unused_imports)]\nuse ::std::{assert, assert_eq, \
+pub(crate) const CRITERION_GUARD: &str = "\n#[allow(unused_imports)]\nuse ::std::{assert, assert_eq, \
 assert_ne, debug_assert, debug_assert_eq, debug_assert_ne, panic, unreachable, matches};\n";
 
 async fn phases(
@@ -371,7 +377,7 @@ async fn phases(
         );
     }
     for (i, name) in tests.iter().enumerate() {
-        if let Err(v) = run_one(exec, dir, &bin, i, name).await {
+        if let Err(v) = run_one(exec, dir, &bin, i, name, &[]).await {
             return v;
         }
     }
@@ -386,12 +392,15 @@ async fn phases(
     }
 }
 
-async fn run_one(
+/// Runs criterion test `name` of `bin` alone, in a fresh directory `run-<i>` under
+/// `dir` holding its own copy of the binary, with `read_only` host paths visible.
+pub(crate) async fn run_one(
     exec: Option<&Executor>,
     dir: &Path,
     bin: &Path,
     i: usize,
     name: &str,
+    read_only: &[PathBuf],
 ) -> Result<(), GateVerdict> {
     let io =
         |e: std::io::Error| GateVerdict::fail(Phase::TestRun, format!("gate directory: {e}"), None);
@@ -403,7 +412,7 @@ async fn run_one(
         .into_iter()
         .chain(["--exact", "--include-ignored", "--test-threads=1"].map(String::from))
         .collect();
-    let ran = runner::run(exec, &run_dir, argv, TEST_WALL_SECS).await;
+    let ran = runner::run_viewing(exec, &run_dir, read_only, argv, TEST_WALL_SECS).await;
     let text = ran.output.render();
     // Exactly one test ran, and it was this one.
     let one = text.lines().any(|l| l.trim_end() == "running 1 test");

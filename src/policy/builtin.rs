@@ -8,8 +8,8 @@
 use std::path::{Component, Path};
 
 use super::glob::literal_pattern;
-use crate::contract::TaskContract;
 use super::{Act, Action, Decision, PolicyDecision, PolicyError, PolicyGate, Rule};
+use crate::contract::TaskContract;
 
 /// Files that hold credentials: denied for reading and writing.
 pub const SECRET_PATTERNS: &[&str] = &[

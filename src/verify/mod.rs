@@ -247,15 +247,13 @@ fn changed_pins(ws: &Workspace, pinned: &[crate::contract::PinnedFile]) -> Optio
 }
 
 /// Removes the run's gate directory and forgets its dependency caches: called when a
-/// run ends, so the next process never finds a cache it did not seal (it would not
-/// trust it anyway). `None` is the directory of gates checked outside a run by this
-/// process.
-pub fn remove_gate_dir(run_id: Option<i64>) {
-    let base = rust_gate::run_base(run_id);
+/// run ends, so no later run finds a cache it did not seal (it would not trust it
+/// anyway).
+pub fn remove_gate_dir(exec: &Executor) {
+    let base = rust_gate::run_base(Some(exec));
     cargo_gate::forget_under(&base);
     let _ = std::fs::remove_dir_all(&base);
 }
-
 fn content_check(
     label: String,
     ws: &Workspace,

@@ -756,7 +756,9 @@ impl<'a> Engine<'a> {
             let _ = std::fs::remove_dir_all(&self.dirs.scratch);
         }
         // The run's gate directory and its dependency caches end with the run.
-        verify::remove_gate_dir(Some(self.run_id));
+        if let Some(exec) = &self.ctx.exec {
+            verify::remove_gate_dir(exec);
+        }
         self.emit(RunEvent::Finished {
             run_id: self.run_id,
             outcome: outcome.clone(),

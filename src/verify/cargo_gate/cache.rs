@@ -103,6 +103,18 @@ pub(crate) enum CacheUse {
     Unavailable,
 }
 
+impl CacheUse {
+    /// Words for a gate's summary.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Self::Built => "built into the run's cache",
+            Self::Reused => "reused from the run's cache",
+            Self::Rebuilt => "cache failed its seal, discarded and rebuilt",
+            Self::Unavailable => "built by the gate itself (no cache)",
+        }
+    }
+}
+
 /// The inputs of one cache.
 pub(crate) struct CacheInputs<'a> {
     /// The run's gate directory.
@@ -129,14 +141,21 @@ impl CacheInputs<'_> {
             h.update([0]);
         }
         h.update(self.cargo.as_bytes());
-        let key: String = h.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let key: String = h.finalize()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         self.base.join(format!("deps-{key}"))
     }
 }
 
 /// Fills `target` (a fresh, empty directory) from the run's dependency cache, building
 /// the cache first when there is none.
-pub(crate) async fn seed(inputs: &CacheInputs<'_>, target: &Path, exec: Option<&Executor>) -> CacheUse {
+pub(crate) async fn seed(
+    inputs: &CacheInputs<'_>,
+    target: &Path,
+    exec: Option<&Executor>,
+) -> CacheUse {
     let dir = inputs.dir();
     let slot = slot_for(&dir);
     let mut guard = slot.lock().await;
@@ -150,7 +169,11 @@ pub(crate) async fn seed(inputs: &CacheInputs<'_>, target: &Path, exec: Option<&
                     let seal = Arc::new(seal);
                     *guard = Some(Slot::Ready(seal.clone()));
                     if copy_sealed(&seal, target).is_ok() {
-                        return if rebuilt { CacheUse::Rebuilt } else { CacheUse::Built };
+                        return if rebuilt {
+                            CacheUse::Rebuilt
+                        } else {
+                            CacheUse::Built
+                        };
                     }
                     // Changed between sealing and copying: nothing to trust.
                     *guard = Some(Slot::Failed);
@@ -165,7 +188,11 @@ pub(crate) async fn seed(inputs: &CacheInputs<'_>, target: &Path, exec: Option<&
             },
         };
         if copy_sealed(&seal, target).is_ok() {
-            return if rebuilt { CacheUse::Rebuilt } else { CacheUse::Reused };
+            return if rebuilt {
+                CacheUse::Rebuilt
+            } else {
+                CacheUse::Reused
+            };
         }
         // A cache file no longer matches its seal: somebody wrote it. Discard all of
         // it, and what was already copied, and build it again from scratch.

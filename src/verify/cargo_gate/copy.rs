@@ -117,7 +117,14 @@ mod tests {
     fn copies_sources_and_leaves_out_targets_configs_secrets_and_links() {
         let d = tempfile::tempdir().unwrap();
         let src = d.path().join("src");
-        for dir in ["src", "target/debug", ".cargo", ".git", "tests", "sub/target"] {
+        for dir in [
+            "src",
+            "target/debug",
+            ".cargo",
+            ".git",
+            "tests",
+            "sub/target",
+        ] {
             std::fs::create_dir_all(src.join(dir)).unwrap();
         }
         for f in [
@@ -137,7 +144,14 @@ mod tests {
         assert!(dst.join("Cargo.toml").is_file());
         assert!(dst.join("src/lib.rs").is_file());
         assert!(dst.join("tests/t.rs").is_file());
-        for gone in ["target", ".cargo", ".git", ".env", "tests/link", "sub/target"] {
+        for gone in [
+            "target",
+            ".cargo",
+            ".git",
+            ".env",
+            "tests/link",
+            "sub/target",
+        ] {
             assert!(std::fs::symlink_metadata(dst.join(gone)).is_err(), "{gone}");
         }
         assert_eq!(c.skipped_links, [PathBuf::from("tests/link")]);

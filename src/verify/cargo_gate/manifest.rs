@@ -35,7 +35,10 @@ pub(crate) enum ManifestError {
 
 /// The agent's manifest with the criterion targets `(name, absolute path)` declared
 /// and its profiles removed.
-pub(crate) fn gate_manifest(text: &str, tests: &[(String, String)]) -> Result<String, ManifestError> {
+pub(crate) fn gate_manifest(
+    text: &str,
+    tests: &[(String, String)],
+) -> Result<String, ManifestError> {
     let mut t: Table = text
         .parse()
         .map_err(|e: toml::de::Error| ManifestError::Syntax(e.message().to_string()))?;
@@ -45,11 +48,11 @@ pub(crate) fn gate_manifest(text: &str, tests: &[(String, String)]) -> Result<St
         ));
     }
     t.remove("profile");
-    let targets = t
-        .entry("test")
-        .or_insert_with(|| Value::Array(Vec::new()));
+    let targets = t.entry("test").or_insert_with(|| Value::Array(Vec::new()));
     let Value::Array(targets) = targets else {
-        return Err(ManifestError::Shape("has a `test` key that is not [[test]] tables"));
+        return Err(ManifestError::Shape(
+            "has a `test` key that is not [[test]] tables",
+        ));
     };
     for (name, path) in tests {
         let mut target = Table::new();
@@ -141,9 +144,16 @@ fn registry_only(deps: &Table) -> Table {
                 out.insert(name.clone(), spec.clone());
             }
             Value::Table(d) => {
-                let foreign = ["path", "git", "workspace", "registry", "registry-index", "base"]
-                    .iter()
-                    .any(|k| d.contains_key(*k));
+                let foreign = [
+                    "path",
+                    "git",
+                    "workspace",
+                    "registry",
+                    "registry-index",
+                    "base",
+                ]
+                .iter()
+                .any(|k| d.contains_key(*k));
                 if foreign || !d.contains_key("version") {
                     continue;
                 }
@@ -195,8 +205,8 @@ itoa = { path = "evil" }
 
     #[test]
     fn gate_manifest_declares_the_criteria_and_drops_profiles() {
-        let out = gate_manifest(AGENT, &[("crit_1".into(), "/g/criteria/crit_1.rs".into())])
-            .unwrap();
+        let out =
+            gate_manifest(AGENT, &[("crit_1".into(), "/g/criteria/crit_1.rs".into())]).unwrap();
         let t: Table = out.parse().unwrap();
         assert!(t.get("profile").is_none());
         let tests = t["test"].as_array().unwrap();
@@ -235,10 +245,17 @@ itoa = { path = "evil" }
         assert_eq!(names, ["itoa", "memchr"]);
         assert!(deps["memchr"].get("optional").is_none());
         assert!(t["dev-dependencies"].get("fastrand").is_some());
-        assert!(t["target"]["cfg(unix)"]["dependencies"].get("cfg-if").is_some());
+        assert!(
+            t["target"]["cfg(unix)"]["dependencies"]
+                .get("cfg-if")
+                .is_some()
+        );
         for gone in ["patch", "profile", "test", "features"] {
             assert!(t.get(gone).is_none(), "{gone}");
         }
-        assert!(stub_manifest("[package]\nname = \"x\"\n[dependencies]\nl = { path = \"l\" }\n").is_none());
+        assert!(
+            stub_manifest("[package]\nname = \"x\"\n[dependencies]\nl = { path = \"l\" }\n")
+                .is_none()
+        );
     }
 }

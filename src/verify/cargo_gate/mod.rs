@@ -114,7 +114,7 @@ pub async fn check(
     ws: &Workspace,
     exec: Option<&Executor>,
 ) -> GateVerdict {
-    let dir = match GateDir::create(exec.map(Executor::run_id)) {
+    let dir = match GateDir::create(exec) {
         Ok(d) => d,
         Err(e) => {
             return GateVerdict::fail(
@@ -199,6 +199,7 @@ async fn phases(
     let cargo = cargo();
     let common = common_args();
     let lock = lockfile(&src, manifest_rel);
+    let mut deps = "no registry dependencies to cache";
     if let Some(stub) = manifest::stub_manifest(&agent_manifest) {
         let base = dir.parent().unwrap_or(dir).to_path_buf();
         let inputs = cache::CacheInputs {
@@ -208,8 +209,7 @@ async fn phases(
             common: &common,
             cargo: &cargo,
         };
-        let used = cache::seed(&inputs, &target, exec).await;
-        tracing::debug!(?used, "dependency cache");
+        deps = cache::seed(&inputs, &target, exec).await.describe();
     }
 
     // 2. Compile the crate and the criteria together; on failure, say whose it was.
@@ -276,13 +276,31 @@ async fn phases(
         } else {
             GateVerdict::fail(
                 Phase::SubjectCompile,
-                format!(
-                    "the crate does not build (cargo {}){links}",
-                    alone.status
-                ),
+                format!("the crate does not build (cargo {}){links}", alone.status),
                 Some(alone.output.render()),
             )
         };
+    }
+
+    // What was compiled must be what the harness placed (where nothing isolates the
+    // build, a build script can write the criterion files).
+    for (p, (_, path)) in placed.iter().zip(&targets) {
+        let intact = criteria
+            .iter()
+            .find(|c| c.path == p.origin)
+            .map(|c| format!("{}\n{CRITERION_GUARD}{TEST_ATTR_GUARD}", c.source))
+            .is_some_and(|want| std::fs::read_to_string(path).is_ok_and(|got| got == want));
+        if !intact {
+            return GateVerdict::fail(
+                Phase::CriterionCompile,
+                format!(
+                    "criterion {} was changed during the build, so what compiled is not the \
+                     operator's criterion",
+                    p.origin.display()
+                ),
+                None,
+            );
+        }
     }
 
     // 3. Each listed test, alone, by exact name, ignored ones included.
@@ -326,7 +344,7 @@ async fn phases(
     GateVerdict {
         failed: None,
         summary: format!(
-            "all {} criterion test(s) ran and passed: {}",
+            "all {} criterion test(s) ran and passed: {} (dependencies: {deps})",
             ran_names.len(),
             ran_names.join(", ")
         ),
@@ -336,9 +354,10 @@ async fn phases(
 
 /// The agent's lockfile: next to the manifest, else at the workspace root.
 fn lockfile(src: &Path, manifest_rel: &Path) -> Option<Vec<u8>> {
-    let beside = manifest_rel
-        .parent()
-        .map_or_else(|| src.join("Cargo.lock"), |p| src.join(p).join("Cargo.lock"));
+    let beside = manifest_rel.parent().map_or_else(
+        || src.join("Cargo.lock"),
+        |p| src.join(p).join("Cargo.lock"),
+    );
     std::fs::read(beside)
         .or_else(|_| std::fs::read(src.join("Cargo.lock")))
         .ok()
@@ -361,7 +380,8 @@ fn test_binary(target: &Path, name: &str) -> Result<(PathBuf, [u8; 32]), String>
                 continue;
             };
             let is_exe = e.file_type().is_ok_and(|t| t.is_file())
-                && e.metadata().is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
+                && e.metadata()
+                    .is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
             if is_exe && !hash.contains('.') {
                 found.push(e.path());
             }

@@ -20,7 +20,7 @@
 //!    list with no tests, a test that did not run, a cap kill or a timeout never passes.
 //!
 //! Everything is built in a per-gate directory under the harness's cache
-//! (`$XDG_CACHE_HOME/io-harness/gates/<run>/<n>`), outside the agent's writable area,
+//! (`$XDG_CACHE_HOME/io-harness/gates/<run>-<pid>-<n>/<n>`), outside the agent's writable area,
 //! rebuilt every gate and removed afterwards. Each test process gets its own directory
 //! as its only writable place, so one test cannot replace the binary a later test runs.
 //!
@@ -121,7 +121,7 @@ pub async fn check(
             );
         }
     };
-    let dir = match GateDir::create(exec.map(Executor::run_id)) {
+    let dir = match GateDir::create(exec) {
         Ok(d) => d,
         Err(e) => {
             return GateVerdict::fail(
@@ -136,24 +136,32 @@ pub async fn check(
     verdict
 }
 
-/// The run's gate directory: `$XDG_CACHE_HOME/io-harness/gates/<run>` (`host-<pid>`
-/// for gates checked outside a run), outside the agent's writable area.
-pub(crate) fn run_base(run: Option<i64>) -> PathBuf {
+/// The run's gate directory: `$XDG_CACHE_HOME/io-harness/gates/<run>-<pid>-<n>`,
+/// outside the agent's writable area. The process id and a per-executor number make it
+/// unique: run ids are per store, and two stores (two processes, or in-memory stores in
+/// one process) number their runs alike. Gates checked outside a run share
+/// `host-<pid>`.
+pub(crate) fn run_base(exec: Option<&Executor>) -> PathBuf {
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
-    let run = run.map_or_else(|| format!("host-{}", std::process::id()), |r| r.to_string());
-    cache.join("io-harness").join("gates").join(run)
+    let pid = std::process::id();
+    let name = match exec {
+        // The executor lives as long as the run's session: its address names it.
+        Some(e) => format!("{}-{pid}-{:x}", e.run_id(), std::ptr::from_ref(e) as usize),
+        None => format!("host-{pid}"),
+    };
+    cache.join("io-harness").join("gates").join(name)
 }
 
 /// The per-gate build directory, removed when dropped.
 pub(crate) struct GateDir(pub(crate) PathBuf);
 
 impl GateDir {
-    pub(crate) fn create(run: Option<i64>) -> std::io::Result<Self> {
-        let base = run_base(run);
+    pub(crate) fn create(exec: Option<&Executor>) -> std::io::Result<Self> {
+        let base = run_base(exec);
         std::fs::create_dir_all(&base)?;
         let mut recreated = 0;
         let mut n = 0u32;

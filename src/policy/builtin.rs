@@ -130,6 +130,40 @@ impl PolicyGate for BuiltinProtection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::{OperatorFile, Verification};
+
+    #[test]
+    fn gate_files_inside_the_workspace_are_write_protected() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::create_dir_all(root.join("criteria")).unwrap();
+        std::fs::write(root.join("criteria/t.rs"), "#[test] fn t() {}\n").unwrap();
+        std::fs::write(root.join("check.sh"), "exit 1\n").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("o.rs"), "").unwrap();
+        let c = TaskContract::workspace(
+            "g",
+            root,
+            Verification::CargoTest {
+                manifest: "Cargo.toml".into(),
+                criteria: vec![
+                    OperatorFile::read(root.join("criteria/t.rs")).unwrap(),
+                    OperatorFile::read(outside.path().join("o.rs")).unwrap(),
+                ],
+            },
+        )
+        .and_verify(Verification::command(["sh", "./check.sh", "cargo"]).pin_command_files(root));
+        let rules = gate_file_rules(&c);
+        let targets: Vec<&str> = rules.iter().map(|r| r.target.as_str()).collect();
+        assert_eq!(rules.len(), 2, "{targets:?}");
+        assert!(
+            rules
+                .iter()
+                .all(|r| r.act == Act::Write && r.decision == Decision::Deny)
+        );
+        assert!(targets[0].contains("criteria/t.rs"), "{targets:?}");
+        assert!(targets[1].contains("check.sh"), "{targets:?}");
+    }
 
     #[test]
     fn builtin_protects_git_and_harness_dirs_only() {

@@ -3,7 +3,8 @@
 //! The gate never builds in the workspace itself: the copy lives in the gate's own
 //! directory, so nothing the build does reaches the agent's files or a later gate.
 //! What is left out, and why:
-//! - `target/` (build output, possibly huge and possibly planted), `.git/` and
+//! - `target/` beside a `Cargo.toml` or tagged `CACHEDIR.TAG` (build output, possibly
+//!   huge and possibly planted; a source module named `target` is kept), `.git/` and
 //!   `.io-harness/` (not part of a build);
 //! - `.cargo/` directories: a `config.toml` there could name a `rustc-wrapper`, a test
 //!   `runner` or rustflags and so take over the build. The gate runs cargo from a
@@ -84,10 +85,10 @@ pub(crate) fn copy_workspace(
                 continue;
             }
             if ty.is_dir() {
-                if [".git", ".io-harness", ".cargo", "target"]
-                    .iter()
-                    .any(|n| name == *n)
-                {
+                let build_output = name == "target"
+                    && (from.join("Cargo.toml").is_file()
+                        || entry.path().join("CACHEDIR.TAG").is_file());
+                if build_output || [".git", ".io-harness", ".cargo"].iter().any(|n| name == *n) {
                     continue;
                 }
                 stack.push(child);
@@ -118,7 +119,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let src = d.path().join("src");
         for dir in [
-            "src",
+            "src/target",
             "target/debug",
             ".cargo",
             ".git",
@@ -135,6 +136,8 @@ mod tests {
             ".git/HEAD",
             ".env",
             "tests/t.rs",
+            "src/target/mod.rs",
+            "sub/Cargo.toml",
         ] {
             std::fs::write(src.join(f), f).unwrap();
         }
@@ -144,6 +147,7 @@ mod tests {
         assert!(dst.join("Cargo.toml").is_file());
         assert!(dst.join("src/lib.rs").is_file());
         assert!(dst.join("tests/t.rs").is_file());
+        assert!(dst.join("src/target/mod.rs").is_file());
         for gone in [
             "target",
             ".cargo",

@@ -318,14 +318,26 @@ async fn host_gate(ws: &Path) -> CriterionResult {
 /// next gate discards the cache and rebuilds it instead of linking what it found.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poisoned_cache_fails_its_seal_and_is_rebuilt() {
+    // A dependency list of this test's own, so no other test shares its cache and the
+    // summaries below do not depend on test order.
+    let own_key = |ws: &Path| {
+        std::fs::write(
+            ws.join("Cargo.toml"),
+            "[package]\nname = \"wsnum\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [target.'cfg(all())'.dependencies]\nitoa = \"1\"\n",
+        )
+        .unwrap();
+    };
     let dir = tempfile::tempdir().unwrap();
     let cheat = workspace(dir.path(), "build_script_poisons_cache");
+    own_key(&cheat);
     let first = host_gate(&cheat).await;
     assert_eq!(first.phase, Some("test-run"), "{first:?}");
     assert!(!first.passed);
 
     let dir2 = tempfile::tempdir().unwrap();
     let honest = workspace(dir2.path(), "base");
+    own_key(&honest);
     let second = host_gate(&honest).await;
     assert!(second.passed, "{second:?}");
     assert!(
@@ -457,5 +469,54 @@ fn task_file_cargo_test_is_parsed_and_bad_values_name_file_line_and_key() {
         if want.1 != "tests" {
             assert!(shown.contains("verify.cargo_test"), "{shown}");
         }
+    }
+}
+
+/// Without a sandbox the compile could write the criterion the harness placed: the
+/// gate compares what compiled with the operator's copy and refuses the difference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_criterion_rewritten_during_an_unsandboxed_build_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path(), "build_script_ignores");
+    let r = host_gate(&ws).await;
+    assert_eq!(r.phase, Some("criterion-compile"), "{r:?}");
+    assert!(r.summary.contains("was changed during the build"), "{r:?}");
+    assert!(!r.passed);
+}
+
+/// A crate that is a member of a cargo workspace, its dependency inherited from the
+/// workspace: judged through the member's manifest, its dependency cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_member_with_an_inherited_dependency_passes_and_is_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let member = ws.join("crates/wsnum");
+    copy_dir(&fixtures().join("base"), &member);
+    std::fs::rename(member.join("Cargo.lock"), ws.join("Cargo.lock")).unwrap();
+    std::fs::write(
+        member.join("Cargo.toml"),
+        "[package]\nname = \"wsnum\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\nitoa = { workspace = true }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("Cargo.toml"),
+        "[workspace]\nmembers = [\"crates/wsnum\"]\nresolver = \"2\"\n\n\
+         [workspace.dependencies]\nitoa = \"1\"\n",
+    )
+    .unwrap();
+    let workspace = io_harness::tools::Workspace::open(&ws).unwrap();
+    let v = Verification::cargo_test("crates/wsnum/Cargo.toml", [criterion()]).unwrap();
+    for _ in 0..2 {
+        let r = io_harness::verify::check(std::slice::from_ref(&v), &workspace, None)
+            .await
+            .results
+            .remove(0);
+        assert!(r.passed, "{r:?}");
+        // Built, reused, or (when the poisoning test ran alongside) rebuilt.
+        assert!(
+            r.summary.contains("cache") && !r.summary.contains("none cached"),
+            "{r:?}"
+        );
     }
 }

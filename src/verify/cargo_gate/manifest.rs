@@ -68,8 +68,20 @@ pub(crate) fn gate_manifest(
 
 /// The stub manifest for the dependency cache, or `None` when the crate has no
 /// registry dependency (nothing to cache) or the manifest cannot be read.
-pub(crate) fn stub_manifest(text: &str) -> Option<String> {
+/// `workspace_root` is the text of the manifest holding `[workspace]` when the crate
+/// is a member: its `[workspace.dependencies]` resolve `dep.workspace = true`.
+pub(crate) fn stub_manifest(text: &str, workspace_root: Option<&str>) -> Option<String> {
     let t: Table = text.parse().ok()?;
+    let root: Option<Table> = workspace_root.and_then(|r| r.parse().ok());
+    let inherited = root
+        .as_ref()
+        .or(Some(&t))
+        .and_then(|r| r.get("workspace"))
+        .and_then(|w| w.get("dependencies"))
+        .and_then(Value::as_table)
+        .cloned()
+        .unwrap_or_default();
+    let registry_only = |deps: &Table| registry_only(deps, &inherited);
     let pkg = t.get("package")?.as_table()?;
     let edition = pkg
         .get("edition")
@@ -88,7 +100,7 @@ pub(crate) fn stub_manifest(text: &str) -> Option<String> {
     let mut any = false;
     let mut build_deps = false;
     for key in ["dependencies", "dev-dependencies", "build-dependencies"] {
-        if let Some(deps) = t.get(key).and_then(Value::as_table).map(registry_only)
+        if let Some(deps) = t.get(key).and_then(Value::as_table).map(&registry_only)
             && !deps.is_empty()
         {
             any = true;
@@ -104,7 +116,10 @@ pub(crate) fn stub_manifest(text: &str) -> Option<String> {
             };
             let mut per = Table::new();
             for key in ["dependencies", "dev-dependencies", "build-dependencies"] {
-                if let Some(deps) = tables.get(key).and_then(Value::as_table).map(registry_only)
+                if let Some(deps) = tables
+                    .get(key)
+                    .and_then(Value::as_table)
+                    .map(&registry_only)
                     && !deps.is_empty()
                 {
                     any = true;
@@ -135,10 +150,38 @@ pub(crate) fn stub_manifest(text: &str) -> Option<String> {
     Some(out.to_string())
 }
 
-/// The dependencies that come from the default registry, made non-optional.
-fn registry_only(deps: &Table) -> Table {
+/// The dependencies that come from the default registry, made non-optional; a
+/// `workspace = true` entry takes its spec from `inherited` (the workspace's
+/// dependencies), with the member's own features added.
+fn registry_only(deps: &Table, inherited: &Table) -> Table {
     let mut out = Table::new();
     for (name, spec) in deps {
+        let resolved;
+        let spec = match spec {
+            Value::Table(d) if d.get("workspace").and_then(Value::as_bool) == Some(true) => {
+                let mut base = match inherited.get(name) {
+                    Some(Value::String(v)) => {
+                        let mut t = Table::new();
+                        t.insert("version".into(), Value::String(v.clone()));
+                        t
+                    }
+                    Some(Value::Table(t)) => t.clone(),
+                    _ => continue,
+                };
+                if let Some(Value::Array(extra)) = d.get("features") {
+                    let mut features = base
+                        .get("features")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                    features.extend(extra.iter().cloned());
+                    base.insert("features".into(), Value::Array(features));
+                }
+                resolved = Value::Table(base);
+                &resolved
+            }
+            other => other,
+        };
         match spec {
             Value::String(_) => {
                 out.insert(name.clone(), spec.clone());
@@ -204,6 +247,22 @@ itoa = { path = "evil" }
 "#;
 
     #[test]
+    fn stub_resolves_workspace_dependencies_from_the_root() {
+        let member = "[package]\nname = \"m\"\n[dependencies]\n\
+                      itoa = { workspace = true, features = [\"x\"] }\n\
+                      local = { workspace = true }\nmissing = { workspace = true }\n";
+        let root = "[workspace]\nmembers = [\"m\"]\n[workspace.dependencies]\n\
+                    itoa = \"1\"\nlocal = { path = \"local\" }\n";
+        let out = stub_manifest(member, Some(root)).unwrap();
+        let t: Table = out.parse().unwrap();
+        let deps = t["dependencies"].as_table().unwrap();
+        assert_eq!(deps.keys().collect::<Vec<_>>(), ["itoa"]);
+        assert_eq!(deps["itoa"]["version"].as_str(), Some("1"));
+        assert_eq!(deps["itoa"]["features"].as_array().unwrap().len(), 1);
+        assert!(stub_manifest(member, None).is_none());
+    }
+
+    #[test]
     fn gate_manifest_declares_the_criteria_and_drops_profiles() {
         let out =
             gate_manifest(AGENT, &[("crit_1".into(), "/g/criteria/crit_1.rs".into())]).unwrap();
@@ -236,7 +295,7 @@ itoa = { path = "evil" }
 
     #[test]
     fn stub_keeps_registry_dependencies_only() {
-        let out = stub_manifest(AGENT).unwrap();
+        let out = stub_manifest(AGENT, None).unwrap();
         let t: Table = out.parse().unwrap();
         assert_eq!(t["package"]["name"].as_str(), Some(STUB_NAME));
         assert!(t["package"].get("build").is_none());
@@ -254,8 +313,11 @@ itoa = { path = "evil" }
             assert!(t.get(gone).is_none(), "{gone}");
         }
         assert!(
-            stub_manifest("[package]\nname = \"x\"\n[dependencies]\nl = { path = \"l\" }\n")
-                .is_none()
+            stub_manifest(
+                "[package]\nname = \"x\"\n[dependencies]\nl = { path = \"l\" }\n",
+                None
+            )
+            .is_none()
         );
     }
 }

@@ -199,8 +199,9 @@ async fn phases(
     let cargo = cargo();
     let common = common_args();
     let lock = lockfile(&src, manifest_rel);
-    let mut deps = "no registry dependencies to cache";
-    if let Some(stub) = manifest::stub_manifest(&agent_manifest) {
+    let mut deps = "none cached (no registry dependency the cache could build alone)";
+    let root_manifest = workspace_root_manifest(&src, manifest_rel);
+    if let Some(stub) = manifest::stub_manifest(&agent_manifest, root_manifest.as_deref()) {
         let base = dir.parent().unwrap_or(dir).to_path_buf();
         let inputs = cache::CacheInputs {
             base: &base,
@@ -350,6 +351,23 @@ async fn phases(
         ),
         output: None,
     }
+}
+
+/// The manifest of the cargo workspace `manifest_rel` belongs to, when it is another
+/// file: the nearest `Cargo.toml` above it (inside the copy) with a `[workspace]`.
+fn workspace_root_manifest(src: &Path, manifest_rel: &Path) -> Option<String> {
+    let mut dir = manifest_rel.parent()?;
+    while let Some(up) = dir.parent() {
+        dir = up;
+        if let Ok(text) = std::fs::read_to_string(src.join(dir).join("Cargo.toml"))
+            && text
+                .parse::<toml::Table>()
+                .is_ok_and(|t| t.contains_key("workspace"))
+        {
+            return Some(text);
+        }
+    }
+    None
 }
 
 /// The agent's lockfile: next to the manifest, else at the workspace root.

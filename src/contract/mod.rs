@@ -70,8 +70,10 @@ pub enum Verification {
         /// Workspace files the command names (its script, say), with their content
         /// hash when the contract was loaded. The gate refuses to run a command whose
         /// pinned file changed since, so an agent that rewrites the script it is judged
-        /// by fails instead of passing. A task file pins every argument that names a
-        /// workspace file; code pins with [`Verification::pin_command_files`].
+        /// by fails instead of passing. A task file pins the command's script (the
+        /// program when it is a workspace file, or an argument naming a workspace
+        /// script: `.sh`, `.py`, `.js`…); code pins with
+        /// [`Verification::pin_command_files`].
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pinned: Vec<PinnedFile>,
     },
@@ -163,8 +165,9 @@ impl Verification {
         })
     }
 
-    /// Pins, for a command criterion, every argument that names a regular file in the
-    /// workspace at `root` (its content hash now); other criteria are unchanged.
+    /// Pins, for a command criterion, its script in the workspace at `root` (see
+    /// [`Verification::Command::pinned`]: the content hash now); other criteria are
+    /// unchanged.
     pub fn pin_command_files(mut self, root: &Path) -> Self {
         if let Self::Command { argv, pinned, .. } = &mut self {
             *pinned = pin_files(argv, root);
@@ -208,15 +211,24 @@ impl Verification {
     }
 
     /// Operator files of this criterion that lie inside the workspace at `root`, as
-    /// paths relative to it: a workspace-form gate's criteria and a command's pinned
-    /// files. The policy denies the agent's writes to them.
+    /// paths relative to it: a workspace-form gate's criteria and the files a command
+    /// names (pinned or present now). The policy denies the agent's writes to them.
     pub fn operator_files_in(&self, root: &Path) -> Vec<PathBuf> {
         match self {
             Self::CargoTest { criteria, .. } => criteria
                 .iter()
                 .filter_map(|c| relative_to(&c.path, root))
                 .collect(),
-            Self::Command { pinned, .. } => pinned.iter().map(|p| p.path.clone()).collect(),
+            // Pinned or not (a command built in code), a file the command names.
+            Self::Command { argv, pinned, .. } => {
+                let mut files: Vec<PathBuf> = pinned.iter().map(|p| p.path.clone()).collect();
+                for p in pin_files(argv, root) {
+                    if !files.contains(&p.path) {
+                        files.push(p.path);
+                    }
+                }
+                files
+            }
             _ => Vec::new(),
         }
     }
@@ -231,12 +243,27 @@ fn relative_to(path: &Path, root: &Path) -> Option<PathBuf> {
     p.strip_prefix(&r).ok().map(Path::to_path_buf)
 }
 
-/// The arguments of `argv` naming regular files inside `root`, hashed.
+/// Extensions of script files a command gate may run through an interpreter.
+const SCRIPT_EXTENSIONS: &[&str] = &[
+    "sh", "bash", "zsh", "py", "js", "mjs", "cjs", "ts", "rb", "pl", "php", "lua", "ps1",
+];
+
+/// The gate's own script among `argv`, hashed: the program itself when it is a
+/// workspace file (`./check.sh`), and any argument naming a workspace file with a
+/// script extension (`sh check.sh`, `python3 tests/check.py`). Other files a command
+/// names (`--manifest-path Cargo.toml`) are the agent's to change and are not pinned.
 fn pin_files(argv: &[String], root: &Path) -> Vec<PinnedFile> {
     let canon_root = root.canonicalize().ok();
     let mut out: Vec<PinnedFile> = Vec::new();
-    for a in argv {
+    for (i, a) in argv.iter().enumerate() {
         if a.is_empty() || !load::relative_inside(Path::new(a.as_str())) {
+            continue;
+        }
+        let script = Path::new(a.as_str())
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| SCRIPT_EXTENSIONS.contains(&e));
+        if i > 0 && !script {
             continue;
         }
         // `./check.sh` and `check.sh` are the same file, pinned as the latter.

@@ -139,6 +139,8 @@ mod tests {
         std::fs::create_dir_all(root.join("criteria")).unwrap();
         std::fs::write(root.join("criteria/t.rs"), "#[test] fn t() {}\n").unwrap();
         std::fs::write(root.join("check.sh"), "exit 1\n").unwrap();
+        // Named by the command but the agent's to edit: not protected.
+        std::fs::write(root.join("Cargo.toml"), "[package]\n").unwrap();
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("o.rs"), "").unwrap();
         let c = TaskContract::workspace(
@@ -152,7 +154,7 @@ mod tests {
                 ],
             },
         )
-        .and_verify(Verification::command(["sh", "./check.sh", "cargo"]).pin_command_files(root));
+        .and_verify(Verification::command(["sh", "./check.sh", "Cargo.toml"]));
         let rules = gate_file_rules(&c);
         let targets: Vec<&str> = rules.iter().map(|r| r.target.as_str()).collect();
         assert_eq!(rules.len(), 2, "{targets:?}");

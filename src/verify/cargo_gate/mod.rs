@@ -4,18 +4,18 @@
 //! agent cannot edit them, in ordered phases like the file form ([`super::rust_gate`]):
 //!
 //! 1. **Placing.** The workspace is copied into the gate's own directory under the
-//!    harness's cache ([`copy`]: no `target/`, `.cargo/`, `.git/`, masked secrets or
+//!    harness's cache (module `copy`: no `target/`, `.cargo/`, `.git/`, masked secrets or
 //!    symbolic links). Each criterion — the operator's copy kept in the contract, not
 //!    the file on disk — is written *outside* that copy, to a directory the compile
 //!    sees read-only, under a target name the agent cannot predict. The manifest of
-//!    the copy is rewritten to declare those targets itself ([`manifest`]), so
+//!    the copy is rewritten to declare those targets itself (module `manifest`), so
 //!    `autotests = false`, `[[test]] harness = false` or weakened profiles in the
 //!    agent's manifest change nothing. A manifest that is not a package's fails
 //!    `subject-compile`.
 //! 2. **`criterion-compile` / `subject-compile`.** One `cargo test --no-run --offline
 //!    --test <each criterion>` in the sandbox, whose only writable directory holds the
 //!    copy and a fresh target directory seeded from the run's dependency cache
-//!    ([`cache`]). When it fails, `cargo build` of the crate alone tells the two
+//!    (module `cache`, which says how it stays trustworthy). When it fails, `cargo build` of the crate alone tells the two
 //!    phases apart: the crate (its library, binaries or build script) does not build
 //!    → `subject-compile`; it builds but a criterion does not compile against it →
 //!    `criterion-compile`.

@@ -97,6 +97,14 @@ pub enum Verification {
     /// exact name with ignored tests included. The criteria are operator files: their
     /// content is read when the contract is built, the gate uses that copy, and the
     /// policy denies the agent's writes to them. See [`crate::verify::cargo_gate`].
+    ///
+    /// In a task file (criteria relative to the task file, `manifest` to the
+    /// workspace root and `Cargo.toml` by default):
+    ///
+    /// ```toml
+    /// [verify]
+    /// cargo_test = { manifest = "Cargo.toml", criteria = ["criteria/parse_test.rs"] }
+    /// ```
     CargoTest {
         /// The crate's manifest, relative to the workspace root (`Cargo.toml`).
         manifest: PathBuf,

@@ -31,6 +31,18 @@ pub(crate) enum ManifestError {
     /// A virtual manifest or a table of the wrong shape.
     #[error("Cargo.toml {0}")]
     Shape(&'static str),
+    /// The rewritten manifest could not be written.
+    #[error("cannot write the rewritten manifest: {0}")]
+    Write(String),
+}
+
+/// A workspace root's manifest without its `[profile]` tables.
+pub(crate) fn without_profiles(text: &str) -> Result<String, ManifestError> {
+    let mut t: Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| ManifestError::Syntax(e.message().to_string()))?;
+    t.remove("profile");
+    Ok(t.to_string())
 }
 
 /// The agent's manifest with the criterion targets `(name, absolute path)` declared
@@ -275,6 +287,15 @@ itoa = { path = "evil" }
         assert_eq!(ours["path"].as_str(), Some("/g/criteria/crit_1.rs"));
         assert_eq!(ours["harness"].as_bool(), Some(true));
         assert_eq!(ours["test"].as_bool(), Some(true));
+    }
+
+    #[test]
+    fn a_workspace_root_loses_its_profiles_and_keeps_the_rest() {
+        let root = "[workspace]\nmembers = [\"m\"]\n\
+                    [profile.test.package.m]\ndebug-assertions = false\n";
+        let t: Table = without_profiles(root).unwrap().parse().unwrap();
+        assert!(t.get("profile").is_none());
+        assert!(t["workspace"].get("members").is_some());
     }
 
     #[test]

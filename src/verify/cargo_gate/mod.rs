@@ -201,7 +201,18 @@ async fn phases(
     let lock = lockfile(&src, manifest_rel);
     let mut deps = "none cached (no registry dependency the cache could build alone)";
     let root_manifest = workspace_root_manifest(&src, manifest_rel);
-    if let Some(stub) = manifest::stub_manifest(&agent_manifest, root_manifest.as_deref()) {
+    if let Some((path, text)) = &root_manifest {
+        // Profiles live in the workspace root: theirs go too (package overrides
+        // included, which `--config` does not reach).
+        let stripped = manifest::without_profiles(text);
+        if let Err(e) = stripped.and_then(|t| {
+            std::fs::write(path, t).map_err(|e| manifest::ManifestError::Write(e.to_string()))
+        }) {
+            return fail_subject(format!("workspace manifest: {e}"));
+        }
+    }
+    let root_text = root_manifest.as_ref().map(|(_, t)| t.as_str());
+    if let Some(stub) = manifest::stub_manifest(&agent_manifest, root_text) {
         let base = dir.parent().unwrap_or(dir).to_path_buf();
         let inputs = cache::CacheInputs {
             base: &base,
@@ -355,16 +366,17 @@ async fn phases(
 
 /// The manifest of the cargo workspace `manifest_rel` belongs to, when it is another
 /// file: the nearest `Cargo.toml` above it (inside the copy) with a `[workspace]`.
-fn workspace_root_manifest(src: &Path, manifest_rel: &Path) -> Option<String> {
+fn workspace_root_manifest(src: &Path, manifest_rel: &Path) -> Option<(PathBuf, String)> {
     let mut dir = manifest_rel.parent()?;
     while let Some(up) = dir.parent() {
         dir = up;
-        if let Ok(text) = std::fs::read_to_string(src.join(dir).join("Cargo.toml"))
+        let path = src.join(dir).join("Cargo.toml");
+        if let Ok(text) = std::fs::read_to_string(&path)
             && text
                 .parse::<toml::Table>()
                 .is_ok_and(|t| t.contains_key("workspace"))
         {
-            return Some(text);
+            return Some((path, text));
         }
     }
     None

@@ -172,6 +172,7 @@ struct RawVerify {
     file_contains: Option<Spanned<RawFileContains>>,
     file_equals: Option<Spanned<RawFileEquals>>,
     rust: Option<Spanned<RawRust>>,
+    cargo_test: Option<Spanned<RawCargoTest>>,
     max_attempts: Option<Spanned<u32>>,
     #[serde(default)]
     every_step: bool,
@@ -182,6 +183,19 @@ struct RawVerify {
 struct RawRust {
     subject: PathBuf,
     criterion: PathBuf,
+}
+
+/// `cargo_test = { manifest = "Cargo.toml", criteria = ["criteria/parse_test.rs"] }`
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCargoTest {
+    #[serde(default = "default_manifest")]
+    manifest: PathBuf,
+    criteria: Vec<PathBuf>,
+}
+
+fn default_manifest() -> PathBuf {
+    PathBuf::from("Cargo.toml")
 }
 
 #[derive(Deserialize)]
@@ -322,11 +336,15 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
     let mut criteria = Vec::new();
     if let Some(c) = rv.command {
         note("verify.command", c.span());
-        criteria.push(Verification::Command {
-            argv: c.into_inner(),
-            expect_exit: rv.expect_exit.unwrap_or(0),
-            timeout,
-        });
+        criteria.push(
+            Verification::Command {
+                argv: c.into_inner(),
+                expect_exit: rv.expect_exit.unwrap_or(0),
+                timeout,
+                pinned: Vec::new(),
+            }
+            .pin_command_files(&root),
+        );
     } else if rv.expect_exit.is_some() {
         return Err((
             "verify.expect_exit".into(),
@@ -350,6 +368,27 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         let criterion = base.join(r.criterion);
         let criterion = std::path::absolute(&criterion).unwrap_or(criterion);
         criteria.push(Verification::rust(r.subject, criterion));
+    }
+    if let Some(ct) = rv.cargo_test {
+        let span = ct.span();
+        note("verify.cargo_test", span.clone());
+        let ct = ct.into_inner();
+        let mut files = Vec::with_capacity(ct.criteria.len());
+        for p in ct.criteria {
+            let full = base.join(&p);
+            let file = super::OperatorFile::read(&full).map_err(|e| {
+                (
+                    "verify.cargo_test".to_string(),
+                    Some(span.clone()),
+                    format!("criterion {}: {e}", full.display()),
+                )
+            })?;
+            files.push(file);
+        }
+        criteria.push(Verification::CargoTest {
+            manifest: ct.manifest,
+            criteria: files,
+        });
     }
     let max_attempts = rv.max_attempts.map_or(5, |m| {
         note("verify.max_attempts", m.span());
@@ -716,7 +755,7 @@ fn convert_sandbox(
     Ok(out)
 }
 
-fn relative_inside(p: &Path) -> bool {
+pub(super) fn relative_inside(p: &Path) -> bool {
     !p.as_os_str().is_empty()
         && p.components()
             .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
@@ -747,7 +786,7 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
     if c.verify.criteria.is_empty() {
         return err(
             "verify",
-            "needs at least one criterion (command, file_contains, file_equals or rust)".into(),
+            "needs at least one criterion (command, file_contains, file_equals, rust or cargo_test)".into(),
         );
     }
     if c.verify.max_attempts == 0 {
@@ -796,6 +835,37 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
                             criterion.display()
                         ),
                     );
+                }
+            }
+            Verification::CargoTest { manifest, criteria } => {
+                if !relative_inside(manifest) {
+                    return err(
+                        "verify.cargo_test",
+                        format!(
+                            "manifest {} must be a relative path inside the workspace",
+                            manifest.display()
+                        ),
+                    );
+                }
+                if manifest.file_name().is_none_or(|n| n != "Cargo.toml") {
+                    return err(
+                        "verify.cargo_test",
+                        format!("manifest {} must be a Cargo.toml", manifest.display()),
+                    );
+                }
+                if criteria.is_empty() {
+                    return err(
+                        "verify.cargo_test",
+                        "needs at least one criterion file".into(),
+                    );
+                }
+                for f in criteria {
+                    if f.path.extension().is_none_or(|e| e != "rs") {
+                        return err(
+                            "verify.cargo_test",
+                            format!("criterion {} must be a .rs file", f.path.display()),
+                        );
+                    }
                 }
             }
             Verification::FileContains { file, .. } => {

@@ -67,6 +67,15 @@ pub enum Verification {
         /// Wall-clock limit.
         #[serde(with = "units::serde_duration")]
         timeout: Duration,
+        /// Workspace files the command names (its script, say), with their content
+        /// hash when the contract was loaded. The gate refuses to run a command whose
+        /// pinned file changed since, so an agent that rewrites the script it is judged
+        /// by fails instead of passing. A task file pins the command's script (the
+        /// program when it is a workspace file, or an argument naming a workspace
+        /// script: `.sh`, `.py`, `.js`…); code pins with
+        /// [`Verification::pin_command_files`].
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pinned: Vec<PinnedFile>,
     },
     /// A Rust gate: `subject` (a workspace file) must compile on its own as a crate,
     /// keep its items, let the Rust test source `criterion` compile against it as a
@@ -80,6 +89,57 @@ pub enum Verification {
         /// file's directory).
         criterion: PathBuf,
     },
+    /// The workspace form of a Rust gate: `cargo test` on the agent's crate with
+    /// criterion test files placed by the harness, in a copy of the workspace outside
+    /// the agent's writable area. Each criterion becomes an integration-test target the
+    /// harness declares itself (so `autotests = false` or `harness = false` in the
+    /// agent's manifest cannot drop or disarm it), and each test it defines is run by
+    /// exact name with ignored tests included. The criteria are operator files: their
+    /// content is read when the contract is built, the gate uses that copy, and the
+    /// policy denies the agent's writes to them. See [`crate::verify::cargo_gate`].
+    ///
+    /// In a task file (criteria relative to the task file, `manifest` to the
+    /// workspace root and `Cargo.toml` by default):
+    ///
+    /// ```toml
+    /// [verify]
+    /// cargo_test = { manifest = "Cargo.toml", criteria = ["criteria/parse_test.rs"] }
+    /// ```
+    CargoTest {
+        /// The crate's manifest, relative to the workspace root (`Cargo.toml`).
+        manifest: PathBuf,
+        /// The criterion test files as the operator wrote them.
+        criteria: Vec<OperatorFile>,
+    },
+}
+
+/// A file the operator wrote for a gate, kept by content: what the agent does to the
+/// file on disk later does not change what the gate checks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorFile {
+    /// Where it was read (absolute).
+    pub path: PathBuf,
+    /// Its content when the contract was built.
+    pub source: String,
+}
+
+impl OperatorFile {
+    /// Reads `path` now (made absolute against the current directory).
+    pub fn read(path: impl Into<PathBuf>) -> std::io::Result<Self> {
+        let path = path.into();
+        let path = std::path::absolute(&path).unwrap_or(path);
+        let source = std::fs::read_to_string(&path)?;
+        Ok(Self { path, source })
+    }
+}
+
+/// A workspace file a command gate depends on, pinned by content hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinnedFile {
+    /// Path relative to the workspace root, as the command names it.
+    pub path: PathBuf,
+    /// Lowercase hex SHA-256 of its content when pinned.
+    pub sha256: String,
 }
 
 impl Verification {
@@ -93,7 +153,34 @@ impl Verification {
             argv: argv.into_iter().map(Into::into).collect(),
             expect_exit: 0,
             timeout: Duration::from_secs(300),
+            pinned: Vec::new(),
         }
+    }
+
+    /// A workspace-form Rust gate: `cargo test` of the crate at `manifest` (relative
+    /// to the workspace root) against the criterion files, which are read now.
+    pub fn cargo_test<I, P>(manifest: impl Into<PathBuf>, criteria: I) -> std::io::Result<Self>
+    where
+        I: IntoIterator<Item = P>,
+        P: Into<PathBuf>,
+    {
+        Ok(Self::CargoTest {
+            manifest: manifest.into(),
+            criteria: criteria
+                .into_iter()
+                .map(OperatorFile::read)
+                .collect::<std::io::Result<_>>()?,
+        })
+    }
+
+    /// Pins, for a command criterion, its script in the workspace at `root` (see
+    /// [`Verification::Command::pinned`]: the content hash now); other criteria are
+    /// unchanged.
+    pub fn pin_command_files(mut self, root: &Path) -> Self {
+        if let Self::Command { argv, pinned, .. } = &mut self {
+            *pinned = pin_files(argv, root);
+        }
+        self
     }
 
     /// A Rust gate criterion.
@@ -127,8 +214,92 @@ impl Verification {
             Self::FileEquals { file, .. } => format!("file_equals {}", file.display()),
             Self::Command { argv, .. } => format!("command {}", argv.join(" ")),
             Self::Rust { subject, .. } => format!("rust {}", subject.display()),
+            Self::CargoTest { manifest, .. } => format!("cargo_test {}", manifest.display()),
         }
     }
+
+    /// Operator files of this criterion that lie inside the workspace at `root`, as
+    /// paths relative to it: a workspace-form gate's criteria and the files a command
+    /// names (pinned or present now). The policy denies the agent's writes to them.
+    pub fn operator_files_in(&self, root: &Path) -> Vec<PathBuf> {
+        match self {
+            Self::CargoTest { criteria, .. } => criteria
+                .iter()
+                .filter_map(|c| relative_to(&c.path, root))
+                .collect(),
+            // Pinned or not (a command built in code), a file the command names.
+            Self::Command { argv, pinned, .. } => {
+                let mut files: Vec<PathBuf> = pinned.iter().map(|p| p.path.clone()).collect();
+                for p in pin_files(argv, root) {
+                    if !files.contains(&p.path) {
+                        files.push(p.path);
+                    }
+                }
+                files
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// `path` relative to `root` when it lies inside (compared as given, then canonical).
+fn relative_to(path: &Path, root: &Path) -> Option<PathBuf> {
+    if let Ok(r) = path.strip_prefix(root) {
+        return Some(r.to_path_buf());
+    }
+    let (p, r) = (path.canonicalize().ok()?, root.canonicalize().ok()?);
+    p.strip_prefix(&r).ok().map(Path::to_path_buf)
+}
+
+/// Extensions of script files a command gate may run through an interpreter.
+const SCRIPT_EXTENSIONS: &[&str] = &[
+    "sh", "bash", "zsh", "py", "js", "mjs", "cjs", "ts", "rb", "pl", "php", "lua", "ps1",
+];
+
+/// The gate's own script among `argv`, hashed: the program itself when it is a
+/// workspace file (`./check.sh`), and any argument naming a workspace file with a
+/// script extension (`sh check.sh`, `python3 tests/check.py`). Other files a command
+/// names (`--manifest-path Cargo.toml`) are the agent's to change and are not pinned.
+fn pin_files(argv: &[String], root: &Path) -> Vec<PinnedFile> {
+    let canon_root = root.canonicalize().ok();
+    let mut out: Vec<PinnedFile> = Vec::new();
+    for (i, a) in argv.iter().enumerate() {
+        if a.is_empty() || !load::relative_inside(Path::new(a.as_str())) {
+            continue;
+        }
+        let script = Path::new(a.as_str())
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| SCRIPT_EXTENSIONS.contains(&e));
+        if i > 0 && !script {
+            continue;
+        }
+        // `./check.sh` and `check.sh` are the same file, pinned as the latter.
+        let rel: PathBuf = Path::new(a.as_str())
+            .components()
+            .filter(|c| matches!(c, std::path::Component::Normal(_)))
+            .collect();
+        let rel = rel.as_path();
+        let full = root.join(rel);
+        let inside = full
+            .canonicalize()
+            .ok()
+            .zip(canon_root.as_ref())
+            .is_some_and(|(f, r)| f.starts_with(r));
+        let Ok(meta) = std::fs::symlink_metadata(&full) else {
+            continue;
+        };
+        if !inside || !meta.is_file() || out.iter().any(|p| p.path == rel) {
+            continue;
+        }
+        if let Ok(bytes) = std::fs::read(&full) {
+            out.push(PinnedFile {
+                path: rel.to_path_buf(),
+                sha256: crate::digest::sha256_hex(&bytes),
+            });
+        }
+    }
+    out
 }
 
 /// When and how often the criteria are checked.

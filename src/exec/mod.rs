@@ -219,8 +219,24 @@ impl Executor {
         purpose: Purpose,
         wall_secs: Option<u64>,
     ) -> Result<SandboxOutcome, SandboxError> {
+        self.run_in_viewing(workdir, &[], argv, purpose, wall_secs)
+            .await
+    }
+
+    /// [`Executor::run_in`] with extra host paths made visible read-only: a
+    /// workspace-form gate shows its compile the criterion files it placed, which the
+    /// agent's build script must be able to read but not change.
+    pub async fn run_in_viewing(
+        &self,
+        workdir: &Path,
+        read_only: &[PathBuf],
+        argv: Vec<String>,
+        purpose: Purpose,
+        wall_secs: Option<u64>,
+    ) -> Result<SandboxOutcome, SandboxError> {
         let mut spec = self.spec(argv, wall_secs);
         spec.workdir = workdir.to_path_buf();
+        spec.read_only_paths.extend(read_only.iter().cloned());
         let proxy = self.start_egress(&mut spec).await?;
         let sandbox = self.sandbox.clone();
         let spec2 = spec.clone();

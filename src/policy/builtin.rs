@@ -9,6 +9,7 @@ use std::path::{Component, Path};
 
 use super::glob::literal_pattern;
 use super::{Act, Action, Decision, PolicyDecision, PolicyError, PolicyGate, Rule};
+use crate::contract::TaskContract;
 
 /// Files that hold credentials: denied for reading and writing.
 pub const SECRET_PATTERNS: &[&str] = &[
@@ -48,6 +49,27 @@ pub fn builtin_rules(instructions: Option<&Path>) -> Result<Vec<Rule>, PolicyErr
         rules.push(Rule::deny(Act::Write, literal_pattern(Act::Write, &rel)));
     }
     Ok(rules)
+}
+
+/// Write denies for the operator's gate files that lie inside the workspace: the
+/// criterion files of a workspace-form Rust gate (`cargo_test`) and the files a command
+/// gate names (its script). An agent that could rewrite the test it is judged by
+/// would be judged by nothing; its attempts are denied and recorded like any other
+/// decision. (The gates also keep their own copy or hash, so a write that bypasses the
+/// tools — a sandboxed command — changes nothing either.)
+pub fn gate_file_rules(contract: &TaskContract) -> Vec<Rule> {
+    let mut rules: Vec<Rule> = Vec::new();
+    for v in &contract.verify.criteria {
+        for rel in v.operator_files_in(&contract.root) {
+            if let Some(rel) = relative_slash_path(&rel) {
+                let rule = Rule::deny(Act::Write, literal_pattern(Act::Write, &rel));
+                if !rules.contains(&rule) {
+                    rules.push(rule);
+                }
+            }
+        }
+    }
+    rules
 }
 
 /// `a/b/c` for a relative path made of normal components, else `None`.
@@ -108,6 +130,42 @@ impl PolicyGate for BuiltinProtection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::{OperatorFile, Verification};
+
+    #[test]
+    fn gate_files_inside_the_workspace_are_write_protected() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::create_dir_all(root.join("criteria")).unwrap();
+        std::fs::write(root.join("criteria/t.rs"), "#[test] fn t() {}\n").unwrap();
+        std::fs::write(root.join("check.sh"), "exit 1\n").unwrap();
+        // Named by the command but the agent's to edit: not protected.
+        std::fs::write(root.join("Cargo.toml"), "[package]\n").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("o.rs"), "").unwrap();
+        let c = TaskContract::workspace(
+            "g",
+            root,
+            Verification::CargoTest {
+                manifest: "Cargo.toml".into(),
+                criteria: vec![
+                    OperatorFile::read(root.join("criteria/t.rs")).unwrap(),
+                    OperatorFile::read(outside.path().join("o.rs")).unwrap(),
+                ],
+            },
+        )
+        .and_verify(Verification::command(["sh", "./check.sh", "Cargo.toml"]));
+        let rules = gate_file_rules(&c);
+        let targets: Vec<&str> = rules.iter().map(|r| r.target.as_str()).collect();
+        assert_eq!(rules.len(), 2, "{targets:?}");
+        assert!(
+            rules
+                .iter()
+                .all(|r| r.act == Act::Write && r.decision == Decision::Deny)
+        );
+        assert!(targets[0].contains("criteria/t.rs"), "{targets:?}");
+        assert!(targets[1].contains("check.sh"), "{targets:?}");
+    }
 
     #[test]
     fn builtin_protects_git_and_harness_dirs_only() {

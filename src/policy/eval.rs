@@ -85,7 +85,9 @@ impl Policy {
     /// command the operator wrote.
     pub fn for_contract(contract: &TaskContract) -> Result<Self, PolicyError> {
         let mut p = Self::builtin();
-        p.builtin = compile(&builtin_rules(contract.instructions.as_deref())?)?;
+        let mut builtin = builtin_rules(contract.instructions.as_deref())?;
+        builtin.extend(super::builtin::gate_file_rules(contract));
+        p.builtin = compile(&builtin)?;
         for r in &contract.policy.rules {
             push_unique(&mut p.task, r.clone())?;
         }

@@ -189,7 +189,12 @@ pub(crate) fn prepare(spec: &AgentSpec, parent: &ParentView<'_>) -> Result<Prepa
         r.check().map_err(|e| format!("rules: {e}"))?;
     }
     let (root, prefix) = sub_root(parent.work, spec.root.as_deref().unwrap_or("."))?;
-    let verify = criteria(&spec.verify, parent.gate.as_ref())?;
+    let mut verify = criteria(&spec.verify, parent.gate.as_ref())?;
+    // The child may not rewrite the script that judges it, as for an operator's gate.
+    verify.criteria = std::mem::take(&mut verify.criteria)
+        .into_iter()
+        .map(|c| c.pin_command_files(&root))
+        .collect();
     let budget = carve(&spec.budget, &parent.remaining)?;
 
     let mut contract = parent.contract.clone();
@@ -302,6 +307,7 @@ fn criteria(v: &AgentVerify, gate: &dyn PolicyGate) -> Result<VerifySettings, St
             argv: argv.clone(),
             expect_exit: v.expect_exit.unwrap_or(0),
             timeout: Duration::from_secs(300),
+            pinned: Vec::new(),
         });
     } else if v.expect_exit.is_some() {
         return Err("verify.expect_exit needs verify.command".into());

@@ -6,8 +6,16 @@
 //! Command gates run a program without a shell in the workspace root with a wall-clock
 //! limit; a timeout, a signal or a missing program never passes. Rust gates
 //! ([`rust_gate`]) compile a subject file and a criterion as separate crates in ordered
-//! phases and name the phase that failed.
+//! phases and name the phase that failed; the workspace form ([`cargo_gate`]) runs
+//! `cargo test` on the agent's crate with criterion tests the harness places, reusing
+//! the run's compiled third-party dependencies from a sealed cache.
+//!
+//! Phases recorded as `gate_phase_failed` (the same four for both Rust forms):
+//! `subject-compile`, `subject-emptied` (file form only), `criterion-compile`,
+//! `test-run`. A command gate whose pinned script changed records `gate_output`
+//! saying so and never runs.
 
+pub mod cargo_gate;
 mod command;
 mod output;
 pub mod rust_gate;
@@ -162,7 +170,19 @@ async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) ->
             argv,
             expect_exit,
             timeout,
+            pinned,
         } => {
+            if let Some(why) = changed_pins(ws, pinned) {
+                return CriterionResult {
+                    label,
+                    passed: false,
+                    summary: format!("not run: {why}"),
+                    output: Some(format!(
+                        "the gate did not run: {why}; restore it to the operator's version"
+                    )),
+                    phase: None,
+                };
+            }
             let (status, output) = match exec {
                 Some(e) => sandboxed_gate(e, argv, *timeout).await,
                 None => {
@@ -200,9 +220,40 @@ async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) ->
                 phase: v.failed.map(rust_gate::Phase::label),
             }
         }
+        Verification::CargoTest { manifest, criteria } => {
+            let v = cargo_gate::check(manifest, criteria, ws, exec).await;
+            CriterionResult {
+                label,
+                passed: v.failed.is_none(),
+                summary: v.summary,
+                output: v.output,
+                phase: v.failed.map(rust_gate::Phase::label),
+            }
+        }
     }
 }
 
+/// The first pinned file of a command gate that is missing or differs from its pin.
+fn changed_pins(ws: &Workspace, pinned: &[crate::contract::PinnedFile]) -> Option<String> {
+    for p in pinned {
+        let rel = p.path.to_string_lossy();
+        match ws.read(&rel) {
+            Ok(bytes) if crate::digest::sha256_hex(&bytes) == p.sha256 => {}
+            Ok(_) => return Some(format!("{rel} changed since the contract was loaded")),
+            Err(_) => return Some(format!("{rel} is gone since the contract was loaded")),
+        }
+    }
+    None
+}
+
+/// Removes the run's gate directory and forgets its dependency caches: called when a
+/// run ends, so no later run finds a cache it did not seal (it would not trust it
+/// anyway).
+pub fn remove_gate_dir(exec: &Executor) {
+    let base = rust_gate::run_base(Some(exec));
+    cargo_gate::forget_under(&base);
+    let _ = std::fs::remove_dir_all(&base);
+}
 fn content_check(
     label: String,
     ws: &Workspace,

@@ -5,6 +5,7 @@ mod cli;
 mod crash;
 mod egress;
 mod gates;
+mod gates_workspace;
 mod mcp;
 mod memory;
 mod policy;

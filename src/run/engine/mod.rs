@@ -856,6 +856,10 @@ impl<'a> Engine<'a> {
         if self.contract.workspace == WorkspaceMode::InPlace && !outcome.is_resumable() {
             let _ = std::fs::remove_dir_all(&self.dirs.scratch);
         }
+        // The run's gate directory and its dependency caches end with the run.
+        if let Some(exec) = &self.ctx.exec {
+            verify::remove_gate_dir(exec);
+        }
         self.emit(RunEvent::Finished {
             run_id: self.run_id,
             outcome: outcome.clone(),

@@ -20,7 +20,7 @@
 //!    list with no tests, a test that did not run, a cap kill or a timeout never passes.
 //!
 //! Everything is built in a per-gate directory under the harness's cache
-//! (`$XDG_CACHE_HOME/io-harness/gates/<run>/<n>`), outside the agent's writable area,
+//! (`$XDG_CACHE_HOME/io-harness/gates/<run>-<pid>-<n>/<n>`), outside the agent's writable area,
 //! rebuilt every gate and removed afterwards. Each test process gets its own directory
 //! as its only writable place, so one test cannot replace the binary a later test runs.
 //!
@@ -32,8 +32,8 @@
 //! imitates libtest word for word is not distinguishable from libtest by a harness that
 //! only sees the process from outside.
 
-mod runner;
-mod scan;
+pub(crate) mod runner;
+pub(crate) mod scan;
 
 use std::path::{Path, PathBuf};
 
@@ -82,7 +82,7 @@ pub struct GateVerdict {
 }
 
 impl GateVerdict {
-    fn fail(phase: Phase, summary: impl Into<String>, output: Option<String>) -> Self {
+    pub(crate) fn fail(phase: Phase, summary: impl Into<String>, output: Option<String>) -> Self {
         Self {
             failed: Some(phase),
             summary: format!("{}: {}", phase.label(), summary.into()),
@@ -121,7 +121,7 @@ pub async fn check(
             );
         }
     };
-    let dir = match GateDir::create(exec.map(Executor::run_id)) {
+    let dir = match GateDir::create(exec) {
         Ok(d) => d,
         Err(e) => {
             return GateVerdict::fail(
@@ -136,18 +136,32 @@ pub async fn check(
     verdict
 }
 
+/// The run's gate directory: `$XDG_CACHE_HOME/io-harness/gates/<run>-<pid>-<n>`,
+/// outside the agent's writable area. The process id and a per-executor number make it
+/// unique: run ids are per store, and two stores (two processes, or in-memory stores in
+/// one process) number their runs alike. Gates checked outside a run share
+/// `host-<pid>`.
+pub(crate) fn run_base(exec: Option<&Executor>) -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    let pid = std::process::id();
+    let name = match exec {
+        // The executor lives as long as the run's session: its address names it.
+        Some(e) => format!("{}-{pid}-{:x}", e.run_id(), std::ptr::from_ref(e) as usize),
+        None => format!("host-{pid}"),
+    };
+    cache.join("io-harness").join("gates").join(name)
+}
+
 /// The per-gate build directory, removed when dropped.
-struct GateDir(PathBuf);
+pub(crate) struct GateDir(pub(crate) PathBuf);
 
 impl GateDir {
-    fn create(run: Option<i64>) -> std::io::Result<Self> {
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .unwrap_or_else(std::env::temp_dir);
-        let run = run.map_or_else(|| format!("host-{}", std::process::id()), |r| r.to_string());
-        let base = cache.join("io-harness").join("gates").join(run);
+    pub(crate) fn create(exec: Option<&Executor>) -> std::io::Result<Self> {
+        let base = run_base(exec);
         std::fs::create_dir_all(&base)?;
         let mut recreated = 0;
         let mut n = 0u32;
@@ -180,7 +194,7 @@ impl Drop for GateDir {
 
 /// The real compiler of the active toolchain (`<sysroot>/bin/rustc`), so the sandbox
 /// needs neither the rustup proxy nor its environment.
-fn rustc() -> String {
+pub(crate) fn rustc() -> String {
     static RUSTC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     RUSTC
         .get_or_init(|| {
@@ -198,7 +212,7 @@ fn rustc() -> String {
 }
 
 /// A random hex token the subject cannot predict when it is written.
-fn random_hex() -> String {
+pub(crate) fn random_hex() -> String {
     use std::io::Read;
     let mut buf = [0u8; 12];
     let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf));
@@ -214,13 +228,13 @@ fn random_hex() -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn s(p: &Path) -> String {
+pub(crate) fn s(p: &Path) -> String {
     p.display().to_string()
 }
 
 /// Explicit imports beat glob imports: a criterion's `use subject::*` cannot bring in
 /// a shadowing assertion macro past these.
-const CRITERION_GUARD: &str = "\n#[allow(unused_imports)]\nuse ::std::{assert, assert_eq, \
+pub(crate) const CRITERION_GUARD: &str = "\n#[allow(unused_imports)]\nuse ::std::{assert, assert_eq, \
 assert_ne, debug_assert, debug_assert_eq, debug_assert_ne, panic, unreachable, matches};\n";
 
 async fn phases(
@@ -371,7 +385,7 @@ async fn phases(
         );
     }
     for (i, name) in tests.iter().enumerate() {
-        if let Err(v) = run_one(exec, dir, &bin, i, name).await {
+        if let Err(v) = run_one(exec, dir, &bin, i, name, &[]).await {
             return v;
         }
     }
@@ -386,12 +400,15 @@ async fn phases(
     }
 }
 
-async fn run_one(
+/// Runs criterion test `name` of `bin` alone, in a fresh directory `run-<i>` under
+/// `dir` holding its own copy of the binary, with `read_only` host paths visible.
+pub(crate) async fn run_one(
     exec: Option<&Executor>,
     dir: &Path,
     bin: &Path,
     i: usize,
     name: &str,
+    read_only: &[PathBuf],
 ) -> Result<(), GateVerdict> {
     let io =
         |e: std::io::Error| GateVerdict::fail(Phase::TestRun, format!("gate directory: {e}"), None);
@@ -403,7 +420,7 @@ async fn run_one(
         .into_iter()
         .chain(["--exact", "--include-ignored", "--test-threads=1"].map(String::from))
         .collect();
-    let ran = runner::run(exec, &run_dir, argv, TEST_WALL_SECS).await;
+    let ran = runner::run_viewing(exec, &run_dir, read_only, argv, TEST_WALL_SECS).await;
     let text = ran.output.render();
     // Exactly one test ran, and it was this one.
     let one = text.lines().any(|l| l.trim_end() == "running 1 test");

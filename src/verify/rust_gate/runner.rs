@@ -1,7 +1,7 @@
 //! One gate process: in the run's sandbox (with the gate's own directory as the only
 //! writable one) when the run has one, else a host subprocess with a built environment.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::exec::{Executor, Purpose};
@@ -10,7 +10,7 @@ use crate::verify::command::{CommandGate, CommandStatus};
 use crate::verify::output::{BoundedOutput, DEFAULT_LIMIT};
 
 /// How one gate process ended and what it printed.
-pub(super) struct Ran {
+pub(crate) struct Ran {
     /// How it ended.
     pub status: CommandStatus,
     /// Combined stdout and stderr, bounded.
@@ -25,14 +25,25 @@ impl Ran {
 }
 
 /// Runs `argv` in `dir` with a wall-clock limit of `wall_secs`.
-pub(super) async fn run(
+pub(crate) async fn run(
     exec: Option<&Executor>,
     dir: &Path,
     argv: Vec<String>,
     wall_secs: u64,
 ) -> Ran {
+    run_viewing(exec, dir, &[], argv, wall_secs).await
+}
+
+/// [`run`] with `read_only` host paths visible (read-only) inside the sandbox.
+pub(crate) async fn run_viewing(
+    exec: Option<&Executor>,
+    dir: &Path,
+    read_only: &[PathBuf],
+    argv: Vec<String>,
+    wall_secs: u64,
+) -> Ran {
     match exec {
-        Some(e) => sandboxed(e, dir, argv, wall_secs).await,
+        Some(e) => sandboxed(e, dir, read_only, argv, wall_secs).await,
         None => {
             let run = CommandGate {
                 argv,
@@ -50,9 +61,18 @@ pub(super) async fn run(
     }
 }
 
-async fn sandboxed(exec: &Executor, dir: &Path, argv: Vec<String>, wall_secs: u64) -> Ran {
+async fn sandboxed(
+    exec: &Executor,
+    dir: &Path,
+    read_only: &[PathBuf],
+    argv: Vec<String>,
+    wall_secs: u64,
+) -> Ran {
     let mut output = BoundedOutput::new(DEFAULT_LIMIT);
-    let status = match exec.run_in(dir, argv, Purpose::Gate, Some(wall_secs)).await {
+    let status = match exec
+        .run_in_viewing(dir, read_only, argv, Purpose::Gate, Some(wall_secs))
+        .await
+    {
         Err(SandboxError::Exec { program, source })
             if source.kind() == std::io::ErrorKind::NotFound =>
         {

@@ -7,7 +7,7 @@
 //! wrong name, which fails the gate rather than passing it.
 
 /// The full test names (`tests::adds`) of the criterion source, in source order.
-pub(super) fn test_names(source: &str) -> Vec<String> {
+pub(crate) fn test_names(source: &str) -> Vec<String> {
     let mut names = Vec::new();
     // Open modules: (name, brace depth inside the module).
     let mut mods: Vec<(String, usize)> = Vec::new();

@@ -1,0 +1,431 @@
+//! The workspace form of a Rust gate (`cargo_test` in a task file,
+//! [`Verification::CargoTest`](crate::Verification::CargoTest) in code): `cargo test
+//! --offline` on the agent's crate, with criterion tests the harness places where the
+//! agent cannot edit them, in ordered phases like the file form ([`super::rust_gate`]):
+//!
+//! 1. **Placing.** The workspace is copied into the gate's own directory under the
+//!    harness's cache (module `copy`: no `target/`, `.cargo/`, `.git/`, masked secrets or
+//!    symbolic links). Each criterion — the operator's copy kept in the contract, not
+//!    the file on disk — is written *outside* that copy, to a directory the compile
+//!    sees read-only, under a target name the agent cannot predict. The manifest of
+//!    the copy is rewritten to declare those targets itself (module `manifest`), so
+//!    `autotests = false`, `[[test]] harness = false` or weakened profiles in the
+//!    agent's manifest change nothing. A manifest that is not a package's fails
+//!    `subject-compile`.
+//! 2. **`criterion-compile` / `subject-compile`.** One `cargo test --no-run --offline
+//!    --test <each criterion>` in the sandbox, whose only writable directory holds the
+//!    copy and a fresh target directory seeded from the run's dependency cache
+//!    (module `cache`, which says how it stays trustworthy). When it fails, `cargo build` of the crate alone tells the two
+//!    phases apart: the crate (its library, binaries or build script) does not build
+//!    → `subject-compile`; it builds but a criterion does not compile against it →
+//!    `criterion-compile`.
+//! 3. **`test-run`.** The tests are listed from the criterion sources before anything
+//!    runs (the agent cannot add, rename or hide one), the test binary is identified
+//!    by its target name (exactly one candidate, hashed right after the build), and
+//!    each test runs alone by exact name with `--include-ignored` — an `#[ignore]` a
+//!    build script or macro slipped in hides nothing — in a fresh directory with its
+//!    own copy of the binary. It passes only when its process exits 0 with no cap hit
+//!    *and* libtest reports one test running and that very test ok. A criterion with
+//!    no tests never passes.
+//!
+//! The verdict's channel is the process's exit status and the harness's own checks
+//! (the list from the operator's source, the binary's hash, the one-test report), not
+//! files the build could write: a build script that writes a "passing" result
+//! anywhere — its `OUT_DIR`, the target directory, the copy — writes into a directory
+//! no part of the verdict reads.
+//!
+//! **Known limits.** (1) The agent's code is linked into the criterion's test process
+//! (that is the point), and its build script may pass linker arguments to test
+//! targets, so code of the subject's *can* run in the process that reports the
+//! verdict: it can print libtest's exact `running 1 test` / `test <name> ... ok` lines
+//! (the name is in its argv) and exit 0. The plain forgeries (exiting 0 early,
+//! printing `test result: ok`) fail; word-for-word imitation of libtest by in-process
+//! code cannot be told from libtest by a harness that watches the process from
+//! outside. (2) Build-time code (a build script, a proc macro) runs in the same
+//! sandbox session as the compile and could rewrite the test binary after rustc wrote
+//! it; that is the same power as (1). (3) Tests run with an empty writable directory as
+//! their working directory, not the package root; the crate copy is visible read-only
+//! at `env!("CARGO_MANIFEST_DIR")`. (4) The crate must build offline from the local
+//! registry.
+
+mod cache;
+mod copy;
+mod manifest;
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::rust_gate::{
+    CRITERION_GUARD, GateDir, GateVerdict, Phase, random_hex, run_one, runner, rustc, s, scan,
+};
+use crate::contract::OperatorFile;
+use crate::exec::Executor;
+use crate::tools::Workspace;
+
+pub(crate) use cache::forget_under;
+
+/// Wall-clock limit of one cargo build of the crate.
+const COMPILE_WALL_SECS: u64 = 900;
+
+/// Beyond the file form's guard: a glob import of the crate cannot bring in an
+/// attribute named `test` either.
+const TEST_ATTR_GUARD: &str = "#[allow(unused_imports)]\nuse ::std::prelude::v1::test;\n";
+
+/// The cargo of the active toolchain (`<sysroot>/bin/cargo`), so neither the rustup
+/// proxy nor a `rust-toolchain.toml` of the agent's chooses the toolchain.
+fn cargo() -> String {
+    let rustc = rustc();
+    let p = Path::new(&rustc);
+    match p.parent().map(|b| b.join("cargo")) {
+        Some(c) if p.is_absolute() && c.is_file() => c.display().to_string(),
+        _ => "cargo".to_string(),
+    }
+}
+
+/// The arguments every cargo call of a gate shares: offline, no colour, the
+/// toolchain's own rustc and rustdoc, assertions on in the test profile whatever the
+/// agent's workspace says, no incremental state.
+fn common_args() -> Vec<String> {
+    let rustc = rustc();
+    let rustdoc = Path::new(&rustc).with_file_name("rustdoc");
+    let quote = |p: &str| toml::Value::String(p.to_string()).to_string();
+    let mut args: Vec<String> = vec!["--offline".into(), "--color".into(), "never".into()];
+    let mut config = vec![format!("build.rustc={}", quote(&rustc))];
+    if rustdoc.is_absolute() && rustdoc.is_file() {
+        config.push(format!("build.rustdoc={}", quote(&s(&rustdoc))));
+    }
+    for profile in ["dev", "test"] {
+        config.push(format!("profile.{profile}.debug-assertions=true"));
+        config.push(format!("profile.{profile}.overflow-checks=true"));
+        config.push(format!("profile.{profile}.incremental=false"));
+    }
+    for c in config {
+        args.push("--config".into());
+        args.push(c);
+    }
+    args
+}
+
+/// Runs the workspace-form gate for the crate at `manifest` (workspace-relative).
+pub async fn check(
+    manifest: &Path,
+    criteria: &[OperatorFile],
+    ws: &Workspace,
+    exec: Option<&Executor>,
+) -> GateVerdict {
+    let dir = match GateDir::create(exec) {
+        Ok(d) => d,
+        Err(e) => {
+            return GateVerdict::fail(
+                Phase::SubjectCompile,
+                format!("cannot create the gate directory: {e}"),
+                None,
+            );
+        }
+    };
+    let verdict = phases(manifest, criteria, ws, exec, &dir.0).await;
+    drop(dir);
+    verdict
+}
+
+/// One criterion file as placed by the gate.
+struct Placed {
+    /// The target name (`io_harness_criterion_<random>_<i>`).
+    name: String,
+    /// Where the operator's file was read.
+    origin: PathBuf,
+    /// Its tests, listed from the operator's source.
+    tests: Vec<String>,
+}
+
+async fn phases(
+    manifest_rel: &Path,
+    criteria: &[OperatorFile],
+    ws: &Workspace,
+    exec: Option<&Executor>,
+    dir: &Path,
+) -> GateVerdict {
+    let fail_subject = |m: String| GateVerdict::fail(Phase::SubjectCompile, m, None);
+    let rw = dir.join("rw");
+    let src = rw.join("src");
+    let target = rw.join("target");
+    let crit_dir = dir.join("criteria");
+    for d in [&src, &target, &crit_dir] {
+        if let Err(e) = std::fs::create_dir_all(d) {
+            return fail_subject(format!("gate directory: {e}"));
+        }
+    }
+
+    // 1. Placing: the copy, the criteria outside it, the rewritten manifest.
+    let masked: Vec<PathBuf> = exec.map(|e| e.masked().to_vec()).unwrap_or_default();
+    let copied = match copy::copy_workspace(ws.root(), &src, &masked) {
+        Ok(c) => c,
+        Err(e) => return fail_subject(format!("cannot copy the workspace: {e}")),
+    };
+    let manifest_path = src.join(manifest_rel);
+    let agent_manifest = match std::fs::read_to_string(&manifest_path) {
+        Ok(t) => t,
+        Err(e) => {
+            return fail_subject(format!("{}: {e}", manifest_rel.display()));
+        }
+    };
+    let stem = format!("io_harness_criterion_{}", random_hex());
+    let mut placed = Vec::with_capacity(criteria.len());
+    let mut targets = Vec::with_capacity(criteria.len());
+    for (i, c) in criteria.iter().enumerate() {
+        let name = format!("{stem}_{i}");
+        let path = crit_dir.join(format!("{name}.rs"));
+        let text = format!("{}\n{CRITERION_GUARD}{TEST_ATTR_GUARD}", c.source);
+        if let Err(e) = std::fs::write(&path, text) {
+            return fail_subject(format!("gate directory: {e}"));
+        }
+        targets.push((name.clone(), s(&path)));
+        placed.push(Placed {
+            name,
+            origin: c.path.clone(),
+            tests: scan::test_names(&c.source),
+        });
+    }
+    let gate_manifest = match manifest::gate_manifest(&agent_manifest, &targets) {
+        Ok(m) => m,
+        Err(e) => return fail_subject(format!("{}: {e}", manifest_rel.display())),
+    };
+    if let Err(e) = std::fs::write(&manifest_path, gate_manifest) {
+        return fail_subject(format!("gate directory: {e}"));
+    }
+
+    // The run's dependency cache, copied (verified) into this gate's target directory.
+    let cargo = cargo();
+    let common = common_args();
+    let lock = lockfile(&src, manifest_rel);
+    let mut deps = "none cached (no registry dependency the cache could build alone)";
+    let root_manifest = workspace_root_manifest(&src, manifest_rel);
+    if let Some((path, text)) = &root_manifest {
+        // Profiles live in the workspace root: theirs go too (package overrides
+        // included, which `--config` does not reach).
+        let stripped = manifest::without_profiles(text);
+        if let Err(e) = stripped.and_then(|t| {
+            std::fs::write(path, t).map_err(|e| manifest::ManifestError::Write(e.to_string()))
+        }) {
+            return fail_subject(format!("workspace manifest: {e}"));
+        }
+    }
+    let root_text = root_manifest.as_ref().map(|(_, t)| t.as_str());
+    if let Some(stub) = manifest::stub_manifest(&agent_manifest, root_text) {
+        let base = dir.parent().unwrap_or(dir).to_path_buf();
+        let inputs = cache::CacheInputs {
+            base: &base,
+            stub: &stub,
+            lock: lock.as_deref(),
+            common: &common,
+            cargo: &cargo,
+        };
+        deps = cache::seed(&inputs, &target, exec).await.describe();
+    }
+
+    // 2. Compile the crate and the criteria together; on failure, say whose it was.
+    let cargo_argv = |sub: &[&str], tests: bool| -> Vec<String> {
+        let mut argv: Vec<String> = std::iter::once(cargo.clone())
+            .chain(sub.iter().map(|a| a.to_string()))
+            .chain(common.iter().cloned())
+            .chain([
+                "--manifest-path".to_string(),
+                s(&manifest_path),
+                "--target-dir".to_string(),
+                s(&target),
+            ])
+            .collect();
+        if tests {
+            for p in &placed {
+                argv.push("--test".into());
+                argv.push(p.name.clone());
+            }
+        }
+        argv
+    };
+    let view = [crit_dir.clone()];
+    let ran = runner::run_viewing(
+        exec,
+        &rw,
+        &view,
+        cargo_argv(&["test", "--no-run"], true),
+        COMPILE_WALL_SECS,
+    )
+    .await;
+    if !ran.ok() {
+        let out = ran.output.render();
+        let alone = runner::run_viewing(
+            exec,
+            &rw,
+            &view,
+            cargo_argv(&["build"], false),
+            COMPILE_WALL_SECS,
+        )
+        .await;
+        let links = if copied.skipped_links.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (symbolic links are not copied into the gate: {})",
+                copied
+                    .skipped_links
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        return if alone.ok() {
+            GateVerdict::fail(
+                Phase::CriterionCompile,
+                format!(
+                    "the crate builds but the criteria do not compile against it (cargo {})",
+                    ran.status
+                ),
+                Some(out),
+            )
+        } else {
+            GateVerdict::fail(
+                Phase::SubjectCompile,
+                format!("the crate does not build (cargo {}){links}", alone.status),
+                Some(alone.output.render()),
+            )
+        };
+    }
+
+    // What was compiled must be what the harness placed (where nothing isolates the
+    // build, a build script can write the criterion files).
+    for (p, (_, path)) in placed.iter().zip(&targets) {
+        let intact = criteria
+            .iter()
+            .find(|c| c.path == p.origin)
+            .map(|c| format!("{}\n{CRITERION_GUARD}{TEST_ATTR_GUARD}", c.source))
+            .is_some_and(|want| std::fs::read_to_string(path).is_ok_and(|got| got == want));
+        if !intact {
+            return GateVerdict::fail(
+                Phase::CriterionCompile,
+                format!(
+                    "criterion {} was changed during the build, so what compiled is not the \
+                     operator's criterion",
+                    p.origin.display()
+                ),
+                None,
+            );
+        }
+    }
+
+    // 3. Each listed test, alone, by exact name, ignored ones included.
+    let mut bins = Vec::with_capacity(placed.len());
+    for p in &placed {
+        if p.tests.is_empty() {
+            return GateVerdict::fail(
+                Phase::TestRun,
+                format!(
+                    "criterion {} defines no #[test] functions, so nothing ran",
+                    p.origin.display()
+                ),
+                None,
+            );
+        }
+        match test_binary(&target, &p.name) {
+            Ok(b) => bins.push(b),
+            Err(why) => return GateVerdict::fail(Phase::TestRun, why, None),
+        }
+    }
+    let fixtures = [src.clone()];
+    let mut n = 0usize;
+    let mut ran_names = Vec::new();
+    for (p, (bin, digest)) in placed.iter().zip(&bins) {
+        for test in &p.tests {
+            // The binary each test runs is the one the build produced.
+            if file_digest(bin).ok().as_ref() != Some(digest) {
+                return GateVerdict::fail(
+                    Phase::TestRun,
+                    format!("the criterion's test binary changed after the build (before {test})"),
+                    None,
+                );
+            }
+            if let Err(v) = run_one(exec, dir, bin, n, test, &fixtures).await {
+                return v;
+            }
+            n += 1;
+            ran_names.push(test.clone());
+        }
+    }
+    GateVerdict {
+        failed: None,
+        summary: format!(
+            "all {} criterion test(s) ran and passed: {} (dependencies: {deps})",
+            ran_names.len(),
+            ran_names.join(", ")
+        ),
+        output: None,
+    }
+}
+
+/// The manifest of the cargo workspace `manifest_rel` belongs to, when it is another
+/// file: the nearest `Cargo.toml` above it (inside the copy) with a `[workspace]`.
+fn workspace_root_manifest(src: &Path, manifest_rel: &Path) -> Option<(PathBuf, String)> {
+    let mut dir = manifest_rel.parent()?;
+    while let Some(up) = dir.parent() {
+        dir = up;
+        let path = src.join(dir).join("Cargo.toml");
+        if let Ok(text) = std::fs::read_to_string(&path)
+            && text
+                .parse::<toml::Table>()
+                .is_ok_and(|t| t.contains_key("workspace"))
+        {
+            return Some((path, text));
+        }
+    }
+    None
+}
+
+/// The agent's lockfile: next to the manifest, else at the workspace root.
+fn lockfile(src: &Path, manifest_rel: &Path) -> Option<Vec<u8>> {
+    let beside = manifest_rel.parent().map_or_else(
+        || src.join("Cargo.lock"),
+        |p| src.join(p).join("Cargo.lock"),
+    );
+    std::fs::read(beside)
+        .or_else(|_| std::fs::read(src.join("Cargo.lock")))
+        .ok()
+}
+
+fn file_digest(p: &Path) -> std::io::Result<[u8; 32]> {
+    Ok(Sha256::digest(std::fs::read(p)?).into())
+}
+
+/// The one test executable cargo built for target `name`, with its hash.
+fn test_binary(target: &Path, name: &str) -> Result<(PathBuf, [u8; 32]), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let deps = target.join("debug").join("deps");
+    let prefix = format!("{name}-");
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(&deps) {
+        for e in entries.flatten() {
+            let file = e.file_name().to_string_lossy().into_owned();
+            let Some(hash) = file.strip_prefix(&prefix) else {
+                continue;
+            };
+            let is_exe = e.file_type().is_ok_and(|t| t.is_file())
+                && e.metadata()
+                    .is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
+            if is_exe && !hash.contains('.') {
+                found.push(e.path());
+            }
+        }
+    }
+    match found.as_slice() {
+        [one] => file_digest(one)
+            .map(|d| (one.clone(), d))
+            .map_err(|e| format!("cannot read the criterion's test binary: {e}")),
+        [] => Err("the criterion's test binary was not built, so nothing ran".into()),
+        more => Err(format!(
+            "{} candidate test binaries for one criterion target: something besides the \
+             compiler wrote into the target directory, so none is trusted",
+            more.len()
+        )),
+    }
+}

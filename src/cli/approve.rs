@@ -18,9 +18,15 @@ pub fn execute(args: ApproveArgs) -> Result<i32, CliError> {
         return Err(CliError::Usage("--reason goes with deny".into()));
     }
     let store = store_path::open(&args.store)?;
+    // The request may belong to a sub-agent of the named run: its ask holds the tree.
+    let owner = store
+        .approval_in_tree(args.run_id, &args.request_id)
+        .map_err(|e| CliError::Failed(e.to_string()))?
+        .unwrap_or(args.run_id);
+    let root = store.root_run(owner).unwrap_or(args.run_id);
     store
         .decide_approval(
-            args.run_id,
+            owner,
             &args.request_id,
             allow,
             args.reason.as_deref(),
@@ -30,12 +36,15 @@ pub fn execute(args: ApproveArgs) -> Result<i32, CliError> {
             io_harness::store::StoreError::NoSuchApproval { .. } => CliError::Usage(e.to_string()),
             other => CliError::Failed(other.to_string()),
         })?;
+    let whose = if owner == args.run_id {
+        format!("run {owner}")
+    } else {
+        format!("sub-agent run {owner} (in the tree of run {root})")
+    };
     println!(
-        "request {} of run {} {}; continue with: io-harness resume {}",
+        "request {} of {whose} {}; continue with: io-harness resume {root}",
         args.request_id,
-        args.run_id,
         if allow { "allowed" } else { "denied" },
-        args.run_id
     );
     Ok(0)
 }

@@ -93,6 +93,46 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Where in the tree of `run_id` a request lives: `run_id` itself, or the sub-agent
+    /// (at any depth) that asked. A child's ask ends its whole tree `AwaitingApproval`
+    /// with the child's request id, and the operator only knows the run they started.
+    pub fn approval_in_tree(&self, run_id: i64, request_id: &str) -> Result<Option<i64>> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row(
+                "WITH RECURSIVE tree(id) AS (
+                     SELECT ?1
+                     UNION ALL
+                     SELECT runs.id FROM runs JOIN tree ON runs.parent_run_id = tree.id
+                 )
+                 SELECT approvals.run_id FROM approvals JOIN tree ON approvals.run_id = tree.id
+                 WHERE approvals.request_id = ?2
+                 ORDER BY approvals.run_id = ?1 DESC, approvals.run_id
+                 LIMIT 1",
+                params![run_id, request_id],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// The root of the tree `run_id` belongs to (itself for a root run).
+    pub fn root_run(&self, run_id: i64) -> Result<i64> {
+        let conn = self.conn();
+        let root = conn
+            .query_row(
+                "WITH RECURSIVE up(id, parent) AS (
+                     SELECT id, parent_run_id FROM runs WHERE id = ?1
+                     UNION ALL
+                     SELECT runs.id, runs.parent_run_id FROM runs JOIN up ON runs.id = up.parent
+                 )
+                 SELECT id FROM up WHERE parent IS NULL",
+                [run_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        root.ok_or(StoreError::NoSuchRun(run_id))
+    }
+
     /// One request.
     pub fn approval(&self, run_id: i64, request_id: &str) -> Result<Option<ApprovalRecord>> {
         let conn = self.conn();

@@ -779,6 +779,56 @@ async fn a_child_awaiting_approval_holds_its_parent_until_decided() {
 }
 
 #[tokio::test]
+async fn approve_on_the_root_finds_the_request_of_a_sub_agent() {
+    let dir = workspace();
+    let (contract, provider) = gated_tree(dir.path());
+    let contract = contract.policy_rule(Rule::ask(Act::Write, "sub/out.txt"));
+    let db = dir.path().join("store.db");
+    let store = Store::open(&db).unwrap();
+    let r = run(&contract, &provider, &store).await.unwrap();
+    let RunOutcome::AwaitingApproval { request_id } = r.outcome.clone() else {
+        panic!("{r:?}");
+    };
+    let child = store.children(r.run_id).unwrap()[0].run.id;
+    assert_eq!(
+        store.approval_in_tree(r.run_id, &request_id).unwrap(),
+        Some(child)
+    );
+    assert_eq!(store.approval_in_tree(r.run_id, "no-such").unwrap(), None);
+    assert_eq!(store.root_run(child).unwrap(), r.run_id);
+    drop(store);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_io-harness"))
+        .args(["approve", &r.run_id.to_string(), &request_id, "allow"])
+        .env("IO_HARNESS_STORE", &db)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("sub-agent run {child}"))
+            && stdout.contains(&format!("io-harness resume {}", r.run_id)),
+        "{stdout}"
+    );
+    let store = Store::open(&db).unwrap();
+    let decided = store.approval(child, &request_id).unwrap().unwrap();
+    assert_eq!(decided.status, "allowed");
+
+    // A request id that is nowhere in the tree is a usage error naming it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_io-harness"))
+        .args(["approve", &r.run_id.to_string(), "no-such", "deny"])
+        .env("IO_HARNESS_STORE", &db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such"));
+}
+
+#[tokio::test]
 async fn an_operator_rule_on_spawn_agent_is_honoured_and_recorded() {
     let dir = workspace();
     let contract = TaskContract::workspace(

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::context::ContextSettings;
 use crate::policy::{Override, Rule, TaskPolicy};
 use crate::provider::{ModelPrice, PriceTable, ReasoningEffort, RetryPolicy};
 use crate::run::StallPolicy;
@@ -295,6 +296,9 @@ pub struct TaskContract {
     /// The task layer of the permission policy (`[policy]`).
     #[serde(default)]
     pub policy: TaskPolicy,
+    /// Context assembly (`[context]`): the per-request token budget.
+    #[serde(default)]
+    pub context: ContextSettings,
 }
 
 impl TaskContract {
@@ -323,6 +327,7 @@ impl TaskContract {
             retry: RetryPolicy::default(),
             sandbox: SandboxSettings::default(),
             policy: TaskPolicy::default(),
+            context: ContextSettings::default(),
         }
     }
 
@@ -419,6 +424,12 @@ impl TaskContract {
     /// Lifts the built-in policy denies matching `ov` (recorded when used).
     pub fn policy_override(mut self, ov: Override) -> Self {
         self.policy.overrides.push(ov);
+        self
+    }
+
+    /// Sets the per-request input-token budget of context assembly.
+    pub fn context_max_tokens(mut self, n: u64) -> Self {
+        self.context.max_tokens = Some(n);
         self
     }
 

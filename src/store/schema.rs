@@ -16,7 +16,33 @@ use super::{Result, StoreError};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migrations in order; `MIGRATIONS[i]` takes version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V_CONTEXT_EVENTS];
+
+/// Context assembly (C16): one row per request assembled and per observation sent
+/// other than whole, with the estimate beside the provider's reported usage and the
+/// assembled request as a blob.
+const V_CONTEXT_EVENTS: &str = "
+CREATE TABLE context_events (
+    id                    INTEGER PRIMARY KEY,
+    run_id                INTEGER NOT NULL REFERENCES runs(id),
+    step                  INTEGER NOT NULL,
+    kind                  TEXT NOT NULL,
+    obs_step              INTEGER,
+    tool                  TEXT,
+    target                TEXT,
+    tokens_before         INTEGER,
+    tokens_after          INTEGER,
+    budget                INTEGER,
+    reported_input_tokens INTEGER,
+    cached_input_tokens   INTEGER,
+    cache_write_tokens    INTEGER,
+    state_json            TEXT,
+    detail                TEXT,
+    request_hash          TEXT REFERENCES blobs(hash),
+    at_ms                 INTEGER NOT NULL
+);
+CREATE INDEX context_events_run ON context_events(run_id, step);
+";
 
 /// Version 10: cross-run memory (notes keyed to the canonical workspace path), and the
 /// run's first messages as sent, so a resume replays them even if the notes or the

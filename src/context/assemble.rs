@@ -20,8 +20,11 @@
 //! older read of a file read or written again, an older run of the same command, a
 //! repeated search) become one-line stubs naming what superseded them, large ones are
 //! cut to their head and tail with the cut stated; observations after it go whole. The
-//! horizon only moves when the assembled request would exceed the budget: it then
-//! jumps to the newest step, and if that is not enough, whole old steps are left out
+//! horizon moves when the assembled request would exceed the budget, or when a change
+//! after the horizon is forced anyway (a superseded read went stale, a write was
+//! overwritten: the cache breaks there regardless, so everything else due is stubbed
+//! in the same break). It then jumps to the newest step, and if that is not enough for
+//! the budget, whole old steps are left out
 //! (stubbed, oldest first, `drop_before`) until the request is under three quarters of
 //! the budget — room for several more turns before the next batch. The newest step is
 //! never compacted.
@@ -116,6 +119,9 @@ pub struct ContextDecision {
     pub tokens_after: u64,
     /// The text sent in its place (stubs, cut notes), or the reason.
     pub note: String,
+    /// SHA-256 of the text sent in its place, so a re-read of new content is told
+    /// apart from the same re-read repeated.
+    pub sent_hash: String,
 }
 
 /// The assembled request and what it took.
@@ -187,16 +193,19 @@ pub fn assemble(inp: &Inputs<'_>, state: ContextState) -> Assembly {
         st.cap = Some(st.cap.map_or(target, |c| c.min(target)));
         budget = Some(budget.map_or(target, |b| b.min(target)));
     }
-    if let Some(b) = budget
-        && (built.2 > b || inp.harder)
-    {
+    let over = budget.is_some_and(|b| built.2 > b);
+    if over || inp.harder || must_change(&obs, inp.current, &st) {
         batched = true;
         st.horizon = st.horizon.max(n);
         built = build(inp, &obs, &st, budget);
-        let low = b * 3 / 4;
-        while built.2 > low && st.drop_before < st.horizon {
-            st.drop_before += 1;
-            built = build(inp, &obs, &st, budget);
+        if let Some(b) = budget
+            && (built.2 > b || inp.harder)
+        {
+            let low = b * 3 / 4;
+            while built.2 > low && st.drop_before < st.horizon {
+                st.drop_before += 1;
+                built = build(inp, &obs, &st, budget);
+            }
         }
     }
     let (request, decisions, tokens_after) = built;
@@ -210,6 +219,23 @@ pub fn assemble(inp: &Inputs<'_>, state: ContextState) -> Assembly {
         over_budget: budget.is_some_and(|b| tokens_after > b),
         state: st,
     }
+}
+
+/// Whether this turn must change something already sent after the horizon — a read
+/// gone stale that a later read supersedes, or a write whose content was overwritten —
+/// so the cache breaks there anyway: then the batch happens now, and every other
+/// superseded observation is stubbed in the same break instead of in later ones.
+fn must_change(
+    obs: &[Observation],
+    current: &BTreeMap<(usize, usize), Current>,
+    st: &ContextState,
+) -> bool {
+    obs.iter().any(|o| {
+        o.turn >= st.horizon
+            && (matches!(current.get(&(o.msg, o.block)), Some(Current::Stale))
+                || (o.kind == ObsKind::Write
+                    && o.superseded_by.is_some_and(|(k, _)| k != ObsKind::Read)))
+    })
 }
 
 fn est(text: &str, family: Family) -> u64 {
@@ -278,6 +304,7 @@ fn build(
                     } else {
                         first_line(&new)
                     },
+                    sent_hash: crate::digest::sha256_hex(new.as_bytes()),
                 });
             }
         }
@@ -349,6 +376,9 @@ fn treat(
                     ))
                 }),
             ),
+            Current::Reread(_) if old && o.superseded_by.is_some() => {
+                (Some(Treatment::Stubbed), superseded(o))
+            }
             Current::Reread(_) if dropped => drop(),
             Current::Reread(now) => (
                 Some(Treatment::Reread),
@@ -424,6 +454,7 @@ fn stub_write_input(
         treatment: Treatment::Stubbed,
         tokens_before: before,
         tokens_after: after,
+        sent_hash: crate::digest::sha256_hex(stub.as_bytes()),
         note: stub,
     });
 }

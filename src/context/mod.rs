@@ -180,13 +180,16 @@ impl ContextRunner {
         };
         let mut now_of: BTreeMap<String, Result<String, String>> = BTreeMap::new();
         let mut out = BTreeMap::new();
-        for o in ledger::observations(&full.messages) {
+        let obs = ledger::observations(&full.messages);
+        let shown = |o: &ledger::Observation| match full.messages[o.msg].content.get(o.block) {
+            Some(ContentBlock::ToolResult { content, .. }) => Some(content.as_str()),
+            _ => None,
+        };
+        for (i, o) in obs.iter().enumerate() {
             if o.kind != ledger::ObsKind::Read {
                 continue;
             }
-            let Some(ContentBlock::ToolResult { content, .. }) =
-                full.messages[o.msg].content.get(o.block)
-            else {
+            let Some(content) = shown(o) else {
                 continue;
             };
             let key = o.input.to_string();
@@ -201,12 +204,27 @@ impl ContextRunner {
                 now_of.insert(key.clone(), now);
             }
             let now = &now_of[&key];
-            if now.as_deref() == Ok(content.as_str()) {
+            if now.as_deref() == Ok(content) {
                 continue;
             }
             if o.superseded_by.is_some() {
-                out.insert((o.msg, o.block), Current::Stale);
-                continue;
+                // Superseded by a later read that still shows the file as it is: this
+                // one, re-read when it went stale, shows the same current content, so
+                // it is not stale and its bytes need not change (the cache keeps them).
+                // Otherwise nothing current is shown here: stub it.
+                let superseder = obs[i + 1..].iter().find(|l| {
+                    l.target == o.target
+                        && matches!(l.kind, ledger::ObsKind::Read | ledger::ObsKind::Write)
+                });
+                let current_later = superseder.is_some_and(|l| {
+                    l.kind == ledger::ObsKind::Read
+                        && l.input == o.input
+                        && shown(l).is_some_and(|c| now.as_deref() == Ok(c))
+                });
+                if !current_later {
+                    out.insert((o.msg, o.block), Current::Stale);
+                    continue;
+                }
             }
             let shown_now = match now {
                 Ok(s) => s.clone(),
@@ -275,7 +293,7 @@ impl ContextRunner {
             ..ContextEvent::default()
         }];
         for d in &a.decisions {
-            let key = (d.at.0, d.at.1, d.treatment, d.note.clone());
+            let key = (d.at.0, d.at.1, d.treatment, d.sent_hash.clone());
             if !self.seen.insert(key) {
                 continue;
             }

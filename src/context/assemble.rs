@@ -201,7 +201,7 @@ pub fn assemble(inp: &Inputs<'_>, state: ContextState) -> Assembly {
         if let Some(b) = budget
             && (built.2 > b || inp.harder)
         {
-            let low = b * 3 / 4;
+            let low = b / 2;
             while built.2 > low && st.drop_before < st.horizon {
                 st.drop_before += 1;
                 built = build(inp, &obs, &st, budget);
@@ -231,11 +231,19 @@ fn must_change(
     st: &ContextState,
 ) -> bool {
     obs.iter().any(|o| {
-        o.turn >= st.horizon
+        let shown_whole = !settled(o, st.horizon) && o.turn >= st.drop_before;
+        shown_whole
             && (matches!(current.get(&(o.msg, o.block)), Some(Current::Stale))
                 || (o.kind == ObsKind::Write
                     && o.superseded_by.is_some_and(|(k, _)| k != ObsKind::Read)))
     })
+}
+
+/// Whether `o` was already known superseded when the horizon last moved: it is then
+/// compacted, and stays so with the same bytes. One superseded later stays whole (its
+/// content is the same as its superseder's) until the next batch.
+fn settled(o: &Observation, horizon: u32) -> bool {
+    o.superseded_by.is_some_and(|(_, t)| t <= horizon)
 }
 
 fn est(text: &str, family: Family) -> u64 {
@@ -268,7 +276,7 @@ fn build(
         let old = o.turn < st.horizon;
         let dropped = old && o.turn < st.drop_before;
         let current = inp.current.get(&(o.msg, o.block)).unwrap_or(&Current::Same);
-        let (mut treatment, mut text) = treat(o, content, current, old, dropped);
+        let (mut treatment, mut text) = treat(o, content, current, st.horizon, dropped);
         if matches!(treatment, None | Some(Treatment::Reread)) {
             let shown = text.as_deref().unwrap_or(content);
             let cap = if old { OLD_CAP.min(huge) } else { huge };
@@ -308,7 +316,7 @@ fn build(
                 });
             }
         }
-        stub_write_input(o, old, &mut messages, &mut decisions);
+        stub_write_input(o, st.horizon, &mut messages, &mut decisions);
     }
     let request = CompletionRequest {
         messages,
@@ -336,9 +344,11 @@ fn treat(
     o: &Observation,
     content: &str,
     current: &Current,
-    old: bool,
+    horizon: u32,
     dropped: bool,
 ) -> (Option<Treatment>, Option<String>) {
+    // Known superseded at the last batch: stubbed since, with the same text.
+    let compacted = settled(o, horizon);
     let superseded = |o: &Observation| {
         o.superseded_by.map(|(k, t)| {
             format!(
@@ -359,12 +369,13 @@ fn treat(
             )),
         )
     };
+    // Once left out, always left out with the same text (the cache keeps it).
+    if dropped && !content.is_empty() {
+        return drop();
+    }
     match o.kind {
         ObsKind::Read => match current {
-            Current::Same if old && o.superseded_by.is_some() => {
-                (Some(Treatment::Stubbed), superseded(o))
-            }
-            Current::Same if dropped => drop(),
+            Current::Same if compacted => (Some(Treatment::Stubbed), superseded(o)),
             Current::Same => (None, None),
             Current::Stale => (
                 Some(Treatment::Stubbed),
@@ -376,10 +387,7 @@ fn treat(
                     ))
                 }),
             ),
-            Current::Reread(_) if old && o.superseded_by.is_some() => {
-                (Some(Treatment::Stubbed), superseded(o))
-            }
-            Current::Reread(_) if dropped => drop(),
+            Current::Reread(_) if compacted => (Some(Treatment::Stubbed), superseded(o)),
             Current::Reread(now) => (
                 Some(Treatment::Reread),
                 Some(format!(
@@ -406,19 +414,18 @@ fn treat(
                 )),
             ),
         },
-        ObsKind::Command | ObsKind::Search if old && o.superseded_by.is_some() => {
+        ObsKind::Command | ObsKind::Search if compacted => {
             (Some(Treatment::Stubbed), superseded(o))
         }
-        _ if dropped && !content.is_empty() => drop(),
         _ => (None, None),
     }
 }
 
 /// A `write_file` call whose content is obsolete: the file was written or edited
-/// again (always: the content is stale), or read again (in the compacted part).
+/// again (always: the content is stale), or read again (once settled by a batch).
 fn stub_write_input(
     o: &Observation,
-    old: bool,
+    horizon: u32,
     messages: &mut [Message],
     decisions: &mut Vec<ContextDecision>,
 ) {
@@ -426,7 +433,7 @@ fn stub_write_input(
     else {
         return;
     };
-    if k == ObsKind::Read && !old {
+    if k == ObsKind::Read && !settled(o, horizon) {
         return;
     }
     let Some(ContentBlock::ToolUse { input, .. }) = messages[mi].content.get_mut(bi) else {

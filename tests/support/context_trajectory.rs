@@ -173,3 +173,31 @@ pub fn figures(requests: &[io_harness::provider::CompletionRequest]) -> Figures 
     }
     fig
 }
+
+/// Per request: (tokens, tokens after the first unit that differs from the previous
+/// request) — where the prompt cache breaks and what it costs.
+pub fn breaks(requests: &[io_harness::provider::CompletionRequest]) -> Vec<(u64, u64, String)> {
+    let mut out = Vec::new();
+    let mut prev: Option<Vec<(String, u64)>> = None;
+    for r in requests {
+        let (u, _) = units(r);
+        let total: u64 = u.iter().map(|x| x.1).sum();
+        let (lost, what) = match &prev {
+            None => (total, String::new()),
+            Some(p) => {
+                let common = u.iter().zip(p).take_while(|(a, b)| a.0 == b.0).count();
+                if common == p.len() {
+                    (u[common..].iter().map(|x| x.1).sum(), String::new())
+                } else {
+                    (
+                        u[common..].iter().map(|x| x.1).sum(),
+                        p[common].0.chars().take(90).collect(),
+                    )
+                }
+            }
+        };
+        out.push((total, lost, what));
+        prev = Some(u);
+    }
+    out
+}

@@ -10,24 +10,26 @@
 //!
 //! Two rules hold on every turn, because breaking them sends wrong content:
 //! - a read of a file that changed since (by an edit, or by a command) is never sent
-//!   as it was: the latest read of the file is re-read through the policy (or, if the
-//!   policy refuses, replaced by a stub saying so); an older read is stubbed;
+//!   as it was: it is re-read through the policy (or, if the policy refuses or the
+//!   file is gone, replaced by a stub saying so) when it is the latest read of the file
+//!   or a later read still shows the file as it is, and stubbed otherwise;
 //! - a `write_file` whose content was overwritten or edited since is stubbed.
 //!
 //! Everything else that saves tokens happens in *batches*, so the prompt cache keeps
-//! the prefix between batches byte-identical: the conversation is split at a
-//! *horizon* (a step). Observations before it are compacted — superseded ones (an
-//! older read of a file read or written again, an older run of the same command, a
-//! repeated search) become one-line stubs naming what superseded them, large ones are
-//! cut to their head and tail with the cut stated; observations after it go whole. The
-//! horizon moves when the assembled request would exceed the budget, or when a change
-//! after the horizon is forced anyway (a superseded read went stale, a write was
-//! overwritten: the cache breaks there regardless, so everything else due is stubbed
-//! in the same break). It then jumps to the newest step, and if that is not enough for
-//! the budget, whole old steps are left out
-//! (stubbed, oldest first, `drop_before`) until the request is under three quarters of
-//! the budget — room for several more turns before the next batch. The newest step is
-//! never compacted.
+//! the prefix between batches byte-identical. The state holds a *horizon* (a step):
+//! observations known to be superseded when the horizon was set (an older read of a
+//! file read or written again, an older run of the same command, a repeated search)
+//! are one-line stubs naming what superseded them, and old ones larger than
+//! 2,000 tokens are cut to head and tail with the cut stated; an observation superseded
+//! later stays whole — its content is the same as its superseder's — until the next
+//! batch. The horizon moves to the newest step when the request would exceed the
+//! budget, or when a change to something shown whole is forced anyway (a superseded
+//! read went stale, a write was overwritten: the cache breaks there regardless, so
+//! everything else due is stubbed in the same break). If that is not enough for the
+//! budget, whole old steps are left out (stubbed, oldest first, up to `drop_before`)
+//! until the request is under half the budget — room for several turns before the
+//! next batch. Once left out, an observation stays left out with the same text. The
+//! newest step is never compacted.
 //!
 //! Assembly is a pure function of the history, the state (`horizon`, `drop_before`,
 //! and a cap learnt from a context overflow) and what the files hold now, so the same
@@ -362,11 +364,8 @@ fn treat(
     let drop = || {
         (
             Some(Treatment::Dropped),
-            Some(format!(
-                "[{} at step {} — left out to fit the context budget; call it again if you need it]",
-                what(o),
-                o.turn
-            )),
+            // Short: a long run leaves out many, and the call above it says what it was.
+            Some("[left out to fit the context budget]".to_string()),
         )
     };
     // Once left out, always left out with the same text (the cache keeps it).

@@ -121,10 +121,12 @@ fn supersedes(earlier: ObsKind, later: ObsKind) -> bool {
     }
 }
 
+/// A tool call as seen in an assistant message: name, arguments, turn, position.
+type Call<'a> = (&'a str, &'a serde_json::Value, u32, (usize, usize));
+
 /// The observations of `messages`, in conversation order, with supersession marked.
 pub fn observations(messages: &[Message]) -> Vec<Observation> {
-    let mut calls: BTreeMap<&str, (&str, &serde_json::Value, u32, (usize, usize))> =
-        BTreeMap::new();
+    let mut calls: BTreeMap<&str, Call<'_>> = BTreeMap::new();
     let mut turn = 0u32;
     let mut out: Vec<Observation> = Vec::new();
     for (mi, m) in messages.iter().enumerate() {

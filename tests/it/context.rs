@@ -489,11 +489,9 @@ async fn a_changed_file_is_re_read_through_the_policy() {
             .starts_with("[a.txt changed after this read at step 1; its current content:]")
     );
     assert!(reads3[0].1.contains("alpha v2") && !reads3[0].1.contains("alpha v1"));
-    // Resume determinism: assembling the same history again gives the same bytes.
-    assert_eq!(
+    assert!(
         reads(&sent[1])[0].1.contains("alpha v1"),
-        true,
-        "fresh at step 2"
+        "unchanged at step 2: sent as read"
     );
     let re = store
         .policy_events(r.run_id)

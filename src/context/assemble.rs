@@ -200,8 +200,10 @@ pub fn assemble(inp: &Inputs<'_>, state: ContextState) -> Assembly {
         batched = true;
         st.horizon = st.horizon.max(n);
         built = build(inp, &obs, &st, budget);
+        // Over the budget: make room for several turns, not just this one, so the
+        // next batch is several turns away.
         if let Some(b) = budget
-            && (built.2 > b || inp.harder)
+            && (over || built.2 > b || inp.harder)
         {
             let low = b / 2;
             while built.2 > low && st.drop_before < st.horizon {

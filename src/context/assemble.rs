@@ -613,13 +613,17 @@ mod tests {
         let inp = Inputs {
             full: &full,
             family: Family::Openai,
-            budget: Some(before * 7 / 10),
+            budget: Some(before * 95 / 100),
             current: &current,
             harder: false,
         };
         let a = assemble(&inp, ContextState::default());
         assert!(a.batched);
         assert!(!a.over_budget, "{} > {:?}", a.tokens_after, a.budget);
+        assert!(
+            a.tokens_after <= before * 95 / 200,
+            "room made down to half"
+        );
         assert_eq!(a.state.horizon, 6);
         let stubs: Vec<_> = a
             .decisions

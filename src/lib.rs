@@ -55,6 +55,8 @@
 #![deny(missing_docs)]
 
 pub mod audit;
+/// Budget-aware context assembly: the request each turn sends, built from the full history.
+pub mod context;
 pub mod contract;
 mod digest;
 pub mod egress;

@@ -11,17 +11,29 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
         .run(args.run_id)?
         .ok_or_else(|| CliError::Usage(format!("no run with id {}", args.run_id)))?;
     let steps = store.steps(args.run_id)?;
+    let context = store.context_events(args.run_id)?;
     if let Some(n) = args.prompt {
-        let step = steps.iter().find(|s| s.step == n).ok_or_else(|| {
-            CliError::Usage(format!("run {} has no committed step {n}", args.run_id))
-        })?;
-        let body = step
-            .request_hash
+        // The body the provider was sent for a committed step; for a step that never
+        // committed (its call failed), the last request assembled for it.
+        let hash = match steps.iter().find(|s| s.step == n) {
+            Some(step) => step.request_hash.clone(),
+            None => context
+                .iter()
+                .rev()
+                .find(|e| e.step == n && e.kind == "assembled")
+                .and_then(|e| e.request_hash.clone()),
+        };
+        let body = hash
             .as_deref()
             .map(|h| store.blob(h))
             .transpose()?
             .flatten()
-            .ok_or_else(|| CliError::Failed(format!("step {n} has no stored request")))?;
+            .ok_or_else(|| {
+                CliError::Usage(format!(
+                    "run {} has no stored request for step {n}",
+                    args.run_id
+                ))
+            })?;
         println!("{}", String::from_utf8_lossy(&body));
         return Ok(0);
     }
@@ -45,6 +57,7 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
             "sandbox_events": sandbox,
             "provider_attempts": attempts,
             "mcp_events": mcp,
+            "context_events": context,
         });
         println!("{obj}");
         return Ok(0);
@@ -112,6 +125,9 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
         if let Some(p) = &st.provider {
             println!("  served by {}", s(p));
         }
+        for e in context.iter().filter(|e| e.step == st.step) {
+            print_context_event(e);
+        }
         if let Ok(msgs) = serde_json::from_str::<Vec<Message>>(&st.messages_json) {
             for m in &msgs {
                 for b in &m.content {
@@ -171,6 +187,14 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
                 s(&short(e.detail.as_deref().unwrap_or(""), 400))
             );
         }
+    }
+    let committed = steps.last().map_or(0, |st| st.step);
+    let mut uncommitted = context.iter().filter(|e| e.step > committed).peekable();
+    if let Some(e) = uncommitted.peek() {
+        println!("\n── step {} (not committed)", e.step);
+    }
+    for e in uncommitted {
+        print_context_event(e);
     }
     let allowed = policy.iter().filter(|p| p.decision == "allow").count();
     println!("\npolicy decisions: {} ({} allowed)", policy.len(), allowed);
@@ -240,6 +264,31 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
         None => {}
     }
     Ok(0)
+}
+
+/// One context event as a line of the trace.
+fn print_context_event(e: &io_harness::store::ContextEvent) {
+    let s = output::sanitize;
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+    match e.kind.as_str() {
+        "assembled" => println!(
+            "  context: estimated {} → {} tokens (budget {}, provider reported {}{})",
+            opt(e.tokens_before),
+            opt(e.tokens_after),
+            opt(e.budget),
+            opt(e.reported_input_tokens),
+            e.cached_input_tokens
+                .map_or(String::new(), |c| format!(", {c} cached")),
+        ),
+        "overflow_retry" => println!("  context: overflow; assembling harder and retrying"),
+        kind => println!(
+            "  context {kind} {} {} (step {}): {}",
+            e.tool.as_deref().unwrap_or("-"),
+            s(e.target.as_deref().unwrap_or("")),
+            e.obs_step.map_or("-".into(), |v| v.to_string()),
+            s(&short(e.detail.as_deref().unwrap_or(""), 160))
+        ),
+    }
 }
 
 fn short(text: &str, max: usize) -> String {

@@ -17,6 +17,7 @@ use super::{
     Budget, LimitSettings, NetworkSetting, ProviderKind, ProviderSpec, SandboxSettings,
     TaskContract, Verification, VerifySettings, WorkspaceMode,
 };
+use crate::context::ContextSettings;
 use crate::policy::{Override, Rule, TaskPolicy};
 use crate::provider::{ModelPrice, ReasoningEffort, RetryPolicy};
 use crate::run::StallPolicy;
@@ -74,6 +75,7 @@ struct RawFile {
     retry: Option<Spanned<RawRetry>>,
     sandbox: Option<Spanned<RawSandbox>>,
     policy: Option<Spanned<RawPolicy>>,
+    context: Option<Spanned<RawContext>>,
     agents: Option<Spanned<RawAgents>>,
     #[serde(default)]
     mcp: Vec<Spanned<RawMcp>>,
@@ -114,6 +116,13 @@ enum RawCommand {
 #[serde(deny_unknown_fields)]
 struct RawAgents {
     max_depth: Option<Spanned<u32>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawContext {
+    max_tokens: Option<Spanned<u64>>,
+    assemble: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -505,6 +514,18 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         note(&key, m.span());
         mcp.push(convert_mcp(m, &key)?);
     }
+    let mut context = ContextSettings::default();
+    if let Some(c) = raw.context {
+        note("context", c.span());
+        let c = c.into_inner();
+        if let Some(m) = c.max_tokens {
+            note("context.max_tokens", m.span());
+            context.max_tokens = Some(m.into_inner());
+        }
+        if let Some(a) = c.assemble {
+            context.assemble = a;
+        }
+    }
     let contract = TaskContract {
         agents,
         goal: raw.goal.into_inner(),
@@ -525,6 +546,7 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
         sandbox,
         policy,
         mcp,
+        context,
     };
     Ok((contract, spans))
 }
@@ -761,6 +783,9 @@ pub(super) fn relative_inside(p: &Path) -> bool {
             .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
 }
 
+/// The smallest per-request budget `[context] max_tokens` accepts.
+const MIN_CONTEXT_TOKENS: u64 = 2_000;
+
 /// The checks shared by files and code: `Err((key, message))`.
 pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
     let err = |k: &str, m: String| Err((k.to_string(), m));
@@ -922,6 +947,16 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
                 format!("{model}: prices must be non-negative numbers"),
             );
         }
+    }
+    if let Some(m) = c.context.max_tokens
+        && m < MIN_CONTEXT_TOKENS
+    {
+        return err(
+            "context.max_tokens",
+            format!(
+                "{m} is too small: a request needs room for the system prompt, the tools, the goal and an observation (at least {MIN_CONTEXT_TOKENS})"
+            ),
+        );
     }
     if c.retry.max_attempts == 0 {
         return err("retry", "max_attempts must be at least 1".into());
@@ -1226,5 +1261,25 @@ mod tests {
             "{head}[[mcp]]\nname = \"x\"\ncommand = \"a\"\ncall_timeout = \"never\"\n"
         ));
         assert_eq!(key, "mcp[0].call_timeout");
+    }
+
+    #[test]
+    fn context_section_parses_and_bad_values_name_file_line_and_key() {
+        let c = load(&format!("{OK}[context]\nmax_tokens = 60_000\n")).unwrap();
+        assert_eq!(c.context.max_tokens, Some(60_000));
+        assert!(c.context.assemble);
+        let c = load(&format!("{OK}[context]\nassemble = false\n")).unwrap();
+        assert!(!c.context.assemble);
+        assert_eq!(load(OK).unwrap().context, ContextSettings::default());
+        let (line, key, msg) = invalid(&format!("{OK}[context]\nmax_tokens = 10\n"));
+        assert_eq!((line, key.as_str()), (5, "context.max_tokens"));
+        assert!(msg.contains("too small"), "{msg}");
+        let (line, key, _) = invalid(&format!("{OK}[context]\nmax_tokenz = 9000\n"));
+        assert_eq!((line, key.as_str()), (5, "max_tokenz"));
+        let (line, _, msg) = invalid(&format!("{OK}[context]\nmax_tokens = \"lots\"\n"));
+        assert_eq!(line, 5);
+        assert!(msg.contains("integer") || msg.contains("u64"), "{msg}");
+        let (line, _, _) = invalid(&format!("{OK}[context]\nmax_tokens = -5\n"));
+        assert_eq!(line, 5);
     }
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::context::ContextSettings;
 use crate::policy::{Override, Rule, TaskPolicy};
 use crate::provider::{ModelPrice, PriceTable, ReasoningEffort, RetryPolicy};
 use crate::run::StallPolicy;
@@ -466,6 +467,9 @@ pub struct TaskContract {
     /// The task layer of the permission policy (`[policy]`).
     #[serde(default)]
     pub policy: TaskPolicy,
+    /// Context assembly (`[context]`): the per-request token budget.
+    #[serde(default)]
+    pub context: ContextSettings,
     /// MCP servers whose tools the run offers (`[[mcp]]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp: Vec<crate::mcp::McpServerSpec>,
@@ -525,6 +529,7 @@ impl TaskContract {
             policy: TaskPolicy::default(),
             agents: AgentSettings::default(),
             mcp: Vec::new(),
+            context: ContextSettings::default(),
         }
     }
 
@@ -633,6 +638,12 @@ impl TaskContract {
     /// Adds an MCP server whose tools the run offers.
     pub fn mcp_server(mut self, server: crate::mcp::McpServerSpec) -> Self {
         self.mcp.push(server);
+        self
+    }
+
+    /// Sets the per-request input-token budget of context assembly.
+    pub fn context_max_tokens(mut self, n: u64) -> Self {
+        self.context.max_tokens = Some(n);
         self
     }
 

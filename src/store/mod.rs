@@ -31,7 +31,7 @@
 //! ([`StoreError::TooNew`]) rather than misread. Tables gain columns by migration, and
 //! new event *kinds* are values, not tables (seed 000). One file per record family:
 //! runs, steps (with their tool calls and content-addressed request bodies), the tool
-//! intent journal, and the sandbox and policy event logs.
+//! intent journal, the sandbox and policy event logs, and the context log.
 //!
 //! # Secrets
 //!
@@ -46,6 +46,7 @@ use rusqlite::Connection;
 mod approvals;
 mod attempts;
 mod blobs;
+mod context_events;
 mod events;
 mod journal;
 mod mcp_events;
@@ -59,6 +60,7 @@ mod schema;
 mod sessions;
 mod steps;
 
+pub use context_events::ContextEvent;
 pub use mcp_events::McpEvent;
 pub use memory::{MAX_KEY, MAX_NOTES, MAX_VALUE, MemoryNote};
 pub use records::{

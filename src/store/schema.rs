@@ -30,6 +30,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_EGRESS_SESSIONS,
     V_AGENTS,
     V_MCP_EVENTS,
+    V_CONTEXT_EVENTS,
 ];
 
 /// Sandbox egress per session (SPEC C15): the resolved allowlist in force, and what the
@@ -80,6 +81,32 @@ CREATE TABLE mcp_events (
     at_ms       INTEGER NOT NULL
 );
 CREATE INDEX mcp_events_run ON mcp_events(run_id);
+";
+
+/// Context assembly (C16): one row per request assembled and per observation sent
+/// other than whole, with the estimate beside the provider's reported usage and the
+/// assembled request as a blob.
+const V_CONTEXT_EVENTS: &str = "
+CREATE TABLE context_events (
+    id                    INTEGER PRIMARY KEY,
+    run_id                INTEGER NOT NULL REFERENCES runs(id),
+    step                  INTEGER NOT NULL,
+    kind                  TEXT NOT NULL,
+    obs_step              INTEGER,
+    tool                  TEXT,
+    target                TEXT,
+    tokens_before         INTEGER,
+    tokens_after          INTEGER,
+    budget                INTEGER,
+    reported_input_tokens INTEGER,
+    cached_input_tokens   INTEGER,
+    cache_write_tokens    INTEGER,
+    state_json            TEXT,
+    detail                TEXT,
+    request_hash          TEXT REFERENCES blobs(hash),
+    at_ms                 INTEGER NOT NULL
+);
+CREATE INDEX context_events_run ON context_events(run_id, step);
 ";
 
 /// Version 10: cross-run memory (notes keyed to the canonical workspace path), and the

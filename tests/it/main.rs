@@ -1,6 +1,7 @@
 //! The integration suite: one binary, a module per topic.
 
 mod cli;
+mod context;
 #[cfg(feature = "failpoints")]
 mod crash;
 mod egress;

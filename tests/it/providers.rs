@@ -6,7 +6,7 @@
 
 mod anthropic;
 mod errors;
-mod fake_server;
+pub(crate) mod fake_server;
 mod openai;
 mod openrouter;
 mod record;

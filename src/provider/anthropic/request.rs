@@ -7,8 +7,13 @@
 //! blocks go first, as the API requires. Thinking blocks go back unchanged with their
 //! signature; one without a signature cannot be verified by the API and is left out,
 //! as are empty text blocks (refused by the API) and messages left with no blocks.
-//! One cache breakpoint (`cache_control: ephemeral`) marks the end of the last
-//! message, so each turn reads the conversation so far from the prompt cache.
+//! Prompt caching: up to three cache breakpoints (`cache_control: ephemeral`; the API
+//! allows four). The system prompt carries one, which caches the tools and the system
+//! prompt (the API orders the cached prefix tools, system, messages); the first message
+//! — goal, constraints, instructions, memory notes, which never change during a run —
+//! carries one, so that prefix survives even a turn whose context assembly rewrote
+//! older observations; and the last message carries one, so each turn reads the
+//! conversation so far from the cache.
 
 use serde::Serialize;
 
@@ -19,13 +24,21 @@ struct Body<'a> {
     model: &'a str,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<&'a str>,
+    system: Option<[SystemBlock<'a>; 1]>,
     messages: Vec<Msg<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     thinking: Option<Thinking>,
     stream: bool,
+}
+
+#[derive(Serialize)]
+struct SystemBlock<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+    cache_control: CacheControl,
 }
 
 #[derive(Serialize)]
@@ -87,13 +100,28 @@ struct Thinking {
 /// The request body for `request`, sent to `model`.
 pub(crate) fn body(request: &CompletionRequest, model: &str) -> Result<Vec<u8>, serde_json::Error> {
     let mut messages: Vec<Msg<'_>> = request.messages.iter().filter_map(message).collect();
+    if messages.len() > 1
+        && let Some(first) = messages.first_mut().and_then(|m| m.content.last_mut())
+    {
+        mark_cache_breakpoint(first);
+    }
     if let Some(last) = messages.last_mut().and_then(|m| m.content.last_mut()) {
         mark_cache_breakpoint(last);
     }
     let body = Body {
         model,
         max_tokens: request.max_tokens,
-        system: request.system.as_deref().filter(|s| !s.is_empty()),
+        system: request
+            .system
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .map(|text| {
+                [SystemBlock {
+                    kind: "text",
+                    text,
+                    cache_control: CacheControl { kind: "ephemeral" },
+                }]
+            }),
         messages,
         tools: request.tools.iter().map(tool).collect(),
         thinking: request

@@ -76,6 +76,8 @@ pub(super) struct Engine<'a> {
     depth: u32,
     /// The contract's MCP servers, when it declares any.
     mcp: Option<crate::mcp::McpServers>,
+    /// Builds each request from `messages` under the context budget (C16).
+    context: crate::context::ContextRunner,
 }
 
 fn now_ms() -> i64 {
@@ -289,7 +291,9 @@ impl<'a> Engine<'a> {
         // offered are part of it.
         let _ = store.set_run_initial(run_id, &serde_json::to_string(&initial).unwrap_or_default());
         let _ = store.memory_touch(&contract.root.display().to_string(), &offered);
+        let context = model::context_runner(&contract, provider);
         Ok(Self {
+            context,
             contract,
             provider,
             store,
@@ -516,7 +520,14 @@ impl<'a> Engine<'a> {
             stall.remember(&seen);
         }
         store.reopen_run(run_id)?;
+        let mut context = model::context_runner(&contract, provider);
+        context.restore(
+            store,
+            run_id,
+            u32::try_from(steps.len()).unwrap_or(u32::MAX),
+        );
         Ok(Self {
+            context,
             _lock: lock,
             policy,
             saved_policy: rec.policy_json.clone().unwrap_or_default(),
@@ -626,12 +637,11 @@ impl<'a> Engine<'a> {
             step,
             max_steps: self.contract.budget.max_steps,
         });
-        let request = self.request();
         let model_started = Instant::now();
         let (reply, served_by) = match self.replay_reply.take() {
             // Resuming a step an approval interrupted: its reply is on record.
             Some(r) => (r, Some("replayed from the approval record".to_string())),
-            None => self.call_model(step, &request).await?,
+            None => self.call_assembled(step).await?,
         };
         crate::failpoint::hit("step.after_reply", step);
         let model_ms = ms(model_started.elapsed());

@@ -1,8 +1,74 @@
-//! The model call of a step: the provider chain with retries, under the budgets.
+//! The model call of a step: the request assembled from the history under the context
+//! budget, then the provider chain with retries, under the budgets. A context overflow
+//! is answered once by assembling again, harder; a second one ends the run
+//! `ContextOverflow`.
 
 use super::*;
+use crate::context::ContextRunner;
+
+/// The context assembler for a run: its settings, and the primary provider's model
+/// (tokenizer family, context window) and output cap.
+pub(super) fn context_runner(contract: &TaskContract, provider: &dyn Provider) -> ContextRunner {
+    let max_out = contract
+        .providers
+        .first()
+        .map_or(8192, |s| s.max_output_tokens);
+    ContextRunner::new(&contract.context, &provider.identity(), max_out)
+}
 
 impl Engine<'_> {
+    /// Assembles the step's request from the full history and calls the model; on a
+    /// context overflow compacts harder and calls once more. Every assembly is recorded
+    /// in `context_events`, with the usage the provider reported for it.
+    pub(super) async fn call_assembled(
+        &mut self,
+        step: u32,
+    ) -> Result<(Completion, Option<String>), StepEnd> {
+        let full = self.request();
+        let mut harder = false;
+        loop {
+            let (assembly, decisions) = self
+                .context
+                .prepare(
+                    &full,
+                    &self.opts.tools,
+                    &self.ctx,
+                    self.policy.as_ref(),
+                    harder,
+                )
+                .await;
+            // The re-reads' policy decisions are on record like every other.
+            for d in &decisions {
+                let _ = self.store.record_policy_event(&PolicyEvent {
+                    run_id: self.run_id,
+                    step,
+                    act: d.action.act.as_str().into(),
+                    target: d.action.target.clone(),
+                    decision: d.decision.as_str().into(),
+                    rule: d.rule.clone(),
+                    layer: d.layer.clone(),
+                });
+            }
+            let result = self.call_model(step, &assembly.request).await;
+            let usage = result.as_ref().ok().map(|(c, _)| c.usage);
+            let mut events = self
+                .context
+                .events(self.run_id, step, &assembly, usage.as_ref());
+            let overflow = matches!(result, Err(StepEnd::Outcome(RunOutcome::ContextOverflow)));
+            let retry = overflow && !harder && self.context.can_compact();
+            if retry {
+                events.push(ContextRunner::overflow_event(self.run_id, step, &assembly));
+            }
+            if let Err(e) = self.store.record_context_events(&events) {
+                tracing::warn!(run_id = self.run_id, step, error = %e, "could not record context events");
+            }
+            if !retry {
+                return result;
+            }
+            harder = true;
+        }
+    }
+
     /// Calls the provider chain with retries, under the time budget and the cancel
     /// token; records every failed attempt.
     pub(super) async fn call_model(

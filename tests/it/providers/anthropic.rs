@@ -128,7 +128,11 @@ async fn anthropic_body_passes_thinking_back_and_puts_results_first() {
         body["thinking"],
         json!({"type": "enabled", "budget_tokens": 1024})
     );
-    assert_eq!(body["system"], "You are a careful coding agent.");
+    assert_eq!(
+        body["system"],
+        json!([{"type": "text", "text": "You are a careful coding agent.", "cache_control": {"type": "ephemeral"}}]),
+        "the system prompt (with the tools before it) is a cache breakpoint"
+    );
     assert_eq!(body["stream"], true);
     assert_eq!(body["max_tokens"], 4096);
     assert_eq!(
@@ -162,7 +166,8 @@ async fn anthropic_body_passes_thinking_back_and_puts_results_first() {
     );
     assert_eq!(
         body["messages"][0],
-        json!({"role": "user", "content": [{"type": "text", "text": "Read src/café.rs"}]})
+        json!({"role": "user", "content": [{"type": "text", "text": "Read src/café.rs", "cache_control": {"type": "ephemeral"}}]}),
+        "the first message (goal, instructions, notes) is a cache breakpoint"
     );
 }
 

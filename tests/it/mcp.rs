@@ -15,10 +15,29 @@ use io_harness::tools::{ToolContext, ToolLimits, ToolRegistry, Workspace};
 use io_harness::{McpEvent, RunOutcome, Store, TaskContract, Verification, run, run_with};
 use serde_json::json;
 
+/// Where `scripts/setup-test-env.sh` installs the servers.
+fn servers_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".mcp-servers")
+}
+
+/// Makes the installed servers visible inside the sandbox, as an operator does for a
+/// server installed under a hidden directory (a checkout under `/tmp` or `$HOME`, as in
+/// CI): `[sandbox] read_only_paths`.
+trait ServersVisible {
+    fn servers_visible(self) -> Self;
+}
+
+impl ServersVisible for TaskContract {
+    fn servers_visible(mut self) -> Self {
+        self.sandbox.read_only_paths.push(servers_root());
+        self
+    }
+}
+
 /// The installed servers' `dist/index.js`, or `None` (skip) outside CI.
 fn server_js(package: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(".mcp-servers/node_modules/@modelcontextprotocol")
+    let p = servers_root()
+        .join("node_modules/@modelcontextprotocol")
         .join(package)
         .join("dist/index.js");
     if p.is_file() {
@@ -86,7 +105,10 @@ fn env(store: &Store, run_id: i64, dir: &Path, gate: Arc<dyn PolicyGate>) -> Mcp
         gate,
         sandbox: Some(sandbox()),
         workdir: dir.to_path_buf(),
-        settings: Default::default(),
+        settings: io_harness::contract::SandboxSettings {
+            read_only_paths: vec![servers_root()],
+            ..Default::default()
+        },
         masked: Vec::new(),
         hidden: Vec::new(),
         step: 0,
@@ -545,6 +567,7 @@ fn run_contract(dir: &Path, spec: McpServerSpec, needle: &str) -> TaskContract {
         dir,
         Verification::file_contains("result.txt", needle),
     )
+    .servers_visible()
     .mcp_server(spec)
     .max_steps(6)
 }
@@ -593,6 +616,7 @@ async fn a_policy_denied_mcp_tool_is_refused_and_recorded() {
         dir.path(),
         Verification::file_contains("hello.txt", "hello"),
     )
+    .servers_visible()
     .mcp_server(spec)
     .policy_rule(Rule::deny(Act::Exec, "mcp__everything__get-env"));
     let provider = Scripted::new(vec![
@@ -637,6 +661,7 @@ async fn a_required_server_that_cannot_start_ends_the_run_and_an_optional_one_do
             dir.path(),
             Verification::file_contains("hello.txt", "hello"),
         )
+        .servers_visible()
     };
     let missing = McpServerSpec::stdio("gone", ["/nonexistent/mcp-server"]);
     let turns = || {
@@ -684,6 +709,7 @@ async fn a_required_server_that_dies_mid_run_ends_the_run() {
         dir.path(),
         Verification::file_contains("hello.txt", "hello"),
     )
+    .servers_visible()
     .mcp_server(spec.required().call_timeout(Duration::from_secs(20)));
     let echo = || ScriptTurn::tool("mcp__everything__echo", json!({"message": "hi"}));
     let provider = Scripted::new(vec![echo(), echo(), echo(), ScriptTurn::text("Done.")]);
@@ -808,9 +834,11 @@ fn cli_mcp_list_prints_the_tools_and_run_then_show_lists_the_mcp_events() {
         format!(
             "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = {{ file = \"out.txt\", needle = \"via mcp\" }}\n\
              [provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n\n\
+             [sandbox]\nread_only_paths = [{:?}]\n\n\
              [[mcp]]\nname = \"everything\"\ncommand = [\"node\", {:?}, \"stdio\"]\nallow_tools = [\"echo\", \"get-sum\"]\n\n\
              [[mcp]]\nname = \"fs\"\ncommand = \"node\"\nargs = [{:?}, \".\"]\nrequired = true\n\n\
              [[mcp]]\nname = \"absent\"\ncommand = \"/nonexistent/mcp\"\n",
+            servers_root().display().to_string(),
             everything.display().to_string(),
             fs.display().to_string()
         ),
@@ -889,6 +917,7 @@ async fn a_resumed_run_reconnects_its_servers() {
         dir.path(),
         Verification::file_contains("hello.txt", "hello"),
     )
+    .servers_visible()
     .mcp_server(spec);
     let echo = |m: &str| ScriptTurn::tool("mcp__everything__echo", json!({"message": m}));
     let provider = Scripted::new(vec![

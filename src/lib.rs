@@ -37,9 +37,14 @@
 //! - [`provider`]: the object-safe [`Provider`] trait, the OpenAI, OpenRouter and
 //!   Anthropic clients over HTTP+SSE, `Scripted` and `Record`, retry and fallback.
 //! - [`mod@run`]: the loop ([`run()`], [`resume`], [`run_with`] with [`RunOptions`]), its
-//!   [`RunOutcome`]s and exit codes, observers, budgets and stall detection.
+//!   [`RunOutcome`]s and exit codes, observers, budgets, stall detection and
+//!   sub-agents (`spawn_agent`: contained child runs with carved budgets).
+//! - [`context`]: the request each turn sends, assembled from the full history under a
+//!   token budget (stubs for superseded observations, re-reads of stale ones).
 //! - [`tools`]: the workspace tools, confined to the root race-free, and the registry
 //!   that passes every call through the policy.
+//! - [`mcp`]: tools served by MCP servers (stdio through the sandbox, or streamable
+//!   HTTP), offered as `mcp__<server>__<tool>` under the same policy and record.
 //! - [`policy`]: layered rules deciding `read`, `write`, `exec` and `net`, and the
 //!   approval gate.
 //! - [`sandbox`]: the per-command isolation — native Linux namespaces with Landlock and
@@ -49,13 +54,12 @@
 //! - [`store`]: the SQLite record (runs, steps, events, journal, memory) that resume and
 //!   `io-harness show` read.
 //! - [`audit`]: the JSONL log of sandbox sessions beside the store.
-//! - [`egress`]: the allowlisting proxy for sandboxed network access (not yet bridged
-//!   into the sandbox).
+//! - [`egress`]: the allowlisting proxy that is a sandbox's only way out under
+//!   `network = "allowlist"`, bridged into its private network namespace.
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs)]
 
 pub mod audit;
-/// Budget-aware context assembly: the request each turn sends, built from the full history.
 pub mod context;
 pub mod contract;
 mod digest;

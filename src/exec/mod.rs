@@ -73,6 +73,37 @@ impl EgressRecord {
     }
 }
 
+/// With `network = "allowlist"` in `spec`: starts an egress proxy for `settings`'
+/// allowlist and points `spec` at it (the bridge into its network namespace and the
+/// proxy variables first in its environment). Any other posture needs none. The proxy
+/// must outlive the process it serves; its report is what the session records.
+pub(crate) async fn start_egress(
+    settings: &SandboxSettings,
+    spec: &mut RunSpec,
+) -> Result<Option<EgressProxy>, SandboxError> {
+    if spec.network != NetworkPosture::Allowlist {
+        return Ok(None);
+    }
+    let rules = settings
+        .host_rules()
+        .map_err(|e| SandboxError::invalid(format!("[sandbox] allow_hosts: {e}")))?;
+    let pins = settings.resolve.iter().map(|(k, v)| (k.clone(), *v));
+    let proxy = EgressProxy::builder(rules)
+        .with_pins(pins)
+        .start()
+        .await
+        .map_err(SandboxError::spawn("egress proxy"))?;
+    let port = bridge::DEFAULT_BRIDGE_PORT;
+    spec.proxy = Some(ProxyBridge {
+        port,
+        to_unix: proxy.unix_path().to_path_buf(),
+    });
+    let mut env = bridge::proxy_env(port);
+    env.append(&mut spec.env);
+    spec.env = env;
+    Ok(Some(proxy))
+}
+
 /// Why a command was run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
@@ -258,28 +289,7 @@ impl Executor {
     /// With `network = "allowlist"`: a proxy for this command, and the spec pointed
     /// at it (bridge port, proxy variables ahead of any the contract passes in).
     async fn start_egress(&self, spec: &mut RunSpec) -> Result<Option<EgressProxy>, SandboxError> {
-        if spec.network != NetworkPosture::Allowlist {
-            return Ok(None);
-        }
-        let rules = self
-            .settings
-            .host_rules()
-            .map_err(|e| SandboxError::invalid(format!("[sandbox] allow_hosts: {e}")))?;
-        let pins = self.settings.resolve.iter().map(|(k, v)| (k.clone(), *v));
-        let proxy = EgressProxy::builder(rules)
-            .with_pins(pins)
-            .start()
-            .await
-            .map_err(SandboxError::spawn("egress proxy"))?;
-        let port = bridge::DEFAULT_BRIDGE_PORT;
-        spec.proxy = Some(ProxyBridge {
-            port,
-            to_unix: proxy.unix_path().to_path_buf(),
-        });
-        let mut env = bridge::proxy_env(port);
-        env.append(&mut spec.env);
-        spec.env = env;
-        Ok(Some(proxy))
+        start_egress(&self.settings, spec).await
     }
 
     /// The run these commands belong to (names a gate's build directory).

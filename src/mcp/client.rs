@@ -119,7 +119,12 @@ impl Recorder {
 
     /// The sandbox session of a server that ended, like a command's: a
     /// `sandbox_sessions` row (purpose `mcp`) and an audit line. Best effort.
-    fn session(&self, spec: &RunSpec, out: &crate::sandbox::SandboxOutcome) {
+    fn session(
+        &self,
+        spec: &RunSpec,
+        out: &crate::sandbox::SandboxOutcome,
+        proxy: Option<&crate::egress::EgressProxy>,
+    ) {
         let step = self.step();
         let backend = out.backend.label();
         let env_names: Vec<&str> = spec.env.iter().map(|(k, _)| k.as_str()).collect();
@@ -129,8 +134,7 @@ impl Recorder {
             .filter(|c| out.layers.enforces(*c))
             .map(|c| c.label().to_string());
         let duration_ms = ms(out.duration);
-        // No proxy serves a server: an allowlist without one had no route at all.
-        let egress = crate::exec::EgressRecord::of(spec, out, None);
+        let egress = crate::exec::EgressRecord::of(spec, out, proxy);
         if let Some(s) = &self.store {
             let session = crate::store::SandboxSession {
                 run_id: self.run_id,
@@ -300,6 +304,9 @@ pub(super) struct Server {
     proc: Mutex<Option<Proc>>,
     /// What a sandboxed server was started with, for its session record.
     launched: Option<RunSpec>,
+    /// The egress proxy of a server under `network = "allowlist"`: its only way out,
+    /// alive as long as the server.
+    proxy: Option<crate::egress::EgressProxy>,
     stderr: Arc<Stderr>,
     dead: Mutex<Option<String>>,
     info: serde_json::Value,
@@ -437,7 +444,7 @@ impl Server {
                 let outcome = child.wait();
                 self.shared.rec.sandbox(SandboxEvent::destroy);
                 if let (Ok(out), Some(spec)) = (outcome, &self.launched) {
-                    self.shared.rec.session(spec, &out);
+                    self.shared.rec.session(spec, &out, self.proxy.as_ref());
                 }
             }
             Some(mut p @ Proc::Plain(_)) => p.kill(),
@@ -704,6 +711,7 @@ struct Started {
     service: Service,
     proc: Option<Proc>,
     launched: Option<RunSpec>,
+    proxy: Option<crate::egress::EgressProxy>,
     stderr: Arc<Stderr>,
     sandbox: String,
 }
@@ -726,11 +734,11 @@ async fn connect_one(
                 &spec.name,
             )?;
             let stderr = Arc::new(Stderr::default());
-            let ((proc, stdout, stdin, label), launched) = if *sandbox {
-                let (pipes, spec) = start_sandboxed(argv, names, env, &stderr).await?;
-                (pipes, Some(spec))
+            let ((proc, stdout, stdin, label), launched, proxy) = if *sandbox {
+                let (pipes, spec, proxy) = start_sandboxed(argv, names, env, &stderr).await?;
+                (pipes, Some(spec), proxy)
             } else {
-                (start_plain(argv, names, env, &stderr)?, None)
+                (start_plain(argv, names, env, &stderr)?, None, None)
             };
             if let Proc::Sandboxed(_) = &proc {
                 let argv_text = argv.join(" ");
@@ -774,6 +782,7 @@ async fn connect_one(
                 service,
                 proc,
                 launched,
+                proxy,
                 stderr,
                 sandbox: label,
             }
@@ -826,6 +835,7 @@ async fn connect_one(
                 service,
                 proc: None,
                 launched: None,
+                proxy: None,
                 stderr: Arc::new(Stderr::default()),
                 sandbox: "none".into(),
             }
@@ -884,6 +894,7 @@ async fn connect_one(
         service: Mutex::new(Some(started.service)),
         proc: Mutex::new(started.proc),
         launched: started.launched,
+        proxy: started.proxy,
         stderr: started.stderr,
         dead: Mutex::new(None),
         info,
@@ -958,7 +969,7 @@ async fn start_sandboxed(
     names: &[String],
     env: &McpEnv,
     tail: &Arc<Stderr>,
-) -> Result<(Pipes, RunSpec), String> {
+) -> Result<(Pipes, RunSpec, Option<crate::egress::EgressProxy>), String> {
     let sandbox = env
         .sandbox
         .clone()
@@ -976,11 +987,16 @@ async fn start_sandboxed(
         open_files: l.open_files.or(d.open_files),
         output_bytes: None,
     };
+    spec.env = env_values(&env.settings, names);
     spec.network = match env.settings.network {
         NetworkSetting::Open => NetworkPosture::Open,
-        _ => NetworkPosture::None,
+        NetworkSetting::Allowlist => NetworkPosture::Allowlist,
+        NetworkSetting::None => NetworkPosture::None,
     };
-    spec.env = env_values(&env.settings, names);
+    // Under an allowlist the server, like a command, reaches only the harness's proxy.
+    let proxy = crate::exec::start_egress(&env.settings, &mut spec)
+        .await
+        .map_err(|e| format!("sandbox start: {e}"))?;
     spec.read_only_paths = env.settings.read_only_paths.clone();
     spec.masked_paths = env.masked.clone();
     spec.hidden_paths = env.hidden.clone();
@@ -1000,7 +1016,11 @@ async fn start_sandboxed(
     let stdout =
         tokio::process::ChildStdout::from_std(stdout).map_err(|e| format!("stdout: {e}"))?;
     let stdin = tokio::process::ChildStdin::from_std(stdin).map_err(|e| format!("stdin: {e}"))?;
-    Ok(((Proc::Sandboxed(child), stdout, stdin, label), launched))
+    Ok((
+        (Proc::Sandboxed(child), stdout, stdin, label),
+        launched,
+        proxy,
+    ))
 }
 
 fn start_plain(

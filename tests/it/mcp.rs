@@ -346,6 +346,98 @@ async fn a_server_that_exits_mid_run_is_reported_and_its_tools_answer_unavailabl
     assert_eq!(ev.last().unwrap().outcome.as_deref(), Some("unavailable"));
 }
 
+/// Under `network = "allowlist"` a sandboxed server, like a command, reaches only the
+/// harness's egress proxy: an allowed host answers through it, another is refused, and
+/// the server's session records the posture, the allowlist and both counts.
+#[tokio::test]
+async fn a_sandboxed_server_under_an_allowlist_reaches_only_allowed_hosts_through_the_proxy() {
+    let Some(js) = server_js("server-everything") else {
+        return;
+    };
+    if sandbox().backend() != io_harness::Backend::LinuxNamespaces {
+        eprintln!("SKIPPED: the allowlist bridge needs the native backend");
+        return;
+    }
+    // A host HTTP server the proxy dials (names pinned to loopback, no internet).
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut c in listener.incoming().flatten().take(4) {
+            let mut buf = [0u8; 2048];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nfrom host",
+            );
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    // Asks through the proxy it was given, writes both answers, then serves.
+    let probe = dir.path().join("probe.mjs");
+    std::fs::write(
+        &probe,
+        format!(
+            "import http from 'node:http';\n\
+             const proxy = new URL(process.env.HTTP_PROXY);\n\
+             const get = host => new Promise(res => {{\n\
+               const r = http.request({{ host: proxy.hostname, port: proxy.port, path: 'http://' + host + ':{port}/', headers: {{ Host: host + ':{port}' }} }},\n\
+                 resp => {{ let b = ''; resp.on('data', d => b += d); resp.on('end', () => res(resp.statusCode + ' ' + b)); }});\n\
+               r.on('error', e => res(e.code));\n\
+               r.end();\n\
+             }});\n\
+             const a = await get('allowed.test');\n\
+             const o = await get('other.test');\n\
+             const fs = await import('node:fs');\n\
+             fs.writeFileSync('probe.txt', 'allowed: ' + a + '\\nother: ' + o + '\\n');\n\
+             process.argv[2] = 'stdio';\n\
+             await import({:?});\n",
+            js.display().to_string()
+        ),
+    )
+    .unwrap();
+    let store = Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let mut env = env(&store, run_id, dir.path(), native_policy());
+    env.settings.network = io_harness::contract::NetworkSetting::Allowlist;
+    env.settings.allow_hosts = vec![format!("allowed.test:{port}")];
+    for name in ["allowed.test", "other.test"] {
+        env.settings
+            .resolve
+            .insert(name.to_string(), "127.0.0.1".parse().unwrap());
+    }
+    let servers = McpServers::connect(
+        &[McpServerSpec::stdio(
+            "boxed",
+            [node(), probe.display().to_string(), "x".into()],
+        )],
+        env,
+    )
+    .await;
+    assert_eq!(
+        servers.alive(),
+        ["boxed"],
+        "{:?}",
+        servers.stderr_tail("boxed")
+    );
+    let probe = std::fs::read_to_string(dir.path().join("probe.txt")).unwrap();
+    assert!(probe.contains("allowed: 200 from host"), "{probe}");
+    assert!(probe.contains("other: 403"), "{probe}");
+    servers.close();
+    let sessions = store.sandbox_sessions(run_id).unwrap();
+    let s = sessions
+        .iter()
+        .find(|s| s.purpose == "mcp")
+        .expect("session");
+    assert_eq!(s.network, "allowlist");
+    assert!(
+        s.allow_hosts_json.contains(&format!("allowed.test:{port}")),
+        "{s:?}"
+    );
+    assert_eq!(s.egress_admitted_reported, Some(1), "{s:?}");
+    assert_eq!(s.egress_refusals_reported, Some(1), "{s:?}");
+    assert!(s.egress_refused_hosts_json.contains("other.test"), "{s:?}");
+}
+
 #[tokio::test]
 async fn a_sandboxed_stdio_server_cannot_reach_the_network_and_an_unsandboxed_one_is_recorded_as_such()
  {

@@ -484,6 +484,15 @@ pub struct TaskContract {
 /// below `max_depth`, so `max_depth = 0` turns sub-agents off and the default, 1, lets
 /// the root spawn children that cannot spawn in turn. A child inherits its parent's
 /// setting.
+///
+/// ```
+/// use io_harness::{TaskContract, Verification};
+///
+/// let contract = TaskContract::workspace("g", ".", Verification::file_contains("a", "b"));
+/// assert_eq!(contract.agents.max_depth, 1, "children, no grandchildren");
+/// let flat = contract.max_agent_depth(0);
+/// assert_eq!(flat.agents.max_depth, 0, "spawn_agent is not offered");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSettings {

@@ -183,6 +183,18 @@ impl EgressConfig {
 
 /// A running allowlisting proxy. Dropping it stops the listeners and every open
 /// connection, and removes its socket.
+///
+/// ```
+/// use io_harness::egress::{EgressProxy, HostRule};
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let proxy = EgressProxy::start(vec![HostRule::parse("crates.io:443").unwrap()])
+///     .await
+///     .unwrap();
+/// assert!(proxy.unix_path().exists(), "the socket a sandbox's bridge forwards to");
+/// // Nothing asked yet: observed, and zero (not "not observed").
+/// assert_eq!(proxy.report().refusals, Some(0));
+/// # });
+/// ```
 #[derive(Debug)]
 pub struct EgressProxy {
     shared: Arc<Shared>,

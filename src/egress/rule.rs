@@ -41,6 +41,18 @@ enum Pattern {
 }
 
 /// One allowlist entry: a host pattern and an optional port.
+///
+/// ```
+/// use io_harness::egress::HostRule;
+///
+/// let pypi = HostRule::parse("*.pypi.org:443").unwrap();
+/// assert!(pypi.matches("files.pypi.org", 443));
+/// assert!(!pypi.matches("files.pypi.org", 80), "another port");
+/// assert!(!pypi.matches("pypi.org.evil.test", 443));
+/// let crates = HostRule::parse("crates.io").unwrap();
+/// assert!(crates.matches("crates.io", 443) && crates.matches("crates.io", 80));
+/// assert!(HostRule::parse("http://crates.io").is_err(), "a URL is not a host rule");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostRule {
     pattern: Pattern,

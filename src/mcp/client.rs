@@ -468,6 +468,35 @@ impl Drop for Server {
 }
 
 /// The servers of one run. Cheap to clone; the last clone dropped kills what is left.
+///
+/// A run connects the contract's `[[mcp]]` servers itself; an embedder can connect
+/// some on its own and hand their tools to a registry:
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use io_harness::mcp::{McpEnv, McpServerSpec, McpServers};
+/// use io_harness::policy::{Isolation, Policy};
+/// # async fn demo() {
+/// let env = McpEnv {
+///     store: None,
+///     run_id: 0,
+///     gate: Arc::new(Policy::builtin().with_exec_isolation(Isolation::Native)),
+///     sandbox: io_harness::sandbox::select().ok().map(Arc::from),
+///     workdir: ".".into(),
+///     settings: Default::default(),
+///     masked: Vec::new(),
+///     hidden: Vec::new(),
+///     step: 0,
+///     audit: None,
+/// };
+/// let spec = McpServerSpec::stdio("fs", ["node", "/opt/mcp/server-filesystem/dist/index.js", "."]);
+/// let servers = McpServers::connect(&[spec], env).await;
+/// for tool in servers.tools() {
+///     println!("{}", tool.spec().name); // mcp__fs__read_file, …
+/// }
+/// servers.close();
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct McpServers {
     servers: Vec<Arc<Server>>,

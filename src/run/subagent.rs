@@ -40,6 +40,28 @@ use crate::policy::{
 use crate::store::{Store, StoreError};
 
 /// What a parent asks of a sub-agent: the `spawn_agent` tool's arguments.
+///
+/// ```
+/// use io_harness::run::AgentSpec;
+///
+/// // What a model sends to `spawn_agent`: a sub-goal in `parser/`, checked there by
+/// // `cargo test`, with at most 10 steps of the parent's remaining budget.
+/// let spec: AgentSpec = serde_json::from_value(serde_json::json!({
+///     "name": "parser",
+///     "goal": "make parse_list accept a trailing comma",
+///     "root": "parser",
+///     "verify": { "command": ["cargo", "test", "--offline"] },
+///     "budget": { "max_steps": 10 },
+///     "rules": [{ "act": "write", "target": "Cargo.toml", "decision": "deny" }]
+/// }))
+/// .unwrap();
+/// assert_eq!(spec.budget.max_steps, Some(10));
+/// // Unknown fields are refused, not ignored.
+/// assert!(serde_json::from_value::<AgentSpec>(serde_json::json!({
+///     "name": "x", "goal": "g", "verify": {}, "sudo": true
+/// }))
+/// .is_err());
+/// ```
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSpec {

@@ -20,39 +20,134 @@
 //! (Anthropic's splits code a little finer than OpenAI's `o200k`), and each message,
 //! block and tool adds the framing overhead the chat formats add.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use sha2::{Digest, Sha256};
+use tiktoken_rs::CoreBPE;
+use tiktoken_rs::tokenizer::{Tokenizer, get_tokenizer};
+
 use crate::provider::{CompletionRequest, ContentBlock, Message, ToolSpec};
 
-/// The tokenizer family of a provider, which sets the calibration factor.
+/// The tokenizer family of a provider: an exact encoder, or the calibration factor of
+/// the estimate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
-    /// OpenAI models (`o200k`-style encoders), and OpenAI-compatible servers.
+    /// OpenAI models on `o200k_base` (gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o1, o3, o4,
+    /// gpt-oss): counted exactly with that encoder.
+    O200k,
+    /// OpenAI models on `cl100k_base` (gpt-4, gpt-3.5): counted exactly.
+    Cl100k,
+    /// Other models behind an OpenAI-style API (OpenRouter's non-OpenAI models,
+    /// OpenAI-compatible servers): the estimate, at the `o200k` calibration.
     Openai,
-    /// Anthropic Claude models.
+    /// Anthropic Claude models: the estimate, scaled up (no offline tokenizer exists).
     Anthropic,
-    /// Anything else (the scripted provider): the OpenAI calibration.
+    /// Anything else (the scripted provider): the estimate at the `o200k` calibration.
     Other,
 }
 
 impl Family {
-    /// The family of a provider kind (`openai`, `anthropic`, `openrouter`…) and model:
-    /// OpenRouter's `anthropic/…` models count as Anthropic.
+    /// The family of a provider kind (`openai`, `anthropic`, `openrouter`…) and model.
+    /// OpenRouter's `anthropic/…` models count as Anthropic; OpenAI's models (and
+    /// OpenRouter's `openai/…`) get their exact encoder when `tiktoken-rs`'s model table
+    /// knows them. Only the name is looked up here: the encoder itself is loaded on the
+    /// first count, so a run that never talks to an OpenAI model never pays for it.
     pub fn of(kind: &str, model: &str) -> Self {
         if kind == "anthropic" || model.starts_with("anthropic/") || model.starts_with("claude") {
-            Self::Anthropic
-        } else if kind == "openai" || kind == "openrouter" {
-            Self::Openai
-        } else {
-            Self::Other
+            return Self::Anthropic;
+        }
+        let openai_model = match kind {
+            "openai" => Some(model.strip_prefix("openai/").unwrap_or(model)),
+            "openrouter" => model.strip_prefix("openai/"),
+            _ => None,
+        };
+        match openai_model.and_then(get_tokenizer) {
+            Some(Tokenizer::O200kBase | Tokenizer::O200kHarmony) => Self::O200k,
+            Some(Tokenizer::Cl100kBase) => Self::Cl100k,
+            _ if kind == "openai" || kind == "openrouter" => Self::Openai,
+            _ => Self::Other,
         }
     }
 
-    /// Estimated tokens per counted piece, in percent.
+    /// Whether this family is counted with a real encoder rather than estimated.
+    pub fn is_exact(self) -> bool {
+        matches!(self, Self::O200k | Self::Cl100k)
+    }
+
+    /// Estimated tokens per counted piece, in percent (100 for the exact families,
+    /// whose pieces are tokens).
     fn scale_pct(self) -> u64 {
         match self {
             Self::Anthropic => 112,
-            Self::Openai | Self::Other => 100,
+            Self::O200k | Self::Cl100k | Self::Openai | Self::Other => 100,
         }
     }
+
+    /// The encoder of an exact family, loaded (once per process) on first use.
+    fn encoder(self) -> Option<&'static CoreBPE> {
+        match self {
+            Self::O200k => Some(tiktoken_rs::o200k_base_singleton()),
+            Self::Cl100k => Some(tiktoken_rs::cl100k_base_singleton()),
+            Self::Openai | Self::Anthropic | Self::Other => None,
+        }
+    }
+}
+
+/// Texts shorter than this are encoded every time: hashing them would cost about as
+/// much as encoding them.
+const CACHE_MIN_BYTES: usize = 256;
+/// Entries kept before the cache is emptied (bounds memory in a long-lived process;
+/// a run's observations are far fewer).
+const CACHE_MAX_ENTRIES: usize = 1 << 16;
+
+type CountCache = Mutex<HashMap<(bool, [u8; 32]), u64>>;
+
+/// Exact counts of long texts by (family is `o200k`, SHA-256 of the text). The
+/// assembler counts the whole history every turn, and the history is mostly the same
+/// observations as last turn: each is encoded once. A count depends only on the
+/// bytes, so the cache changes no result, only the time taken.
+fn cache() -> &'static CountCache {
+    static CACHE: OnceLock<CountCache> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The exact token count of `text` under `family`'s encoder (ordinary text: special
+/// tokens in it are counted as the text they are), without the cache; `None` for the
+/// estimated families.
+pub fn exact_tokens(text: &str, family: Family) -> Option<u64> {
+    family
+        .encoder()
+        .map(|bpe| bpe.encode_ordinary(text).len() as u64)
+}
+
+/// Tokens of `text` for `family`: exact (cached by content hash) for the exact
+/// families; the family-scaled estimate otherwise.
+pub fn count_text(text: &str, family: Family) -> u64 {
+    scaled(pieces(text, family), family)
+}
+
+/// Exact tokens, or estimated pieces before the family's scale.
+fn pieces(text: &str, family: Family) -> u64 {
+    if !family.is_exact() {
+        return estimate_text(text);
+    }
+    if text.len() < CACHE_MIN_BYTES {
+        return exact_tokens(text, family).unwrap_or(0);
+    }
+    let key = (family == Family::O200k, <[u8; 32]>::from(Sha256::digest(text)));
+    // A poisoned lock only means another thread panicked mid-insert: count without it.
+    if let Some(n) = cache().lock().ok().and_then(|c| c.get(&key).copied()) {
+        return n;
+    }
+    let n = exact_tokens(text, family).unwrap_or(0);
+    if let Ok(mut c) = cache().lock() {
+        if c.len() >= CACHE_MAX_ENTRIES {
+            c.clear();
+        }
+        c.insert(key, n);
+    }
+    n
 }
 
 /// Framing tokens per message (role markers, separators).
@@ -102,12 +197,12 @@ fn scaled(pieces: u64, family: Family) -> u64 {
 /// Estimated tokens of one content block, framing included.
 pub fn estimate_block(b: &ContentBlock, family: Family) -> u64 {
     let pieces = match b {
-        ContentBlock::Text { text } => estimate_text(text),
+        ContentBlock::Text { text } => pieces(text, family),
         ContentBlock::ToolUse { name, input, .. } => {
-            estimate_text(name) + estimate_text(&input.to_string())
+            pieces(name, family) + pieces(&input.to_string(), family)
         }
-        ContentBlock::ToolResult { content, .. } => estimate_text(content),
-        ContentBlock::Thinking { thinking, .. } => estimate_text(thinking),
+        ContentBlock::ToolResult { content, .. } => pieces(content, family),
+        ContentBlock::Thinking { thinking, .. } => pieces(thinking, family),
         ContentBlock::RedactedThinking { data } => (data.len() as u64).div_ceil(4),
     };
     scaled(pieces, family) + PER_BLOCK
@@ -129,9 +224,9 @@ pub fn estimate_tools(tools: &[ToolSpec], family: Family) -> u64 {
         .map(|t| {
             PER_TOOL
                 + scaled(
-                    estimate_text(&t.name)
-                        + estimate_text(&t.description)
-                        + estimate_text(&t.input_schema.to_string()),
+                    pieces(&t.name, family)
+                        + pieces(&t.description, family)
+                        + pieces(&t.input_schema.to_string(), family),
                     family,
                 )
         })
@@ -143,7 +238,7 @@ pub fn estimate_request(r: &CompletionRequest, family: Family) -> u64 {
     let system = r
         .system
         .as_deref()
-        .map_or(0, |s| scaled(estimate_text(s), family) + PER_MESSAGE);
+        .map_or(0, |s| count_text(s, family) + PER_MESSAGE);
     system
         + estimate_tools(&r.tools, family)
         + r.messages
@@ -205,6 +300,31 @@ mod tests {
             Family::Anthropic
         );
         assert_eq!(Family::of("scripted", "scripted"), Family::Other);
+    }
+
+    #[test]
+    fn openai_models_get_their_exact_encoder_and_counts_are_cached_unchanged() {
+        assert_eq!(Family::of("openai", "gpt-4o-mini"), Family::O200k);
+        assert_eq!(Family::of("openai", "gpt-5"), Family::O200k);
+        assert_eq!(Family::of("openai", "o3"), Family::O200k);
+        assert_eq!(Family::of("openai", "gpt-4-turbo"), Family::Cl100k);
+        assert_eq!(Family::of("openrouter", "openai/gpt-4.1"), Family::O200k);
+        assert_eq!(Family::of("openrouter", "google/gemini-2.5-pro"), Family::Openai);
+        assert_eq!(Family::of("openai", "llama-3-local"), Family::Openai);
+        // "hello world" is two tokens in both encoders.
+        assert_eq!(count_text("hello world", Family::O200k), 2);
+        assert_eq!(count_text("hello world", Family::Cl100k), 2);
+        let long = "fn series(x: u64) -> u64 { x.rotate_left(3) ^ 0x5f }\n".repeat(20);
+        let exact = exact_tokens(&long, Family::O200k).unwrap();
+        // Counted, then served from the cache: the same number both times.
+        assert_eq!(count_text(&long, Family::O200k), exact);
+        assert_eq!(count_text(&long, Family::O200k), exact);
+        assert_ne!(
+            count_text(&long, Family::Cl100k),
+            0,
+            "the two encoders are cached apart"
+        );
+        assert_eq!(exact_tokens(&long, Family::Anthropic), None);
     }
 
     #[test]

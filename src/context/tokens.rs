@@ -1,24 +1,51 @@
-//! Token counting without a tokenizer: a calibrated estimate per provider family.
+//! Token counting: the real encoder for OpenAI models, a calibrated estimate otherwise.
 //!
-//! # Why not a real tokenizer
+//! # OpenAI models: `tiktoken-rs`
 //!
-//! `tiktoken-rs` would give exact counts for OpenAI models, but it embeds the BPE rank
-//! tables of every encoding it supports (several megabytes each, compiled into the
-//! binary) and pulls a regex engine of its own; Anthropic publishes no offline
-//! tokenizer at all. The budget only needs to be right to within a few percent, and it
-//! is checked against the truth on every call: the provider's reported input tokens are
-//! recorded beside the estimate in `context_events`, so the error is measurable per run
-//! (`io-harness show --json`).
+//! [`Family::of`] looks the model up in `tiktoken-rs`'s own model table: gpt-4o,
+//! gpt-4.1, gpt-4.5, gpt-5, o1, o3, o4 (and OpenRouter's `openai/…` of them) are
+//! counted with `o200k_base`, gpt-4 and gpt-3.5 with `cl100k_base`. Only those two
+//! encoders are referenced, so the linker keeps only their rank tables (`r50k`/`p50k`
+//! are dropped). The encoder is loaded on the first count (≈140 ms, once per process,
+//! in a `LazyLock` of the crate), so a run that never uses an OpenAI model never pays
+//! for it. Counting is deterministic: the same history gives the same counts, hence the
+//! same assembly, byte for byte, on resume.
 //!
-//! # The estimate
+//! Measured on this 2-core machine (`cargo bench --bench context_trajectory`, the 61
+//! full-history requests of the 60-step trajectory, up to 76k tokens each): encoding
+//! every text of a request costs 6.4 ms; with counts cached by the SHA-256 of each text
+//! (texts of 256 bytes and more; the history is mostly last turn's observations), the
+//! first pass costs 0.47 ms per request and a warm one 0.36 ms, against 0.22 ms for the
+//! estimate. Build cost: the new crates (`tiktoken-rs`, `fancy-regex`, `regex`,
+//! `bit-set`, `bit-vec`, `base64` 0.22, `anyhow`, `rustc-hash`) take about 12 s of
+//! release compile; the release binary grows by 5.8 MB stripped (25.6 → 31.4 MB),
+//! almost all of it the two rank tables. Both are well inside what the feature is
+//! worth, so the dependency is a normal one, not a dev-dependency.
 //!
-//! Byte-pair encoders used by current models split text roughly like this: a run of
-//! letters and digits becomes one token per about four characters (common words are one
-//! token), most punctuation is a token of its own, a space attaches to the word after
-//! it, runs of indentation merge, and a character outside ASCII costs about one token.
-//! [`estimate_text`] counts exactly that; [`Family`] scales it for the tokenizer family
-//! (Anthropic's splits code a little finer than OpenAI's `o200k`), and each message,
-//! block and tool adds the framing overhead the chat formats add.
+//! # Everything else: the estimate
+//!
+//! Anthropic publishes no offline tokenizer, and OpenAI-compatible servers run models
+//! of their own. [`estimate_text`] imitates the `o200k` pre-tokenizer, whose pieces
+//! are nearly always one token each: a word (capitals then lower case, with one
+//! leading space, `_`, `.` or other single mark) is one token per seven letters;
+//! numbers go in groups of three digits; a run of
+//! punctuation is a token per two marks and takes the newlines after it (`;\n`); a
+//! run of indentation less its last blank is one token, as is a run of newlines; a
+//! character outside ASCII is one. [`Family`] scales it (Anthropic's encoder splits
+//! code a little finer: 112%), and each message, block and tool adds the framing the
+//! chat formats add.
+//!
+//! Calibration (`tests/it/context.rs`, `the_estimate_stays_within_its_stated_error_of_o200k`,
+//! against `o200k_base`): on the texts of the trajectory's last full-history request
+//! (tool results with line numbers, tool inputs, prompts; 74k tokens) the estimate is
+//! −1.9% off in total and −2.4% on the worst single text; on this repository's Rust
+//! source (171 files, 320k tokens) +0.8% in total and −9.9% on the worst file. The
+//! previous estimate (a token per four characters of any identifier, a token per mark)
+//! was −13.8% on the trajectory and +46% on the source (+61% on the worst file). The
+//! test holds the totals within 6% and any text of 200 tokens or more within 20%.
+//! The Anthropic factor cannot be checked offline; the provider's reported input
+//! tokens are recorded beside the estimate in `context_events` on every call, so the
+//! error is measurable per run (`io-harness show --json`).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -135,7 +162,10 @@ fn pieces(text: &str, family: Family) -> u64 {
     if text.len() < CACHE_MIN_BYTES {
         return exact_tokens(text, family).unwrap_or(0);
     }
-    let key = (family == Family::O200k, <[u8; 32]>::from(Sha256::digest(text)));
+    let key = (
+        family == Family::O200k,
+        <[u8; 32]>::from(Sha256::digest(text)),
+    );
     // A poisoned lock only means another thread panicked mid-insert: count without it.
     if let Some(n) = cache().lock().ok().and_then(|c| c.get(&key).copied()) {
         return n;
@@ -374,7 +404,10 @@ mod tests {
         assert_eq!(Family::of("openai", "o3"), Family::O200k);
         assert_eq!(Family::of("openai", "gpt-4-turbo"), Family::Cl100k);
         assert_eq!(Family::of("openrouter", "openai/gpt-4.1"), Family::O200k);
-        assert_eq!(Family::of("openrouter", "google/gemini-2.5-pro"), Family::Openai);
+        assert_eq!(
+            Family::of("openrouter", "google/gemini-2.5-pro"),
+            Family::Openai
+        );
         assert_eq!(Family::of("openai", "llama-3-local"), Family::Openai);
         // "hello world" is two tokens in both encoders.
         assert_eq!(count_text("hello world", Family::O200k), 2);

@@ -614,7 +614,7 @@ mod tests {
             let before = tokens::estimate_request(&full, family);
             let inp = Inputs {
                 full: &full,
-                family: family,
+                family,
                 budget: Some(before * 95 / 100),
                 current: &current,
                 harder: false,

@@ -6,12 +6,19 @@
 //! raw, and billed as Anthropic (cache reads 0.1×, writes 1.25×) and OpenAI (cached
 //! prefix 0.1×) would bill them given the requests' common prefixes — beside the same
 //! figures for the full history, as ratios; plus batches and stale reads sent.
+//! Then what counting costs per request with the real `o200k` encoder (the exact
+//! family of OpenAI models) against the estimate, on the full-history requests:
+//! the encoder's one-time load, a first pass (each observation encoded once, then
+//! served from the content-hash cache), a warm pass, and encoding everything uncached.
 //! Run: `cargo bench --bench context_trajectory`.
 
 #[path = "../tests/support/context_trajectory.rs"]
 mod trajectory;
 
+use std::time::Instant;
+
 use io_harness::context::ContextSettings;
+use io_harness::context::tokens::{self, Family};
 use io_harness::provider::{CompletionRequest, ContentBlock, Scripted};
 use io_harness::{RunOutcome, Store, TaskContract, Verification, run};
 
@@ -120,6 +127,7 @@ fn main() {
         full.max_sent,
         stale(&full.requests)
     );
+    counting_cost(&full.requests);
     let budgets: Vec<Option<u64>> = match std::env::var("CONTEXT_BUDGETS") {
         Ok(v) => v.split(',').map(|b| b.trim().parse().ok()).collect(),
         Err(_) => vec![None, Some(24_000), Some(16_000), Some(12_000), Some(9_000)],
@@ -148,4 +156,56 @@ fn main() {
             stale(&ours.requests)
         );
     }
+}
+
+/// Texts of a request as the counter sees them.
+fn texts(r: &CompletionRequest) -> Vec<String> {
+    let mut out: Vec<String> = r.system.iter().cloned().collect();
+    for b in r.messages.iter().flat_map(|m| m.content.iter()) {
+        match b {
+            ContentBlock::Text { text } => out.push(text.clone()),
+            ContentBlock::ToolUse { name, input, .. } => {
+                out.push(name.clone());
+                out.push(input.to_string());
+            }
+            ContentBlock::ToolResult { content, .. } => out.push(content.clone()),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn counting_cost(requests: &[CompletionRequest]) {
+    let per_request = |t: std::time::Duration| t.as_secs_f64() * 1e3 / requests.len() as f64;
+    let t = Instant::now();
+    tokens::exact_tokens("load", Family::O200k);
+    let load = t.elapsed();
+    let pass = |family: Family| {
+        let t = Instant::now();
+        let n: u64 = requests
+            .iter()
+            .map(|r| tokens::estimate_request(r, family))
+            .sum();
+        (t.elapsed(), n)
+    };
+    let (cold, exact) = pass(Family::O200k);
+    let (warm, _) = pass(Family::O200k);
+    let (heuristic, est) = pass(Family::Other);
+    let t = Instant::now();
+    let uncached: u64 = requests
+        .iter()
+        .flat_map(texts)
+        .map(|x| tokens::exact_tokens(&x, Family::O200k).unwrap_or(0))
+        .sum();
+    let uncached_t = t.elapsed();
+    println!(
+        "counting, {} full-history requests: o200k load {:.1} ms once; per request: o200k first pass {:.3} ms, cached {:.3} ms, uncached {:.3} ms; estimate {:.3} ms; totals o200k {exact} (texts only {uncached}), estimate {est} ({:+.1}%)",
+        requests.len(),
+        load.as_secs_f64() * 1e3,
+        per_request(cold),
+        per_request(warm),
+        per_request(uncached_t),
+        per_request(heuristic),
+        (est as f64 - exact as f64) / exact as f64 * 100.0
+    );
 }

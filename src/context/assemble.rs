@@ -607,44 +607,47 @@ mod tests {
 
     #[test]
     fn over_budget_a_batch_stubs_superseded_reads_and_keeps_texts() {
-        let full = history();
-        let current = BTreeMap::new();
-        let before = tokens::estimate_request(&full, Family::Openai);
-        let inp = Inputs {
-            full: &full,
-            family: Family::Openai,
-            budget: Some(before * 95 / 100),
-            current: &current,
-            harder: false,
-        };
-        let a = assemble(&inp, ContextState::default());
-        assert!(a.batched);
-        assert!(!a.over_budget, "{} > {:?}", a.tokens_after, a.budget);
-        assert!(
-            a.tokens_after <= before * 95 / 200,
-            "room made down to half"
-        );
-        assert_eq!(a.state.horizon, 6);
-        let stubs: Vec<_> = a
-            .decisions
-            .iter()
-            .filter(|d| d.treatment == Treatment::Stubbed)
-            .collect();
-        assert_eq!(stubs.len(), 3, "{:?}", a.decisions);
-        assert_eq!(
-            stubs[0].note,
-            "[read_file of a at step 1 — superseded by the read at step 3]"
-        );
-        assert_eq!(
-            texts(&a.request),
-            texts(&full),
-            "text blocks are never touched"
-        );
-        assert_eq!(a.request.messages.len(), full.messages.len());
-        // The next turn under the same state changes nothing already sent.
-        let again = assemble(&inp, a.state);
-        assert_eq!(again.request, a.request);
-        assert!(!again.batched);
+        // The same with the estimate and with the real encoder.
+        for family in [Family::Openai, Family::O200k] {
+            let full = history();
+            let current = BTreeMap::new();
+            let before = tokens::estimate_request(&full, family);
+            let inp = Inputs {
+                full: &full,
+                family,
+                budget: Some(before * 95 / 100),
+                current: &current,
+                harder: false,
+            };
+            let a = assemble(&inp, ContextState::default());
+            assert!(a.batched);
+            assert!(!a.over_budget, "{} > {:?}", a.tokens_after, a.budget);
+            assert!(
+                a.tokens_after <= before * 95 / 200,
+                "room made down to half"
+            );
+            assert_eq!(a.state.horizon, 6);
+            let stubs: Vec<_> = a
+                .decisions
+                .iter()
+                .filter(|d| d.treatment == Treatment::Stubbed)
+                .collect();
+            assert_eq!(stubs.len(), 3, "{:?}", a.decisions);
+            assert_eq!(
+                stubs[0].note,
+                "[read_file of a at step 1 — superseded by the read at step 3]"
+            );
+            assert_eq!(
+                texts(&a.request),
+                texts(&full),
+                "text blocks are never touched"
+            );
+            assert_eq!(a.request.messages.len(), full.messages.len());
+            // The next turn under the same state changes nothing already sent.
+            let again = assemble(&inp, a.state);
+            assert_eq!(again.request, a.request);
+            assert!(!again.batched);
+        }
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!   what supersedes it;
 //! - [`assemble`]: stubs, re-reads, cuts and batches (see its module docs for the
 //!   rules and why they keep the prompt cache);
-//! - [`tokens`]: the calibrated estimate and known context windows.
+//! - [`tokens`]: exact counts for OpenAI models (`tiktoken-rs`), the calibrated
+//!   estimate for the rest, and known context windows.
 //!
 //! [`ContextRunner`] is what the run loop holds: the settings, the state between turns,
 //! the re-reads through the policy, and the rows for `context_events`.

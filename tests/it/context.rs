@@ -5,10 +5,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures_util::future::BoxFuture;
 use io_harness::context::ContextSettings;
+use io_harness::context::tokens::{self, Family};
 use io_harness::policy::{Act, Action, Decision, PolicyDecision, PolicyGate};
 use io_harness::provider::{
-    Anthropic, CompletionRequest, ContentBlock, Role, ScriptTurn, Scripted,
+    Anthropic, Completion, CompletionRequest, ContentBlock, Provider, ProviderError,
+    ProviderIdentity, Role, ScriptTurn, Scripted,
 };
 use io_harness::run::{Flow, RunEvent, RunOptions};
 use io_harness::store::ContextEvent;
@@ -603,54 +606,115 @@ async fn every_context_event_kind_is_produced_by_a_test() {
     }
 }
 
-/// A run interrupted mid-trajectory and resumed sends, request for request, the bytes
-/// an uninterrupted run sends: the assembler's state comes back from `context_events`.
-#[tokio::test]
-async fn a_resumed_run_assembles_the_same_requests_as_an_uninterrupted_one() {
-    let settings = ContextSettings {
-        max_tokens: Some(BUDGET),
-        assemble: true,
-    };
-    let (whole_store, whole_run) = trajectory_run(settings.clone()).await;
-    let uninterrupted = step_requests(&whole_store, whole_run.run_id);
+/// The trajectory's scripted turns under the identity of OpenAI's `gpt-4o`, so the
+/// assembler counts with the exact `o200k` encoder instead of the estimate.
+struct NamedGpt4o(Scripted);
 
+impl Provider for NamedGpt4o {
+    fn identity(&self) -> ProviderIdentity {
+        ProviderIdentity {
+            kind: "openai".into(),
+            model: "gpt-4o".into(),
+            base_url: None,
+        }
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a CompletionRequest,
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>> {
+        self.0.complete(request)
+    }
+}
+
+/// The trajectory's provider: plain scripted, or named `gpt-4o`.
+fn trajectory_provider(gpt4o: bool) -> Box<dyn Provider> {
+    let (turns, _) = trajectory::script();
+    if gpt4o {
+        Box::new(NamedGpt4o(Scripted::new(turns)))
+    } else {
+        Box::new(Scripted::new(turns))
+    }
+}
+
+/// Runs the trajectory under the budget with `provider`, cancelled after step
+/// `cancel_at` and resumed when given; the store and the run's id.
+async fn budget_run(provider: &dyn Provider, cancel_at: Option<u32>) -> (Store, i64) {
     let dir = tempfile::tempdir().unwrap();
     trajectory::workspace(dir.path());
-    let (turns, _) = trajectory::script();
     let mut contract = TaskContract::workspace(
         "read every module and bump the versions",
         dir.path(),
         Verification::command(["grep", "-q", "// version: 2", "src/f0.rs"]),
     )
     .max_steps(trajectory::STEPS + 5);
-    contract.context = settings;
+    contract.context = ContextSettings {
+        max_tokens: Some(BUDGET),
+        assemble: true,
+    };
     let store = Store::memory().unwrap();
-    let provider = Scripted::new(turns);
-    let cancel_at_29 = |e: &RunEvent| match e {
-        RunEvent::StepCommitted { step: 29, .. } => Flow::Cancel,
+    let Some(at) = cancel_at else {
+        let r = run(&contract, provider, &store).await.unwrap();
+        assert_eq!(r.outcome, RunOutcome::Success);
+        return (store, r.run_id);
+    };
+    let cancel = move |e: &RunEvent| match e {
+        RunEvent::StepCommitted { step, .. } if *step == at => Flow::Cancel,
         _ => Flow::Continue,
     };
     let first = run_with(
         &contract,
-        &provider,
+        provider,
         &store,
-        RunOptions::default().observer(Arc::new(cancel_at_29)),
+        RunOptions::default().observer(Arc::new(cancel)),
     )
     .await
     .unwrap();
-    assert_eq!((first.outcome, first.steps), (RunOutcome::Cancelled, 29));
-    let resumed = io_harness::resume(&store, first.run_id, &provider)
+    assert_eq!((first.outcome, first.steps), (RunOutcome::Cancelled, at));
+    let resumed = io_harness::resume(&store, first.run_id, provider)
         .await
         .unwrap();
     assert_eq!(resumed.outcome, RunOutcome::Success);
-    let sent = step_requests(&store, first.run_id);
-    assert_eq!(sent.len(), uninterrupted.len());
-    for (i, (a, b)) in sent.iter().zip(&uninterrupted).enumerate() {
+    (store, first.run_id)
+}
+
+/// A run interrupted mid-trajectory and resumed sends, request for request, the bytes
+/// an uninterrupted run sends: the assembler's state comes back from `context_events`.
+/// The same with the exact `o200k` counts of an OpenAI model.
+#[tokio::test]
+async fn a_resumed_run_assembles_the_same_requests_as_an_uninterrupted_one() {
+    for gpt4o in [false, true] {
+        let provider = trajectory_provider(gpt4o);
+        let (whole_store, whole_id) = budget_run(&*provider, None).await;
+        let uninterrupted = step_requests(&whole_store, whole_id);
+        let provider = trajectory_provider(gpt4o);
+        let (store, id) = budget_run(&*provider, Some(29)).await;
+        let sent = step_requests(&store, id);
+        assert_eq!(sent.len(), uninterrupted.len());
+        for (i, (a, b)) in sent.iter().zip(&uninterrupted).enumerate() {
+            assert_eq!(
+                serde_json::to_vec(a).unwrap(),
+                serde_json::to_vec(b).unwrap(),
+                "gpt-4o {gpt4o}: request of step {} differs",
+                i + 1
+            );
+        }
+        // The counts recorded are the family's: exact o200k for gpt-4o.
+        let family = if gpt4o { Family::O200k } else { Family::Other };
+        let first = store
+            .context_events(id)
+            .unwrap()
+            .into_iter()
+            .find(|e| e.kind == "assembled")
+            .unwrap();
         assert_eq!(
-            serde_json::to_vec(a).unwrap(),
-            serde_json::to_vec(b).unwrap(),
-            "request of step {} differs",
-            i + 1
+            first.tokens_before,
+            Some(tokens::estimate_request(&sent[0], family))
+        );
+        assert_ne!(
+            tokens::estimate_request(&sent[0], Family::O200k),
+            tokens::estimate_request(&sent[0], Family::Other),
+            "the two counts differ, so the check above tells them apart"
         );
     }
 }
@@ -718,4 +782,84 @@ async fn show_prompt_prints_the_assembled_request_of_any_step() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("context: estimated"), "{text}");
+}
+
+/// Texts of the calibration corpus: every block of the trajectory's last full-history
+/// request (the system prompt, file reads, edits, command output, tool inputs as JSON),
+/// and this repository's Rust source, one text per file.
+async fn calibration_corpus() -> (Vec<String>, Vec<String>) {
+    let (store, r) = trajectory_run(ContextSettings {
+        max_tokens: None,
+        assemble: false,
+    })
+    .await;
+    let last = step_requests(&store, r.run_id).pop().unwrap();
+    let mut trajectory: Vec<String> = last.system.iter().cloned().collect();
+    for b in last.messages.iter().flat_map(|m| m.content.iter()) {
+        match b {
+            ContentBlock::Text { text } => trajectory.push(text.clone()),
+            ContentBlock::ToolUse { input, .. } => trajectory.push(input.to_string()),
+            ContentBlock::ToolResult { content, .. } => trajectory.push(content.clone()),
+            _ => {}
+        }
+    }
+    let mut source = Vec::new();
+    let mut dirs = vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")];
+    while let Some(d) = dirs.pop() {
+        let mut entries: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                source.push(std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+    (trajectory, source)
+}
+
+/// (estimate, exact o200k) summed over `texts`, and the worst relative error of one text
+/// of at least 200 tokens.
+fn calibration(texts: &[String]) -> (u64, u64, f64) {
+    use io_harness::context::tokens::{Family, estimate_text, exact_tokens};
+    let (mut est, mut exact, mut worst) = (0, 0, 0f64);
+    for t in texts {
+        let e = estimate_text(t);
+        let x = exact_tokens(t, Family::O200k).unwrap();
+        est += e;
+        exact += x;
+        if x >= 200 {
+            let err = (e as f64 - x as f64) / x as f64;
+            if err.abs() > worst.abs() {
+                worst = err;
+            }
+        }
+    }
+    (est, exact, worst)
+}
+
+/// The estimate (used for Anthropic and unknown models) against the real `o200k` encoder
+/// on the trajectory's requests and this repository's source: the error the module
+/// docs of `context::tokens` state.
+#[tokio::test]
+async fn the_estimate_stays_within_its_stated_error_of_o200k() {
+    let (trajectory, source) = calibration_corpus().await;
+    for (name, texts) in [("trajectory", &trajectory), ("source", &source)] {
+        let (est, exact, worst) = calibration(texts);
+        let err = (est as f64 - exact as f64) / exact as f64;
+        eprintln!(
+            "{name}: {} texts, estimate {est}, o200k {exact}, error {:+.1}%, worst text {:+.1}%",
+            texts.len(),
+            err * 100.0,
+            worst * 100.0
+        );
+        // Measured: trajectory -1.9% (worst text -2.4%), source +0.8% (worst file
+        // -9.9%); the bounds leave room for the source to change.
+        assert!(err.abs() <= 0.06, "{name}: total error {err:+.3}");
+        assert!(worst.abs() <= 0.20, "{name}: worst text {worst:+.3}");
+    }
 }

@@ -28,6 +28,15 @@ use crate::store::{ContextEvent, Store};
 use crate::tools::{ReadFile, Tool, ToolContext, ToolRegistry};
 
 /// The `[context]` section of a contract.
+///
+/// ```
+/// use io_harness::{TaskContract, Verification};
+///
+/// let contract = TaskContract::workspace("g", ".", Verification::file_contains("a", "b"))
+///     .context_max_tokens(60_000);
+/// assert_eq!(contract.context.max_tokens, Some(60_000));
+/// assert!(contract.context.assemble, "assembly is on unless asked for the baseline");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextSettings {
     /// Input-token budget per request. The model's context window (less the output

@@ -20,6 +20,29 @@ use serde::{Deserialize, Serialize};
 use super::{Result, Store, blobs, ensure_run, get_opt_u64, now_ms, sql_u64, write_tx};
 
 /// One row of the context log.
+///
+/// ```
+/// use io_harness::Store;
+/// use io_harness::store::ContextEvent;
+///
+/// let store = Store::memory().unwrap();
+/// let run = store.start_run("g", "/ws").unwrap();
+/// store
+///     .record_context_events(&[ContextEvent {
+///         run_id: run,
+///         step: 3,
+///         kind: "stubbed".into(),
+///         obs_step: Some(1),
+///         tool: Some("read_file".into()),
+///         target: Some("src/lib.rs".into()),
+///         ..ContextEvent::default()
+///     }])
+///     .unwrap();
+/// let log = store.context_events(run).unwrap();
+/// assert_eq!((log[0].kind.as_str(), log[0].obs_step), ("stubbed", Some(1)));
+/// // The provider's usage was not reported here: unknown, not zero.
+/// assert_eq!(log[0].reported_input_tokens, None);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextEvent {
     /// The run.

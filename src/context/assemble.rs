@@ -534,27 +534,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn call(id: &str, name: &str, input: serde_json::Value) -> Message {
-        Message {
-            role: Role::Assistant,
-            content: vec![ContentBlock::ToolUse {
-                id: id.into(),
-                name: name.into(),
-                input,
-            }],
-        }
-    }
-
-    fn result(id: &str, content: &str) -> Message {
-        Message {
-            role: Role::User,
-            content: vec![ContentBlock::ToolResult {
-                tool_use_id: id.into(),
-                content: content.into(),
-                is_error: false,
-            }],
-        }
-    }
+    use crate::context::test_messages::{call, result};
 
     fn big(tag: &str) -> String {
         (0..200)

@@ -24,15 +24,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use crate::audit::{AuditLog, SessionRecord};
+use crate::audit::AuditLog;
 use crate::contract::{NetworkSetting, SandboxSettings};
 use crate::egress::{EgressProxy, EgressReport, bridge};
 use crate::sandbox::{
     Backend, NetworkPosture, ProxyBridge, RunSpec, Sandbox, SandboxError, SandboxLimits,
     SandboxOutcome,
 };
-use crate::store::{SandboxEvent, SandboxSession, Store};
+use crate::store::{SandboxEvent, Store};
 
+pub(crate) use report::SessionFacts;
 pub use report::{layers_json, limits_json};
 
 /// How long the proxy may finish serving a session's last connections before its
@@ -322,59 +323,22 @@ impl Executor {
                 tracing::warn!(error = %err, "could not record a sandbox event");
             }
         }
-        let env_names: Vec<&str> = spec.env.iter().map(|(k, _)| k.as_str()).collect();
-        let layers = layers_json(&out.layers);
-        let session = SandboxSession {
+        let facts = SessionFacts {
             run_id: self.run_id,
             step,
-            purpose: purpose.label().into(),
-            backend: backend.into(),
-            argv_json: serde_json::to_string(&spec.argv).unwrap_or_default(),
-            layers_json: layers.to_string(),
-            limits_json: limits_json(&spec.limits).to_string(),
-            network: egress.posture.into(),
-            allow_hosts_json: serde_json::to_string(&egress.allow_hosts).unwrap_or_default(),
-            egress_refusals_reported: egress.report.refusals,
-            egress_admitted_reported: egress.report.admitted,
-            egress_refused_hosts_json: serde_json::to_string(&egress.report.refused_hosts)
-                .unwrap_or_default(),
-            masked_json: serde_json::to_string(&spec.masked_paths).unwrap_or_default(),
-            env_names_json: serde_json::to_string(&env_names).unwrap_or_default(),
-            exit_code: out.exit_code,
-            signal: out.signal,
-            cap_hit: out.cap_hit.map(|c| c.label().to_string()),
-            duration_ms: u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
+            purpose: purpose.label(),
+            workdir: &self.workdir,
+            spec,
+            out,
+            egress,
         };
-        if let Err(err) = self.store.record_sandbox_session(&session) {
+        if let Err(err) = self.store.record_sandbox_session(&facts.row()) {
             tracing::warn!(error = %err, "could not record a sandbox session");
         }
-        if let Some(log) = &self.audit {
-            let mut rec = SessionRecord::new(
-                spec.argv.clone(),
-                self.workdir.display().to_string(),
-                backend,
-            );
-            rec.run_id = Some(self.run_id);
-            rec.step = Some(step);
-            rec.layers = layers;
-            rec.network = egress.posture.into();
-            rec.allow_hosts = egress.allow_hosts.clone();
-            rec.egress_denied_reported = egress.report.refusals;
-            rec.egress_admitted_reported = egress.report.admitted;
-            rec.egress_denied_hosts_reported = egress.report.refused_hosts.clone();
-            rec.env_names = env_names.iter().map(|s| s.to_string()).collect();
-            rec.masked_paths = spec
-                .masked_paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            rec.exit_code = out.exit_code;
-            rec.signal = out.signal;
-            rec.duration_ms = session.duration_ms;
-            rec.cap_hit = session.cap_hit.clone();
-            if let Err(err) = log.append(&rec) {
-                tracing::warn!(error = %err, "could not append to the audit log");
-            }
+        if let Some(log) = &self.audit
+            && let Err(err) = log.append(&facts.audit_line(Some((self.run_id, step))))
+        {
+            tracing::warn!(error = %err, "could not append to the audit log");
         }
     }
 }

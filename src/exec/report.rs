@@ -58,3 +58,176 @@ pub fn limits_json(l: &SandboxLimits) -> Value {
         "output_bytes": l.output_bytes,
     })
 }
+
+fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// One finished sandbox session as the store and the audit log keep it: its
+/// `sandbox_sessions` row and its audit line, built from the same facts so the two never
+/// disagree. Commands, gates and MCP servers all end here.
+pub(crate) struct SessionFacts<'a> {
+    /// The run and step it belongs to.
+    pub run_id: i64,
+    pub step: u32,
+    /// `tool`, `gate`, `mcp`…
+    pub purpose: &'a str,
+    /// The directory it ran in, as the audit log names it.
+    pub workdir: &'a std::path::Path,
+    pub spec: &'a crate::sandbox::RunSpec,
+    pub out: &'a crate::sandbox::SandboxOutcome,
+    pub egress: &'a super::EgressRecord,
+}
+
+impl SessionFacts<'_> {
+    /// A cap only counts as hit where the backend enforced it.
+    fn cap_hit(&self) -> Option<String> {
+        self.out
+            .cap_hit
+            .filter(|c| self.out.layers.enforces(*c))
+            .map(|c| c.label().to_string())
+    }
+
+    fn env_names(&self) -> Vec<String> {
+        self.spec.env.iter().map(|(k, _)| k.clone()).collect()
+    }
+
+    fn duration_ms(&self) -> u64 {
+        u64::try_from(self.out.duration.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// The `sandbox_sessions` row.
+    pub fn row(&self) -> crate::store::SandboxSession {
+        let (spec, out, egress) = (self.spec, self.out, self.egress);
+        crate::store::SandboxSession {
+            run_id: self.run_id,
+            step: self.step,
+            purpose: self.purpose.into(),
+            backend: out.backend.label().into(),
+            argv_json: json(&spec.argv),
+            layers_json: layers_json(&out.layers).to_string(),
+            limits_json: limits_json(&spec.limits).to_string(),
+            network: egress.posture.into(),
+            allow_hosts_json: json(&egress.allow_hosts),
+            egress_refusals_reported: egress.report.refusals,
+            egress_admitted_reported: egress.report.admitted,
+            egress_refused_hosts_json: json(&egress.report.refused_hosts),
+            masked_json: json(&spec.masked_paths),
+            env_names_json: json(&self.env_names()),
+            exit_code: out.exit_code,
+            signal: out.signal,
+            cap_hit: self.cap_hit(),
+            duration_ms: self.duration_ms(),
+        }
+    }
+
+    /// The audit line; `run` is `None` when nothing in the store names the session.
+    pub fn audit_line(&self, run: Option<(i64, u32)>) -> crate::audit::SessionRecord {
+        let (spec, out, egress) = (self.spec, self.out, self.egress);
+        let mut rec = crate::audit::SessionRecord::new(
+            spec.argv.clone(),
+            self.workdir.display().to_string(),
+            out.backend.label(),
+        );
+        if let Some((run_id, step)) = run {
+            rec.run_id = Some(run_id);
+            rec.step = Some(step);
+        }
+        rec.layers = layers_json(&out.layers);
+        rec.network = egress.posture.into();
+        rec.allow_hosts = egress.allow_hosts.clone();
+        rec.egress_denied_reported = egress.report.refusals;
+        rec.egress_admitted_reported = egress.report.admitted;
+        rec.egress_denied_hosts_reported = egress.report.refused_hosts.clone();
+        rec.env_names = self.env_names();
+        rec.masked_paths = spec
+            .masked_paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        rec.exit_code = out.exit_code;
+        rec.signal = out.signal;
+        rec.duration_ms = self.duration_ms();
+        rec.cap_hit = self.cap_hit();
+        rec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::EgressRecord;
+    use crate::sandbox::{Backend, Cap, RunSpec, SandboxOutcome};
+
+    fn outcome(cap_hit: Option<Cap>, enforced: Vec<Cap>) -> SandboxOutcome {
+        let mut layers = crate::sandbox::LayerReport::default();
+        layers.limits.enforced = enforced;
+        SandboxOutcome {
+            backend: Backend::PortableFloor,
+            exit_code: None,
+            signal: Some(9),
+            stdout: Default::default(),
+            stderr: Default::default(),
+            cap_hit,
+            duration: std::time::Duration::from_millis(1500),
+            layers,
+        }
+    }
+
+    #[test]
+    fn the_row_and_the_audit_line_say_the_same_and_only_what_was_enforced() {
+        let mut spec = RunSpec::new(["cargo", "test"], "/ws");
+        spec.env = vec![("RUST_LOG".into(), "secret-value".into())];
+        let egress = EgressRecord {
+            posture: "allowlist",
+            allow_hosts: vec!["crates.io:443".into()],
+            report: crate::egress::EgressReport {
+                refusals: Some(2),
+                admitted: Some(0),
+                refused_hosts: vec!["evil.test".into()],
+            },
+        };
+        let out = outcome(Some(Cap::Wall), vec![Cap::Wall]);
+        let facts = SessionFacts {
+            run_id: 7,
+            step: 3,
+            purpose: "mcp",
+            workdir: std::path::Path::new("/ws"),
+            spec: &spec,
+            out: &out,
+            egress: &egress,
+        };
+        let (row, line) = (facts.row(), facts.audit_line(Some((7, 3))));
+        assert_eq!((row.run_id, row.step, row.purpose.as_str()), (7, 3, "mcp"));
+        assert_eq!((line.run_id, line.step), (Some(7), Some(3)));
+        assert_eq!(row.cap_hit.as_deref(), Some("wall"));
+        assert_eq!(line.cap_hit, row.cap_hit);
+        assert_eq!(
+            (row.network.as_str(), line.network.as_str()),
+            ("allowlist", "allowlist")
+        );
+        assert_eq!(line.allow_hosts, ["crates.io:443"]);
+        assert_eq!(row.egress_refusals_reported, Some(2));
+        assert_eq!(line.egress_denied_reported, Some(2));
+        assert_eq!(
+            row.egress_admitted_reported,
+            Some(0),
+            "observed zero stays zero"
+        );
+        assert_eq!(row.duration_ms, 1500);
+        assert_eq!(line.duration_ms, 1500);
+        assert!(row.env_names_json.contains("RUST_LOG") && !row.env_names_json.contains("secret"));
+        assert_eq!(line.env_names, ["RUST_LOG"]);
+
+        // A cap the backend did not enforce is never reported hit.
+        let out = outcome(Some(Cap::Memory), vec![Cap::Wall]);
+        let facts = SessionFacts { out: &out, ..facts };
+        assert_eq!(facts.row().cap_hit, None);
+        assert_eq!(facts.audit_line(None).cap_hit, None);
+        assert_eq!(
+            facts.audit_line(None).run_id,
+            None,
+            "no store, no run named"
+        );
+    }
+}

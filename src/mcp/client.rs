@@ -126,64 +126,24 @@ impl Recorder {
         proxy: Option<&crate::egress::EgressProxy>,
     ) {
         let step = self.step();
-        let backend = out.backend.label();
-        let env_names: Vec<&str> = spec.env.iter().map(|(k, _)| k.as_str()).collect();
-        let layers = crate::exec::layers_json(&out.layers);
-        let cap_hit = out
-            .cap_hit
-            .filter(|c| out.layers.enforces(*c))
-            .map(|c| c.label().to_string());
-        let duration_ms = ms(out.duration);
         let egress = crate::exec::EgressRecord::of(spec, out, proxy);
-        if let Some(s) = &self.store {
-            let session = crate::store::SandboxSession {
-                run_id: self.run_id,
-                step,
-                purpose: "mcp".into(),
-                backend: backend.into(),
-                argv_json: serde_json::to_string(&spec.argv).unwrap_or_default(),
-                layers_json: layers.to_string(),
-                limits_json: crate::exec::limits_json(&spec.limits).to_string(),
-                network: egress.posture.into(),
-                allow_hosts_json: serde_json::to_string(&egress.allow_hosts).unwrap_or_default(),
-                egress_refusals_reported: egress.report.refusals,
-                egress_admitted_reported: egress.report.admitted,
-                egress_refused_hosts_json: serde_json::to_string(&egress.report.refused_hosts)
-                    .unwrap_or_default(),
-                masked_json: serde_json::to_string(&spec.masked_paths).unwrap_or_default(),
-                env_names_json: serde_json::to_string(&env_names).unwrap_or_default(),
-                exit_code: out.exit_code,
-                signal: out.signal,
-                cap_hit: cap_hit.clone(),
-                duration_ms,
-            };
-            if let Err(e) = s.record_sandbox_session(&session) {
-                tracing::warn!(error = %e, "could not record an MCP server's sandbox session");
-            }
+        let facts = crate::exec::SessionFacts {
+            run_id: self.run_id,
+            step,
+            purpose: "mcp",
+            workdir: &spec.workdir,
+            spec,
+            out,
+            egress: &egress,
+        };
+        if let Some(s) = &self.store
+            && let Err(e) = s.record_sandbox_session(&facts.row())
+        {
+            tracing::warn!(error = %e, "could not record an MCP server's sandbox session");
         }
         if let Some(log) = &self.audit {
-            let mut rec = crate::audit::SessionRecord::new(
-                spec.argv.clone(),
-                spec.workdir.display().to_string(),
-                backend,
-            );
-            if self.store.is_some() {
-                rec.run_id = Some(self.run_id);
-                rec.step = Some(step);
-            }
-            rec.layers = layers;
-            rec.network = egress.posture.into();
-            rec.env_names = env_names.iter().map(|s| s.to_string()).collect();
-            rec.masked_paths = spec
-                .masked_paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            rec.exit_code = out.exit_code;
-            rec.signal = out.signal;
-            rec.duration_ms = duration_ms;
-            rec.cap_hit = cap_hit;
-            if let Err(e) = log.append(&rec) {
+            let run = self.store.as_ref().map(|_| (self.run_id, step));
+            if let Err(e) = log.append(&facts.audit_line(run)) {
                 tracing::warn!(error = %e, "could not append to the audit log");
             }
         }

@@ -69,30 +69,30 @@ impl Store {
     /// Stores the policy layers a run is under (again whenever they change, as when an
     /// approval is remembered). Fails with [`StoreError::NoSuchRun`] for an unknown run.
     pub fn set_run_policy(&self, run_id: i64, policy_json: &str) -> Result<()> {
-        let red = self.redactor();
-        let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
-        let changed = tx.execute(
+        self.set_run_text(
+            run_id,
             "UPDATE runs SET policy_json = ?2 WHERE id = ?1",
-            params![run_id, red.text(policy_json)],
-        )?;
-        if changed == 0 {
-            return Err(StoreError::NoSuchRun(run_id));
-        }
-        tx.commit()?;
-        Ok(())
+            policy_json,
+        )
     }
 
     /// Stores the run's first messages as sent. Fails with [`StoreError::NoSuchRun`] for
     /// an unknown run.
     pub fn set_run_initial(&self, run_id: i64, initial_json: &str) -> Result<()> {
+        self.set_run_text(
+            run_id,
+            "UPDATE runs SET initial_json = ?2 WHERE id = ?1",
+            initial_json,
+        )
+    }
+
+    /// Runs `update` (which sets one text column of run `?1` to `?2`) with the text
+    /// redacted; an unknown run is [`StoreError::NoSuchRun`].
+    fn set_run_text(&self, run_id: i64, update: &'static str, text: &str) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
-        let changed = tx.execute(
-            "UPDATE runs SET initial_json = ?2 WHERE id = ?1",
-            params![run_id, red.text(initial_json)],
-        )?;
+        let changed = tx.execute(update, params![run_id, red.text(text)])?;
         if changed == 0 {
             return Err(StoreError::NoSuchRun(run_id));
         }

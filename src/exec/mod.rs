@@ -105,6 +105,23 @@ pub(crate) async fn start_egress(
     Ok(Some(proxy))
 }
 
+/// `ETXTBSY` on `execve`: the file is still open for writing somewhere. A gate runs a
+/// binary it has just copied; while the copy's descriptor was open, another thread of
+/// this process may have forked, and that child holds the descriptor until its own
+/// `exec` closes it. The window is short, so such a spawn is retried a few times
+/// ([`TEXT_BUSY_RETRIES`], doubling from 10 ms) before it counts as failed.
+pub(crate) fn text_busy(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ETXTBSY)
+}
+
+/// Spawn attempts after the first that meet [`text_busy`].
+pub(crate) const TEXT_BUSY_RETRIES: u32 = 5;
+
+/// The pause before retry `attempt` (1-based) of a [`text_busy`] spawn.
+pub(crate) fn text_busy_pause(attempt: u32) -> Duration {
+    Duration::from_millis(10 << attempt.min(6))
+}
+
 /// Why a command was run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
@@ -270,14 +287,26 @@ impl Executor {
         spec.workdir = workdir.to_path_buf();
         spec.read_only_paths.extend(read_only.iter().cloned());
         let proxy = self.start_egress(&mut spec).await?;
-        let sandbox = self.sandbox.clone();
-        let spec2 = spec.clone();
-        let outcome = tokio::task::spawn_blocking(move || sandbox.run(&spec2))
-            .await
-            .map_err(|e| SandboxError::Spawn {
-                stage: "blocking task",
-                source: std::io::Error::other(e.to_string()),
-            })??;
+        let mut attempt = 0;
+        let outcome = loop {
+            let sandbox = self.sandbox.clone();
+            let spec2 = spec.clone();
+            let ran = tokio::task::spawn_blocking(move || sandbox.run(&spec2))
+                .await
+                .map_err(|e| SandboxError::Spawn {
+                    stage: "blocking task",
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+            match ran {
+                Err(SandboxError::Exec { ref source, .. })
+                    if text_busy(source) && attempt < TEXT_BUSY_RETRIES =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(text_busy_pause(attempt)).await;
+                }
+                other => break other?,
+            }
+        };
         if let Some(p) = &proxy {
             p.settle(EGRESS_SETTLE).await;
         }

@@ -103,7 +103,19 @@ impl CommandGate {
                 cmd.env(name, v);
             }
         }
-        let mut child = match cmd.spawn() {
+        let mut attempt = 0;
+        let spawned = loop {
+            match cmd.spawn() {
+                Err(e)
+                    if crate::exec::text_busy(&e) && attempt < crate::exec::TEXT_BUSY_RETRIES =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(crate::exec::text_busy_pause(attempt)).await;
+                }
+                other => break other,
+            }
+        };
+        let mut child = match spawned {
             Ok(c) => c,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return CommandRun {
@@ -208,6 +220,27 @@ mod tests {
         assert_eq!(r.status, CommandStatus::Exited(3));
         let text = r.output.render();
         assert!(text.contains("out") && text.contains("err"), "{text}");
+    }
+
+    /// The race a gate meets when it runs a binary it has just copied: the file is
+    /// still open for writing (here by this test, for 30 ms) when the spawn starts.
+    #[tokio::test]
+    async fn a_binary_briefly_open_for_writing_is_retried_not_failed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("fresh-true");
+        std::fs::copy("/bin/true", &bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let writer = std::fs::OpenOptions::new().write(true).open(&bin).unwrap();
+        let busy = std::process::Command::new(&bin).status().unwrap_err();
+        assert!(crate::exec::text_busy(&busy), "{busy}");
+        let closer = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            drop(writer);
+        });
+        let r = gate(&[bin.to_str().unwrap()], 10_000).run().await;
+        closer.await.unwrap();
+        assert_eq!(r.status, CommandStatus::Exited(0), "{}", r.output.render());
     }
 
     #[tokio::test]

@@ -325,3 +325,51 @@ async fn a_resumed_run_keeps_its_policy_layers_and_remembered_approvals() {
             .any(|p| p.step == 2 && p.target == "sh" && p.layer == "remembered")
     );
 }
+
+/// A gate runs a binary it has just copied; a fork elsewhere in the process can still
+/// hold the copy's write descriptor when the sandbox executes it (`ETXTBSY`). Here this
+/// test holds it for 30 ms: the executor waits the window out instead of failing.
+#[test]
+fn the_executor_retries_a_binary_briefly_open_for_writing() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = fixture();
+    let bin = fx.ws.join("fresh-true");
+    std::fs::copy("/bin/true", &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let writer = std::fs::OpenOptions::new().write(true).open(&bin).unwrap();
+    let store = io_harness::Store::memory().unwrap();
+    let run_id = store.start_run("g", "/r").unwrap();
+    let exec = io_harness::exec::Executor::new(
+        std::sync::Arc::new(io_harness::sandbox::NativeSandbox::new().unwrap()),
+        Default::default(),
+        &fx.ws,
+        store.clone(),
+        run_id,
+        None,
+        Vec::new(),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let out = rt
+        .block_on(async {
+            let closer = tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+                drop(writer);
+            });
+            let out = exec
+                .run(
+                    vec![bin.display().to_string()],
+                    io_harness::exec::Purpose::Tool,
+                    None,
+                )
+                .await;
+            closer.await.unwrap();
+            out
+        })
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    // One session recorded: the one that ran.
+    assert_eq!(store.sandbox_sessions(run_id).unwrap().len(), 1);
+}

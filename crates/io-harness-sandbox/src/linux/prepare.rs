@@ -1,0 +1,448 @@
+//! Turn a [`RunSpec`] into a [`ChildPlan`] for the native backend or the floor.
+//!
+//! Everything that touches the host filesystem to decide (canonical paths, which
+//! toolchain directories exist, which host sockets listen, the `PATH` search) is
+//! done here, in the parent, so the child has no decision left to make.
+
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::cgroup::{self, SandboxCgroup};
+use super::host::{cap_last, host_facts, ignored_signals, mount_inputs};
+use super::landlock::{self as ll, Rules, Shape};
+use super::mounts::{DEVICES, MountPlan};
+use super::plan::{ChildPlan, ExecPlan, IdMaps, bit};
+use super::seccomp;
+use crate::env::{DEFAULT_PATH, EnvBase, build_env};
+use crate::{
+    Cap, LandlockReport, LayerReport, LimitReport, Namespace, NetworkPosture, RunSpec,
+    SandboxError, Teardown,
+};
+
+/// Test-only layer switches, as bits. Always zero outside the
+/// `sandbox-test-disable-layers` feature.
+pub(crate) mod off {
+    pub const SECCOMP: u32 = 1 << 0;
+    pub const LANDLOCK: u32 = 1 << 1;
+    pub const NETNS: u32 = 1 << 2;
+    pub const PIDNS: u32 = 1 << 3;
+    pub const MOUNTNS: u32 = 1 << 4;
+    pub const CGROUP: u32 = 1 << 5;
+    pub const SETSID: u32 = 1 << 6;
+    pub const CAPS: u32 = 1 << 7;
+    pub const IPCNS: u32 = 1 << 8;
+    pub const UTSNS: u32 = 1 << 9;
+    pub const RLIMITS: u32 = 1 << 10;
+}
+
+/// Which backend is being prepared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Native,
+    Floor,
+}
+
+/// A plan plus what the parent needs to supervise and report.
+pub(crate) struct Prepared {
+    pub plan: ChildPlan,
+    /// Parent-side layer facts; the child's `applied` bits complete it.
+    pub base: LayerReport,
+    pub landlock: LandlockReport,
+    pub cgroup: Option<SandboxCgroup>,
+    /// The floor's private directory, removed at teardown.
+    pub private_dir: Option<PathBuf>,
+    /// Enforce the memory cap by sampling (no memory cgroup).
+    pub memory_monitor: bool,
+    /// The egress proxy's unix socket, when the child sets up a bridge to it.
+    pub bridge_to: Option<PathBuf>,
+}
+
+fn cstring(p: &Path) -> Result<CString, SandboxError> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| SandboxError::invalid("a NUL byte in a path"))
+}
+
+/// Validate and canonicalize the workdir.
+fn workdir(spec: &RunSpec) -> Result<PathBuf, SandboxError> {
+    if spec.argv.is_empty() || spec.argv[0].is_empty() {
+        return Err(SandboxError::invalid("argv is empty"));
+    }
+    let wd = fs::canonicalize(&spec.workdir)
+        .map_err(|e| SandboxError::invalid(format!("workdir {}: {e}", spec.workdir.display())))?;
+    if !wd.is_dir() {
+        return Err(SandboxError::invalid(format!(
+            "workdir {} is not a directory",
+            wd.display()
+        )));
+    }
+    if wd == Path::new("/") {
+        return Err(SandboxError::invalid("the workdir cannot be /"));
+    }
+    Ok(wd)
+}
+
+/// `execve` candidates for `argv[0]`, searched in the child's `PATH`.
+fn candidates(argv0: &str, env: &[(String, String)]) -> Result<Vec<CString>, SandboxError> {
+    let to_c =
+        |s: &str| CString::new(s).map_err(|_| SandboxError::invalid("a NUL byte in argv[0]"));
+    if argv0.contains('/') {
+        return Ok(vec![to_c(argv0)?]);
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map_or(DEFAULT_PATH, |(_, v)| v.as_str());
+    path.split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| to_c(&format!("{}/{argv0}", d.trim_end_matches('/'))))
+        .collect()
+}
+
+fn rlimits(spec: &RunSpec, nproc: bool) -> (Vec<(libc::c_int, u64, u64)>, Vec<&'static str>) {
+    let mut out = vec![(libc::RLIMIT_CORE as libc::c_int, 0, 0)];
+    let mut names = vec!["core"];
+    if let Some(cpu) = spec.limits.cpu_secs {
+        // Soft at the cap (SIGXCPU), hard one second later (SIGKILL).
+        out.push((libc::RLIMIT_CPU as libc::c_int, cpu, cpu.saturating_add(1)));
+        names.push("cpu");
+    }
+    if let Some(n) = spec.limits.open_files {
+        out.push((libc::RLIMIT_NOFILE as libc::c_int, n, n));
+        names.push("nofile");
+    }
+    if nproc && let Some(n) = spec.limits.processes {
+        out.push((libc::RLIMIT_NPROC as libc::c_int, n, n));
+        names.push("nproc");
+    }
+    (out, names)
+}
+
+/// Prepare a child for `mode`. `disabled` holds test-only switches; `required`
+/// false makes every layer best-effort (used by the probe).
+pub(crate) fn prepare(
+    mode: Mode,
+    spec: &RunSpec,
+    disabled: u32,
+    required: bool,
+) -> Result<Prepared, SandboxError> {
+    let wd = workdir(spec)?;
+    let native = mode == Mode::Native;
+    let on = |b: u32| disabled & b == 0;
+    let home = host_facts().home.clone();
+
+    // Namespaces.
+    let mut flags = 0u64;
+    let mut namespaces = Vec::new();
+    if native {
+        flags |= libc::CLONE_NEWUSER as u64;
+        namespaces.push(Namespace::User);
+        for (b, f, ns) in [
+            (off::MOUNTNS, libc::CLONE_NEWNS, Namespace::Mount),
+            (off::PIDNS, libc::CLONE_NEWPID, Namespace::Pid),
+            (off::NETNS, libc::CLONE_NEWNET, Namespace::Net),
+            (off::IPCNS, libc::CLONE_NEWIPC, Namespace::Ipc),
+            (off::UTSNS, libc::CLONE_NEWUTS, Namespace::Uts),
+        ] {
+            if on(b) && (ns != Namespace::Net || spec.network != NetworkPosture::Open) {
+                flags |= f as u64;
+                namespaces.push(ns);
+            }
+        }
+    }
+    let has = |ns: Namespace| namespaces.contains(&ns);
+    let private_net = has(Namespace::Net);
+    // Root: a pooled namespace (loopback already up) instead of a new one.
+    let pooled_net = if private_net {
+        super::netns::take()
+    } else {
+        None
+    };
+    if pooled_net.is_some() {
+        flags &= !(libc::CLONE_NEWNET as u64);
+    }
+    let loopback = private_net && pooled_net.is_none();
+    // An allowlist without a private namespace (the floor, or the layer switched off
+    // in a test) has no bridge: it is held to no network at all, like `None`.
+    let bridge = match (&spec.network, &spec.proxy) {
+        (NetworkPosture::Allowlist, Some(p)) if private_net => Some(p.clone()),
+        _ => None,
+    };
+    let deny_inet = spec.network != NetworkPosture::Open && !private_net;
+
+    // Private directories and the environment.
+    let (inside_home, inside_tmp, private_dir) = if native && has(Namespace::Mount) {
+        (
+            home.clone().unwrap_or_else(|| PathBuf::from("/tmp")),
+            PathBuf::from("/tmp"),
+            None,
+        )
+    } else {
+        let base = floor_dir()?;
+        (base.join("home"), base.join("tmp"), Some(base))
+    };
+    let mut default_path = DEFAULT_PATH.to_owned();
+    if let Some(h) = &home {
+        let cargo_bin = h.join(".cargo/bin");
+        if cargo_bin.is_dir() {
+            default_path = format!("{}:{default_path}", cargo_bin.display());
+        }
+    }
+    let env = build_env(
+        &spec.env,
+        spec.network,
+        &EnvBase {
+            home: &inside_home,
+            tmpdir: &inside_tmp,
+            default_path,
+        },
+    )?;
+    let exec = ExecPlan::new(&spec.argv, &env, candidates(&spec.argv[0], &env)?)?;
+
+    // Mounts.
+    let mounts = if has(Namespace::Mount) {
+        let mut inputs = mount_inputs(spec, &wd, host_facts());
+        inputs.fresh_proc = has(Namespace::Pid);
+        Some(MountPlan::build(&inputs))
+    } else {
+        None
+    };
+
+    // Landlock.
+    let shape = Shape {
+        deny_net: deny_inet,
+        scoped: true,
+    };
+    let devices: Vec<PathBuf> = DEVICES.iter().map(|d| Path::new("/dev").join(d)).collect();
+    let (child_writable, child_ttys, writable): (Vec<PathBuf>, Vec<PathBuf>, Vec<&Path>) =
+        if mounts.is_some() {
+            let mut w = vec![
+                PathBuf::from("/tmp"),
+                PathBuf::from("/var/tmp"),
+                PathBuf::from("/dev/shm"),
+            ];
+            w.push(inside_home.clone());
+            (w, vec![PathBuf::from("/dev/pts")], vec![wd.as_path()])
+        } else {
+            let base = private_dir.as_deref().unwrap_or(&wd);
+            (Vec::new(), Vec::new(), vec![wd.as_path(), base])
+        };
+    let landlock = if on(off::LANDLOCK) {
+        ll::prepare(&Rules {
+            shape,
+            writable,
+            devices,
+            child_writable,
+            child_ttys,
+        })?
+    } else {
+        None
+    };
+    let (landlock_child, landlock_report) = match landlock {
+        Some((c, r)) => (Some(c), r),
+        None => (
+            None,
+            LandlockReport {
+                abi: ll::abi(),
+                ..LandlockReport::default()
+            },
+        ),
+    };
+
+    // seccomp.
+    let seccomp = if on(off::SECCOMP) {
+        seccomp::programs(deny_inet)?
+    } else {
+        Vec::new()
+    };
+
+    // Limits.
+    // RLIMIT_NPROC counts per (user namespace, uid), so in a fresh user namespace it
+    // is a per-sandbox cap — except for uid 0, which the kernel never holds to it.
+    // SAFETY: geteuid has no preconditions.
+    let nproc = has(Namespace::User) && unsafe { libc::geteuid() } != 0;
+    let (rlimits, rlimit_names) = if on(off::RLIMITS) {
+        rlimits(spec, nproc)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let support = cgroup::support();
+    let cgroup = if on(off::CGROUP) {
+        SandboxCgroup::create(support, spec.limits.processes, spec.limits.memory_bytes)?
+    } else {
+        None
+    };
+    let controllers = cgroup
+        .as_ref()
+        .map(SandboxCgroup::controllers)
+        .unwrap_or_default();
+    use crate::CgroupController as C;
+    let cg_memory = controllers
+        .iter()
+        .any(|c| matches!(c, C::V1Memory | C::V2Memory));
+    let cg_pids = controllers
+        .iter()
+        .any(|c| matches!(c, C::V1Pids | C::V2Pids));
+    let memory_monitor = spec.limits.memory_bytes.is_some() && !cg_memory;
+    let mut enforced = Vec::new();
+    if spec.limits.cpu_secs.is_some() && rlimit_names.contains(&"cpu") {
+        enforced.push(Cap::Cpu);
+    }
+    if spec.limits.memory_bytes.is_some() {
+        enforced.push(Cap::Memory);
+    }
+    if spec.limits.wall_secs.is_some() {
+        enforced.push(Cap::Wall);
+    }
+    if spec.limits.processes.is_some() && (cg_pids || rlimit_names.contains(&"nproc")) {
+        enforced.push(Cap::Processes);
+    }
+    if spec.limits.open_files.is_some() && rlimit_names.contains(&"nofile") {
+        enforced.push(Cap::OpenFiles);
+    }
+    if spec.limits.output_bytes.is_some() {
+        enforced.push(Cap::Output);
+    }
+    let mut teardown = Vec::new();
+    if has(Namespace::Pid) {
+        teardown.push(Teardown::PidNamespace);
+    }
+    if cgroup.is_some() {
+        teardown.push(Teardown::Cgroup);
+    }
+    if !has(Namespace::Pid) {
+        teardown.push(Teardown::ProcessGroup);
+    }
+
+    let id_maps = has(Namespace::User).then(|| {
+        // SAFETY: geteuid/getegid have no preconditions.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        IdMaps {
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        }
+    });
+    let mut required_bits = 0;
+    if required {
+        required_bits = u32::MAX;
+    }
+    let slots = vec![-1; mounts.as_ref().map_or(0, |m| m.slots)];
+    let base = LayerReport {
+        namespaces: namespaces.clone(),
+        limits: LimitReport {
+            cgroup: controllers,
+            rlimits: rlimit_names,
+            memory_monitor,
+            enforced,
+            teardown,
+        },
+        ..LayerReport::default()
+    };
+    let drop_caps = on(off::CAPS).then(cap_last);
+    let plan = ChildPlan {
+        clone_flags: flags,
+        netns: pooled_net,
+        pid_ns: has(Namespace::Pid),
+        id_maps,
+        hostname: has(Namespace::Uts).then_some(&b"io-harness"[..]),
+        loopback,
+        bridge_port: bridge.as_ref().map(|b| b.port),
+        setsid: on(off::SETSID),
+        rlimits,
+        workdir: cstring(&wd)?,
+        drop_caps,
+        landlock: landlock_child,
+        seccomp,
+        exec,
+        required: required_bits,
+        slots,
+        ignored_signals: ignored_signals(),
+        cgroup_procs: cgroup
+            .as_ref()
+            .map(|c| {
+                c.procs_files()
+                    .iter()
+                    .map(|p| cstring(p))
+                    .collect::<Result<_, _>>()
+            })
+            .transpose()?
+            .unwrap_or_default(),
+        vfork_stack: vec![0; super::plan::VFORK_STACK],
+        mounts,
+    };
+    Ok(Prepared {
+        plan,
+        base,
+        landlock: landlock_report,
+        cgroup,
+        private_dir,
+        memory_monitor,
+        bridge_to: bridge.map(|b| b.to_unix),
+    })
+}
+
+/// The floor's private `HOME` and `TMPDIR`, in a fresh 0700 directory.
+fn floor_dir() -> Result<PathBuf, SandboxError> {
+    use std::os::unix::fs::DirBuilderExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let base = std::env::temp_dir().join(format!(
+        "io-harness-floor-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut b = fs::DirBuilder::new();
+    b.mode(0o700);
+    b.create(&base)
+        .map_err(SandboxError::spawn("create private dir"))?;
+    for sub in ["home", "tmp"] {
+        b.create(base.join(sub))
+            .map_err(SandboxError::spawn("create private dir"))?;
+    }
+    Ok(base)
+}
+
+/// The layer report, completed with what the child applied.
+pub(crate) fn complete(
+    mut base: LayerReport,
+    landlock: LandlockReport,
+    mounts: Option<&MountPlan>,
+    applied: u32,
+) -> LayerReport {
+    if applied & bit::MOUNTS != 0 {
+        base.mounts = mounts.map(|m| m.report.clone());
+    }
+    base.landlock = if applied & bit::LANDLOCK != 0 {
+        landlock
+    } else {
+        LandlockReport {
+            abi: landlock.abi,
+            ..LandlockReport::default()
+        }
+    };
+    base.seccomp = applied & bit::SECCOMP != 0;
+    base.no_new_privs = applied & bit::NNP != 0;
+    base.new_session = applied & bit::SETSID != 0;
+    base.capabilities_dropped = applied & bit::CAPS != 0;
+    base.fds_closed = applied & bit::FDS != 0;
+    base.proxy_bridge = applied & bit::BRIDGE != 0;
+    if applied & bit::CGROUP == 0 && !base.limits.cgroup.is_empty() {
+        // Not in the cgroup after all: its caps and teardown do not apply.
+        base.limits.cgroup.clear();
+        base.limits.teardown.retain(|t| *t != Teardown::Cgroup);
+        let nproc = base.limits.rlimits.contains(&"nproc");
+        base.limits.enforced.retain(|c| match c {
+            Cap::Processes => nproc,
+            Cap::Memory => false,
+            _ => true,
+        });
+    }
+    if applied & bit::RLIMITS == 0 {
+        base.limits.rlimits.clear();
+        base.limits
+            .enforced
+            .retain(|c| !matches!(c, Cap::Cpu | Cap::OpenFiles));
+    }
+    base
+}

@@ -1,0 +1,622 @@
+//! One live sandbox seen from the parent: release the child, learn which layers it
+//! applied, supervise it (output, wall clock, memory monitor), reap it, attribute a
+//! cap, and tear everything down.
+//!
+//! Teardown order: the top process is reaped first (with a pid namespace its exit
+//! has already killed everything inside), then the cgroup is killed and verified
+//! empty, then the floor's private directory is removed (`remove_dir_all` does not
+//! follow symlinks the sandbox may have planted).
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::bridge::Forwarder;
+use super::cgroup::SandboxCgroup;
+use super::child::{
+    KIND_EXEC_FAILED, KIND_FAILED, KIND_LAYERS, KIND_STATUS, REPORT_LEN, Report, Stage,
+};
+use super::monitor;
+use super::pipes::{self, Sink, pfd, poll, set_nonblocking};
+use super::plan::bit;
+use super::prepare::{Prepared, complete};
+use super::spawn::{self, Launched, Stdin};
+use super::sys;
+use super::watchdog::{MONITOR_TICK, Watchdog};
+use crate::{
+    Backend, Cap, Captured, LayerReport, SandboxError, SandboxLimits, SandboxOutcome,
+};
+
+/// How long to keep draining output after the top process is gone.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// The command's end state.
+#[derive(Debug, Clone, Copy)]
+struct Exit {
+    /// Raw wait status of the command, when known.
+    status: Option<i32>,
+    cpu_ms: Option<u64>,
+}
+
+/// A started sandbox.
+#[derive(Debug)]
+pub(crate) struct Session {
+    backend: Backend,
+    pid: i32,
+    pidfd: OwnedFd,
+    status_r: OwnedFd,
+    pid_ns: bool,
+    cgroup: Option<SandboxCgroup>,
+    limits: SandboxLimits,
+    started: Instant,
+    deadline: Option<Instant>,
+    layers: LayerReport,
+    private_dir: Option<PathBuf>,
+    monitor: bool,
+    killed_for: Option<Cap>,
+    exit: Option<Exit>,
+    done: bool,
+    /// Enforces wall clock and memory monitor for a spawn handle nobody waits on.
+    watchdog: Option<Watchdog>,
+    /// What the watchdog killed for.
+    fired: Arc<Mutex<Option<Cap>>>,
+    /// The pooled network namespace, given back once the sandbox is verified gone.
+    netns: Option<OwnedFd>,
+    /// The egress bridge's host side, stopped before the namespace is given back.
+    bridge: Option<Forwarder>,
+}
+
+/// Parent ends of the child's stdio.
+pub(crate) struct Pipes {
+    pub stdin: Option<OwnedFd>,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+impl Session {
+    /// Launch `prepared`, release the child and wait until it has executed the
+    /// command (or failed to).
+    pub(crate) fn start(
+        backend: Backend,
+        prepared: Prepared,
+        limits: SandboxLimits,
+        stdin: Stdin,
+    ) -> Result<(Session, Pipes), SandboxError> {
+        let Prepared {
+            plan,
+            base,
+            landlock,
+            cgroup,
+            private_dir,
+            memory_monitor,
+            bridge_to,
+        } = prepared;
+        let pid_ns = plan.pid_ns;
+        let started = Instant::now();
+        let (launched, mut plan) = spawn::launch(plan, stdin)?;
+        let netns = plan.netns.take();
+        let Launched {
+            pid,
+            pidfd,
+            stdin,
+            stdout,
+            stderr,
+            exec_r,
+            status_r,
+            bridge: bridge_fd,
+        } = launched;
+        let mut session = Session {
+            backend,
+            pid,
+            pidfd,
+            status_r,
+            pid_ns,
+            cgroup,
+            limits,
+            started,
+            deadline: limits.wall_secs.map(|s| started + Duration::from_secs(s)),
+            layers: base,
+            private_dir,
+            monitor: memory_monitor,
+            killed_for: None,
+            exit: None,
+            done: false,
+            watchdog: None,
+            fired: Arc::new(Mutex::new(None)),
+            netns,
+            bridge: None,
+        };
+        let report = session
+            .read_exec_report(&exec_r, &plan)
+            .and_then(|applied| {
+                if applied & bit::BRIDGE != 0 {
+                    session.bridge = Some(start_bridge(bridge_fd, bridge_to)?);
+                }
+                Ok(applied)
+            });
+        match report {
+            Ok(applied) => {
+                let layers = std::mem::take(&mut session.layers);
+                session.layers = complete(layers, landlock, plan.mounts.as_ref(), applied);
+                Ok((
+                    session,
+                    Pipes {
+                        stdin,
+                        stdout,
+                        stderr,
+                    },
+                ))
+            }
+            Err(e) => {
+                session.abort();
+                Err(e)
+            }
+        }
+    }
+
+    /// Read the exec pipe to its end: the layers applied, or why nothing ran.
+    fn read_exec_report(
+        &mut self,
+        exec_r: &OwnedFd,
+        plan: &super::plan::ChildPlan,
+    ) -> Result<u32, SandboxError> {
+        let mut applied = None;
+        let mut buf = [0u8; REPORT_LEN];
+        let mut filled = 0;
+        loop {
+            let mut fds = [pfd(exec_r.as_raw_fd(), libc::POLLIN)];
+            let timeout = self
+                .deadline
+                .map(|d| d.saturating_duration_since(Instant::now()));
+            if timeout == Some(Duration::ZERO) {
+                return Err(SandboxError::Spawn {
+                    stage: "start",
+                    source: std::io::Error::from(std::io::ErrorKind::TimedOut),
+                });
+            }
+            poll(&mut fds, timeout)?;
+            if fds[0].revents == 0 {
+                continue;
+            }
+            let n = sys::read(exec_r.as_raw_fd(), &mut buf[filled..]).map_err(|e| {
+                SandboxError::Io {
+                    stage: "read exec report",
+                    source: std::io::Error::from_raw_os_error(e),
+                }
+            })?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+            if filled < REPORT_LEN {
+                continue;
+            }
+            filled = 0;
+            let r = Report::decode(&buf);
+            match r.kind {
+                KIND_LAYERS => applied = Some(r.applied),
+                KIND_FAILED => {
+                    let stage = Stage::from_u32(r.stage).map_or("unknown", Stage::label);
+                    let detail = match (Stage::from_u32(r.stage), &plan.mounts) {
+                        (Some(Stage::Mount), Some(m)) => m.describe(r.op as usize),
+                        (Some(Stage::Rlimit), _) => plan
+                            .rlimits
+                            .get(r.op as usize)
+                            .map_or_else(String::new, |l| format!("resource {}", l.0)),
+                        _ => String::new(),
+                    };
+                    return Err(SandboxError::Layer {
+                        stage,
+                        detail,
+                        source: std::io::Error::from_raw_os_error(r.errno),
+                    });
+                }
+                KIND_EXEC_FAILED => {
+                    let program = plan.exec.program();
+                    return Err(SandboxError::Exec {
+                        program,
+                        source: std::io::Error::from_raw_os_error(r.errno),
+                    });
+                }
+                _ => {}
+            }
+        }
+        applied.ok_or_else(|| SandboxError::Spawn {
+            stage: "start",
+            source: std::io::Error::other("the child exited before executing the command"),
+        })
+    }
+
+    /// The layers really applied.
+    pub(crate) fn layers(&self) -> &LayerReport {
+        &self.layers
+    }
+
+    /// The backend.
+    pub(crate) fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Host pid of the top process.
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Kill every process of the sandbox (the top one included).
+    pub(crate) fn kill(&mut self) {
+        if self.exit.is_none() {
+            let _ = sys::pidfd_kill(self.pidfd.as_raw_fd(), libc::SIGKILL);
+        }
+        self.kill_rest();
+    }
+
+    /// Kill what may survive the top process: the cgroup, and without a pid
+    /// namespace the process group.
+    fn kill_rest(&mut self) {
+        if !self.pid_ns {
+            // SAFETY: kill(2) on our child's process group (it called setsid).
+            unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        }
+        if let Some(cg) = &self.cgroup {
+            cg.kill_all();
+        }
+    }
+
+    /// Start the watchdog (for spawn handles) when there is a deadline or a monitor.
+    pub(crate) fn start_watchdog(&mut self) -> Result<(), SandboxError> {
+        if self.deadline.is_none() && !self.monitor {
+            return Ok(());
+        }
+        let pidfd = self
+            .pidfd
+            .try_clone()
+            .map_err(SandboxError::spawn("dup pidfd"))?;
+        let fired = Arc::clone(&self.fired);
+        let memory = self.limits.memory_bytes.filter(|_| self.monitor);
+        self.watchdog = Some(Watchdog::start(
+            pidfd,
+            fired,
+            self.deadline,
+            memory,
+            self.pid,
+            self.pid_ns,
+        )?);
+        Ok(())
+    }
+
+    /// Reap the top process (it has exited or is about to).
+    fn reap(&mut self) -> Result<(), SandboxError> {
+        if self.exit.is_some() {
+            return Ok(());
+        }
+        self.watchdog.take();
+        if let Some(cap) = self.fired.lock().ok().and_then(|f| *f) {
+            self.killed_for.get_or_insert(cap);
+        }
+        // Kill the rest while the top process is at worst a zombie: its pid (and
+        // process group id) cannot have been reused yet.
+        self.kill_rest();
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: status and usage are valid for writes; pid is our child.
+            let r = unsafe { libc::wait4(self.pid, &mut status, 0, &mut usage) };
+            if r >= 0 {
+                break;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(SandboxError::Io {
+                    stage: "wait",
+                    source: e,
+                });
+            }
+        }
+        let exit = if self.pid_ns {
+            // init's report; absent when init itself was killed.
+            let mut buf = [0u8; REPORT_LEN];
+            let mut filled = 0;
+            while filled < REPORT_LEN {
+                match sys::read(self.status_r.as_raw_fd(), &mut buf[filled..]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => filled += n,
+                }
+            }
+            let r = Report::decode(&buf);
+            if filled == REPORT_LEN && r.kind == KIND_STATUS {
+                Exit {
+                    status: Some(r.status),
+                    cpu_ms: Some(r.cpu_ms),
+                }
+            } else {
+                Exit {
+                    status: None,
+                    cpu_ms: None,
+                }
+            }
+        } else {
+            let ms = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
+            Exit {
+                status: Some(status),
+                cpu_ms: Some(ms(usage.ru_utime) + ms(usage.ru_stime)),
+            }
+        };
+        self.exit = Some(exit);
+        Ok(())
+    }
+
+    fn pidfd_ready(&self) -> bool {
+        let mut fds = [pfd(self.pidfd.as_raw_fd(), libc::POLLIN)];
+        let _ = poll(&mut fds, Some(Duration::ZERO));
+        fds[0].revents != 0
+    }
+
+    /// One supervision tick: enforce the wall clock and the memory monitor.
+    fn enforce(&mut self) {
+        if self.exit.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        if self.deadline.is_some_and(|d| now >= d) {
+            self.killed_for.get_or_insert(Cap::Wall);
+            self.kill();
+            return;
+        }
+        if self.monitor
+            && let Some(cap) = self.limits.memory_bytes
+            && monitor::tree_rss_bytes(self.pid) > cap
+        {
+            self.killed_for.get_or_insert(Cap::Memory);
+            self.kill();
+        }
+    }
+
+    fn next_timeout(&self) -> Option<Duration> {
+        let mut t = self
+            .deadline
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        if self.monitor && self.exit.is_none() {
+            t = Some(t.map_or(MONITOR_TICK, |t| t.min(MONITOR_TICK)));
+        }
+        t
+    }
+
+    /// Supervise to the end, capturing output and feeding stdin.
+    pub(crate) fn run(
+        mut self,
+        pipes: Pipes,
+        input: &[u8],
+    ) -> Result<SandboxOutcome, SandboxError> {
+        let cap = self.limits.output_bytes.map_or(usize::MAX, |b| b as usize);
+        let mut out = Sink::new(pipes.stdout, cap);
+        let mut err = Sink::new(pipes.stderr, cap);
+        let mut stdin = pipes.stdin;
+        let mut written = 0;
+        if input.is_empty() {
+            stdin = None;
+        }
+        if let Some(fd) = &stdin {
+            set_nonblocking(fd.as_raw_fd());
+        }
+        let mut drain_until: Option<Instant> = None;
+        loop {
+            if self.exit.is_some() && out.fd.is_none() && err.fd.is_none() {
+                break;
+            }
+            if drain_until.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
+            let mut idx = [usize::MAX; 4];
+            if let Some(fd) = &out.fd {
+                idx[0] = fds.len();
+                fds.push(pfd(fd.as_raw_fd(), libc::POLLIN));
+            }
+            if let Some(fd) = &err.fd {
+                idx[1] = fds.len();
+                fds.push(pfd(fd.as_raw_fd(), libc::POLLIN));
+            }
+            if let Some(fd) = &stdin {
+                idx[2] = fds.len();
+                fds.push(pfd(fd.as_raw_fd(), libc::POLLOUT));
+            }
+            if self.exit.is_none() {
+                idx[3] = fds.len();
+                fds.push(pfd(self.pidfd.as_raw_fd(), libc::POLLIN));
+            }
+            let mut timeout = self.next_timeout();
+            if let Some(d) = drain_until {
+                let left = d.saturating_duration_since(Instant::now());
+                timeout = Some(timeout.map_or(left, |t| t.min(left)));
+            }
+            poll(&mut fds, timeout)?;
+            let ready = |i: usize| i != usize::MAX && fds[i].revents != 0;
+            if ready(idx[0]) {
+                out.pull();
+            }
+            if ready(idx[1]) {
+                err.pull();
+            }
+            if ready(idx[2])
+                && let Some(fd) = &stdin
+            {
+                match pipes::write_some(fd.as_raw_fd(), &input[written..]) {
+                    Ok(n) => written += n,
+                    Err(libc::EAGAIN) => {}
+                    Err(_) => written = input.len(),
+                }
+                if written >= input.len() {
+                    stdin = None;
+                }
+            }
+            if ready(idx[3]) {
+                self.reap()?;
+                drain_until = Some(Instant::now() + DRAIN_GRACE);
+            }
+            self.enforce();
+        }
+        if self.exit.is_none() {
+            self.kill();
+            self.reap()?;
+        }
+        let (stdout, stderr) = (out.finish(), err.finish());
+        self.finish(stdout, stderr)
+    }
+
+    /// Wait for the end without capturing output (the spawn handle's caller owns
+    /// the pipes).
+    pub(crate) fn wait(&mut self) -> Result<SandboxOutcome, SandboxError> {
+        while self.exit.is_none() {
+            let mut fds = [pfd(self.pidfd.as_raw_fd(), libc::POLLIN)];
+            poll(&mut fds, self.next_timeout())?;
+            if fds[0].revents != 0 {
+                self.reap()?;
+            } else {
+                self.enforce();
+            }
+        }
+        self.finish(Captured::default(), Captured::default())
+    }
+
+    /// Non-blocking check.
+    pub(crate) fn try_wait(&mut self) -> Result<Option<SandboxOutcome>, SandboxError> {
+        self.enforce();
+        if self.exit.is_none() && !self.pidfd_ready() {
+            return Ok(None);
+        }
+        self.wait().map(Some)
+    }
+
+    /// Attribute a cap, tear down, and build the outcome.
+    fn finish(
+        &mut self,
+        stdout: Captured,
+        stderr: Captured,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        let exit = self.exit.unwrap_or(Exit {
+            status: None,
+            cpu_ms: None,
+        });
+        let status = exit.status;
+        let exit_code = status
+            .filter(|s| libc::WIFEXITED(*s))
+            .map(|s| libc::WEXITSTATUS(s));
+        let signal = match status {
+            Some(s) if libc::WIFSIGNALED(s) => Some(libc::WTERMSIG(s)),
+            Some(_) => None,
+            // The top process was killed before it could report (wall, monitor).
+            None => Some(libc::SIGKILL),
+        };
+        let enforced = |c: Cap| self.layers.enforces(c);
+        let oom = self
+            .cgroup
+            .as_ref()
+            .and_then(SandboxCgroup::oom_kills)
+            .unwrap_or(0);
+        let forks_refused = self
+            .cgroup
+            .as_ref()
+            .and_then(SandboxCgroup::pids_max_hits)
+            .unwrap_or(0);
+        let cpu_limit_ms = self.limits.cpu_secs.map(|s| s * 1000);
+        let cpu_hit = match signal {
+            Some(libc::SIGXCPU) => true,
+            Some(libc::SIGKILL) => {
+                cpu_limit_ms.is_some_and(|l| exit.cpu_ms.is_some_and(|c| c >= l))
+            }
+            _ => false,
+        };
+        let cap_hit = if let Some(c) = self.killed_for {
+            Some(c)
+        } else if oom > 0 && enforced(Cap::Memory) {
+            Some(Cap::Memory)
+        } else if cpu_hit && enforced(Cap::Cpu) {
+            Some(Cap::Cpu)
+        } else if forks_refused > 0 && enforced(Cap::Processes) {
+            Some(Cap::Processes)
+        } else if (stdout.truncated || stderr.truncated) && enforced(Cap::Output) {
+            Some(Cap::Output)
+        } else {
+            None
+        };
+        let duration = self.started.elapsed();
+        self.teardown()?;
+        Ok(SandboxOutcome {
+            backend: self.backend,
+            exit_code,
+            signal,
+            stdout,
+            stderr,
+            cap_hit,
+            duration,
+            layers: self.layers.clone(),
+        })
+    }
+
+    /// Remove the cgroup (verifying it is empty) and the private directory.
+    fn teardown(&mut self) -> Result<(), SandboxError> {
+        if self.done {
+            return Ok(());
+        }
+        self.done = true;
+        // The listener and piped sockets live in the sandbox's network namespace.
+        if let Some(mut b) = self.bridge.take() {
+            b.stop();
+        }
+        if let Some(dir) = self.private_dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        let verified = match self.cgroup.as_mut() {
+            Some(cg) => cg.destroy(),
+            None => Ok(()),
+        };
+        // Reuse the network namespace only when nothing of the sandbox can be left
+        // in it: its pid namespace died with init (reaped by now), and the cgroup,
+        // if any, was verified empty.
+        if let Some(ns) = self.netns.take()
+            && self.pid_ns
+            && self.exit.is_some()
+            && verified.is_ok()
+        {
+            super::netns::give(ns);
+        }
+        verified
+    }
+
+    /// Kill, reap and tear down after a failed start.
+    fn abort(&mut self) {
+        self.kill();
+        let _ = self.reap();
+        let _ = self.teardown();
+    }
+}
+
+/// The bridge listener the child sent, and its forwarder to the proxy's socket.
+fn start_bridge(
+    pair: Option<OwnedFd>,
+    to_unix: Option<PathBuf>,
+) -> Result<Forwarder, SandboxError> {
+    let fail = |e: std::io::Error| SandboxError::Layer {
+        stage: "egress bridge listener",
+        detail: String::new(),
+        source: e,
+    };
+    let (Some(pair), Some(to_unix)) = (pair, to_unix) else {
+        return Err(fail(std::io::Error::other("no bridge was planned")));
+    };
+    let fd =
+        sys::recv_fd(pair.as_raw_fd()).map_err(|e| fail(std::io::Error::from_raw_os_error(e)))?;
+    // SAFETY: recv_fd returned a new fd received with SCM_RIGHTS, owned by nobody else.
+    let listener = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    Forwarder::start(listener, to_unix)
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if !self.done {
+            self.abort();
+        }
+    }
+}

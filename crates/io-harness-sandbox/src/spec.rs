@@ -1,0 +1,196 @@
+//! What the caller asks for: the command, where it runs, its limits and its network.
+//!
+//! A [`RunSpec`] is plain data. It says nothing about *how* the isolation is done —
+//! that is the backend's job — so the same spec runs unchanged under every backend,
+//! and the [`crate::SandboxOutcome`] says what was really applied.
+
+use std::path::PathBuf;
+
+/// Whether sandboxed code may reach the network.
+///
+/// `None` is the default: the native backend gives the child a private network
+/// namespace with only a loopback interface, so there is no route out at all.
+/// `Allowlist` is the same private namespace plus one loopback port that leads to the
+/// harness's egress proxy ([`RunSpec::proxy`]); where there is no private network
+/// namespace (the floor) it is enforced as `None` and the outcome says so
+/// ([`crate::LayerReport::proxy_bridge`] is false).
+/// `Open` is an explicit operator choice and is recorded as such.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum NetworkPosture {
+    /// No route out (private network namespace, or a filter where there is none).
+    #[default]
+    None,
+    /// No route out but through the egress proxy's bridge (see [`ProxyBridge`]).
+    Allowlist,
+    /// The host's network, unfiltered. Only by explicit choice.
+    Open,
+}
+
+impl NetworkPosture {
+    /// The stable label used in records: `none`, `allowlist` or `open`.
+    pub fn label(self) -> &'static str {
+        match self {
+            NetworkPosture::None => "none",
+            NetworkPosture::Allowlist => "allowlist",
+            NetworkPosture::Open => "open",
+        }
+    }
+}
+
+/// How an [`NetworkPosture::Allowlist`] sandbox reaches the egress proxy: a TCP
+/// listener on `127.0.0.1:port` *inside* the sandbox's private network namespace, whose
+/// connections the harness pipes, on the host side, to the unix socket `to_unix` (where
+/// the egress proxy (`io_harness_egress::EgressProxy`) listens). The listener is created by the sandbox's init
+/// inside the namespace and handed to the harness over a socket pair before the command
+/// starts, so the command never holds it and the proxy socket stays hidden from it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProxyBridge {
+    /// The loopback port inside the sandbox (the command's `HTTP(S)_PROXY` points at it).
+    pub port: u16,
+    /// The proxy's unix socket on the host.
+    pub to_unix: PathBuf,
+}
+
+/// One resource cap, as reported in [`crate::SandboxOutcome::cap_hit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Cap {
+    /// Killed for using its CPU time (`RLIMIT_CPU`).
+    Cpu,
+    /// An out-of-memory kill was observed (cgroup event or the monitor's kill).
+    Memory,
+    /// Killed at the wall-clock deadline.
+    Wall,
+    /// A fork was refused at the process limit (cgroup `pids.events`).
+    Processes,
+    /// The open-file limit. Enforced by `RLIMIT_NOFILE`, which only makes `open`
+    /// fail inside; nothing outside can observe it, so it is never reported hit.
+    OpenFiles,
+    /// Output was truncated at the limit.
+    Output,
+}
+
+impl Cap {
+    /// The stable label used in records (`cpu`, `memory`, `wall`, `processes`,
+    /// `open_files`, `output`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Cap::Cpu => "cpu",
+            Cap::Memory => "memory",
+            Cap::Wall => "wall",
+            Cap::Processes => "processes",
+            Cap::OpenFiles => "open_files",
+            Cap::Output => "output",
+        }
+    }
+}
+
+/// Resource caps for one sandboxed command. `None` means unbounded.
+///
+/// The defaults are those of the task file (`[sandbox] limits`): 600 s of CPU,
+/// 900 s of wall clock, 4 GiB of memory, 512 processes, 1024 open files and 1 MiB of
+/// captured output per stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SandboxLimits {
+    /// CPU seconds per process (`RLIMIT_CPU`).
+    pub cpu_secs: Option<u64>,
+    /// Wall-clock seconds for the whole sandbox.
+    pub wall_secs: Option<u64>,
+    /// Memory in bytes for the whole sandbox (cgroup) or its process tree (monitor).
+    pub memory_bytes: Option<u64>,
+    /// Processes (tasks) alive at once in the sandbox.
+    pub processes: Option<u64>,
+    /// Open files per process (`RLIMIT_NOFILE`).
+    pub open_files: Option<u64>,
+    /// Bytes of stdout and of stderr kept; the rest is drained and dropped.
+    pub output_bytes: Option<u64>,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        Self {
+            cpu_secs: Some(600),
+            wall_secs: Some(900),
+            memory_bytes: Some(4 << 30),
+            processes: Some(512),
+            open_files: Some(1024),
+            output_bytes: Some(1 << 20),
+        }
+    }
+}
+
+impl SandboxLimits {
+    /// No caps at all. Useful for long-lived helpers whose lifetime the caller owns.
+    pub fn unbounded() -> Self {
+        Self {
+            cpu_secs: None,
+            wall_secs: None,
+            memory_bytes: None,
+            processes: None,
+            open_files: None,
+            output_bytes: None,
+        }
+    }
+}
+
+/// One command to run in a sandbox.
+///
+/// Build it with [`RunSpec::new`] and adjust the public fields. The environment is
+/// *built*, never inherited: only `env` reaches the child, plus defaults for
+/// `PATH`, `LANG` and `TERM` when `env` lacks them; `HOME` and `TMPDIR` always point
+/// at private, empty directories.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSpec {
+    /// Program and arguments. `argv[0]` is looked up in the child's `PATH` when it
+    /// has no `/`.
+    pub argv: Vec<String>,
+    /// The directory the command runs in; the only host directory it may write.
+    pub workdir: PathBuf,
+    /// Resource caps.
+    pub limits: SandboxLimits,
+    /// Network posture.
+    pub network: NetworkPosture,
+    /// With [`NetworkPosture::Allowlist`]: where the in-sandbox proxy port leads.
+    /// Without it, an allowlist posture has no route at all.
+    pub proxy: Option<ProxyBridge>,
+    /// The child's environment, as built by the caller (names the contract allows).
+    pub env: Vec<(String, String)>,
+    /// Extra host paths made visible read-only (toolchains outside the defaults).
+    pub read_only_paths: Vec<PathBuf>,
+    /// Files or directories the policy denies for reading (e.g. `.env` in the
+    /// workspace). Relative paths are taken from `workdir`. Made unreadable inside.
+    pub masked_paths: Vec<PathBuf>,
+    /// Host paths to hide completely (the store, the audit log, socket directories).
+    pub hidden_paths: Vec<PathBuf>,
+    /// Bytes fed to the command's stdin by [`crate::Sandbox::run`]; empty
+    /// means stdin reads end-of-file at once.
+    pub stdin: Vec<u8>,
+    /// If the chosen native backend fails at run time, run on the portable floor
+    /// instead — the outcome then names the floor. Off by default: a failing
+    /// native backend is an error, never a silent downgrade.
+    pub allow_weaker: bool,
+}
+
+impl RunSpec {
+    /// A spec with the default limits, no network and an empty environment.
+    pub fn new<I, S>(argv: I, workdir: impl Into<PathBuf>) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            argv: argv.into_iter().map(Into::into).collect(),
+            workdir: workdir.into(),
+            limits: SandboxLimits::default(),
+            network: NetworkPosture::None,
+            proxy: None,
+            env: Vec::new(),
+            read_only_paths: Vec::new(),
+            masked_paths: Vec::new(),
+            hidden_paths: Vec::new(),
+            stdin: Vec::new(),
+            allow_weaker: false,
+        }
+    }
+}

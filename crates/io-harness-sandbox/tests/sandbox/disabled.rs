@@ -1,0 +1,253 @@
+//! Companions that prove the containment cases can fail: with the layer that stops
+//! an attack switched off, the same adversary succeeds and the host sees the effect.
+//! Where two layers each stop an attack, the companion first shows one alone still
+//! holds, then switches both off.
+//!
+//! Built only with `--features sandbox-test-disable-layers`; the switch does not
+//! exist in a normal build.
+
+use std::time::Duration;
+
+use io_harness_sandbox::{Cap, Layer, SandboxLimits};
+
+use crate::common::*;
+use crate::harness::tiocsti;
+
+#[test]
+fn seccomp_off_io_uring_and_nested_userns_work() {
+    let f = Fixture::new();
+    let sb = native().without(Layer::Seccomp);
+    let code = "import ctypes\n\
+                libc=ctypes.CDLL(None,use_errno=True)\n\
+                p=ctypes.create_string_buffer(120)\n\
+                print(libc.syscall(425,8,p) >= 0)";
+    let (_, out, _) = run_text(&sb, &f.spec(py(code)));
+    assert_eq!(
+        out.trim(),
+        "True",
+        "io_uring stays refused without seccomp?"
+    );
+    let (code, _, err) = run_text(
+        &sb,
+        &f.spec(vec!["unshare".into(), "-U".into(), "true".into()]),
+    );
+    assert_eq!(
+        code,
+        Some(0),
+        "nested user namespace refused without seccomp: {err}"
+    );
+}
+
+#[test]
+fn landlock_off_floor_writes_outside() {
+    let f = Fixture::new();
+    let target = f.host_path("escaped");
+    let sb = floor().without(Layer::Landlock);
+    let (code, _, err) = run_text(
+        &sb,
+        &f.spec(sh(&format!("echo pwned > {}", target.display()))),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "pwned\n",
+        "the escape is observed"
+    );
+}
+
+#[test]
+fn mount_namespace_off_hidden_socket_and_mask_are_reached() {
+    let f = Fixture::new();
+    let path = std::path::PathBuf::from("/tmp").join(format!("{}.sock", unique("reach")));
+    let l = UnixCounter::path(&path);
+    std::fs::write(f.workdir().join(".env"), "SECRET=sk-visible").unwrap();
+    let code = format!(
+        "import socket\n\
+         socket.socket(socket.AF_UNIX).connect('{}'); print('CONNECTED')\n\
+         print(open('.env').read())",
+        path.display()
+    );
+    let mut spec = f.spec(py(&code));
+    spec.masked_paths = vec![".env".into()];
+    let out = run(&native().without(Layer::MountNs), &spec);
+    assert!(
+        out.stdout.text().contains("CONNECTED"),
+        "{}",
+        out.stderr.text()
+    );
+    assert!(out.stdout.text().contains("sk-visible"));
+    assert_eq!(l.hits(), 1, "the host listener saw the connection");
+}
+
+#[test]
+fn net_namespace_off_tcp_reaches_host() {
+    let f = Fixture::new();
+    let l = TcpCounter::bind("127.0.0.1:0");
+    let code = format!(
+        "import socket\n\
+         try:\n  socket.create_connection(('127.0.0.1', {}), timeout=5); print('CONNECTED')\n\
+         except OSError as e: print('ERR', e.errno)",
+        l.port
+    );
+    // Without the namespace, seccomp (no IPv4 sockets) and Landlock (no TCP) still hold.
+    let (_, out, _) = run_text(&native().without(Layer::NetNs), &f.spec(py(&code)));
+    assert!(out.starts_with("ERR"), "{out}");
+    let (_, out, _) = run_text(
+        &native().without(Layer::NetNs).without(Layer::Seccomp),
+        &f.spec(py(&code)),
+    );
+    assert!(
+        out.starts_with("ERR"),
+        "Landlock alone must still refuse TCP: {out}"
+    );
+    assert_eq!(l.hits(), 0);
+    let sb = native()
+        .without(Layer::NetNs)
+        .without(Layer::Seccomp)
+        .without(Layer::Landlock);
+    let (_, out, _) = run_text(&sb, &f.spec(py(&code)));
+    assert_eq!(out.trim(), "CONNECTED");
+    assert_eq!(l.hits(), 1, "the host listener saw the connection");
+}
+
+#[test]
+fn pid_namespace_off_host_process_killed() {
+    let f = Fixture::new();
+    let mut victim = Victim::start();
+    let kill = vec!["kill".into(), "-9".into(), victim.pid().to_string()];
+    let (code, _, err) = run_text(&native().without(Layer::PidNs), &f.spec(kill.clone()));
+    assert_ne!(
+        code,
+        Some(0),
+        "Landlock's signal scope alone must still refuse"
+    );
+    assert!(err.contains("not permitted"), "{err}");
+    victim.assert_untouched();
+    let sb = native().without(Layer::PidNs).without(Layer::Landlock);
+    let (code, _, err) = run_text(&sb, &f.spec(kill));
+    assert_eq!(code, Some(0), "{err}");
+    let status = victim.0.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+}
+
+#[test]
+fn cgroup_off_fork_bomb_is_not_bounded_for_root() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return; // unprivileged users are bounded by RLIMIT_NPROC in their namespace
+    }
+    let f = Fixture::new();
+    let marker = unique("bomb-off");
+    let code = "import os,time\n\
+                n=0\n\
+                for i in range(200):\n  \
+                  try: pid=os.fork()\n  \
+                  except OSError: break\n  \
+                  if pid==0:\n    time.sleep(60); os._exit(0)\n  \
+                  n+=1\n\
+                print(n)";
+    let mut argv = py(code);
+    argv.push(marker.clone());
+    let mut spec = f.spec(argv);
+    spec.limits = SandboxLimits {
+        processes: Some(64),
+        ..test_limits()
+    };
+    let out = run(&native().without(Layer::Cgroup), &spec);
+    assert_eq!(
+        out.stdout.text().trim(),
+        "200",
+        "the escape (unbounded forks) is observed"
+    );
+    // And the record does not claim a cap it could not enforce.
+    assert!(!out.layers.enforces(Cap::Processes));
+    assert_eq!(out.cap_hit, None);
+    assert!(
+        processes_with(&marker).is_empty(),
+        "the pid namespace still tears down"
+    );
+}
+
+#[test]
+fn setsid_off_filter_still_blocks_tiocsti_even_with_high_bits() {
+    let lines = tiocsti("native", "setsid");
+    let adv: Vec<&str> = lines
+        .iter()
+        .filter(|(k, _)| k == "adv")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(adv, ["low -1 1", "high -1 1"], "{lines:?}");
+    assert!(lines.contains(&("injected".into(), String::new())));
+}
+
+#[test]
+fn setsid_and_seccomp_off_tiocsti_injects() {
+    let lines = tiocsti("native", "setsid,seccomp");
+    let adv: Vec<&str> = lines
+        .iter()
+        .filter(|(k, _)| k == "adv")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(adv, ["low 0 0", "high 0 0"], "{lines:?}");
+    assert!(
+        lines.contains(&("injected".into(), "ZZ".into())),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn capabilities_kept_override_file_modes() {
+    let f = Fixture::new();
+    let secret = f.workdir().join("mode-000");
+    std::fs::write(&secret, "only-with-caps").unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+    let spec = f.spec(sh("cat mode-000"));
+    let (_, out, err) = run_text(&native(), &spec);
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        assert!(err.contains("Permission denied"), "{err}");
+        let (_, out, _) = run_text(&native().without(Layer::Capabilities), &spec);
+        assert_eq!(out, "only-with-caps", "CAP_DAC_OVERRIDE was usable");
+    } else {
+        assert!(out.is_empty());
+    }
+}
+
+#[test]
+fn rlimits_off_cpu_spin_runs_to_the_wall() {
+    let f = Fixture::new();
+    let mut spec = f.spec(py("while True: pass"));
+    spec.limits = SandboxLimits {
+        cpu_secs: Some(1),
+        wall_secs: Some(3),
+        ..test_limits()
+    };
+    let out = run(&native().without(Layer::Rlimits), &spec);
+    assert_eq!(
+        out.cap_hit,
+        Some(Cap::Wall),
+        "the cpu cap no longer stops the spin"
+    );
+    assert!(out.duration >= Duration::from_secs(3));
+    assert!(!out.layers.enforces(Cap::Cpu));
+}
+
+#[test]
+fn ipc_namespace_off_host_queue_visible() {
+    let f = Fixture::new();
+    let key = 0x20_0000 + (std::process::id() as i32 & 0xffff);
+    // SAFETY: msgget with a fixed key and create flags.
+    let id = unsafe { libc::msgget(key, libc::IPC_CREAT | 0o600) };
+    assert!(id >= 0);
+    let (_, out, _) = run_text(&native().without(Layer::IpcNs), &f.spec(sh("ipcs -q")));
+    // SAFETY: remove our own queue.
+    unsafe { libc::msgctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+    assert!(
+        out.contains(&format!("{key:#010x}")),
+        "the host queue is visible: {out}"
+    );
+}

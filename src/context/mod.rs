@@ -45,7 +45,6 @@ pub(crate) mod test_messages {
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
 
 pub use assemble::{Assembly, ContextDecision, ContextState, Current, Treatment};
 pub use tokens::Family;
@@ -55,41 +54,7 @@ use crate::provider::{CompletionRequest, ContentBlock, ProviderIdentity, Usage};
 use crate::store::{ContextEvent, Store};
 use crate::tools::{ReadFile, Tool, ToolContext, ToolRegistry};
 
-/// The `[context]` section of a contract.
-///
-/// ```
-/// use io_harness::{TaskContract, Verification};
-///
-/// let contract = TaskContract::workspace("g", ".", Verification::file_contains("a", "b"))
-///     .context_max_tokens(60_000);
-/// assert_eq!(contract.context.max_tokens, Some(60_000));
-/// assert!(contract.context.assemble, "assembly is on unless asked for the baseline");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContextSettings {
-    /// Input-token budget per request. The model's context window (less the output
-    /// cap) bounds it too when the model is known; with neither, requests are not
-    /// compacted for size (stale reads are still re-read).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u64>,
-    /// `false` sends the full history unchanged, stale reads included: the baseline
-    /// the assembly is measured against, not a setting for real runs.
-    #[serde(default = "yes")]
-    pub assemble: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl Default for ContextSettings {
-    fn default() -> Self {
-        Self {
-            max_tokens: None,
-            assemble: true,
-        }
-    }
-}
+pub use crate::contract::ContextSettings;
 
 /// Headroom kept below a known context window besides the output cap (the estimate's
 /// error, framing the estimate does not see).

@@ -17,10 +17,8 @@ use super::{
     Budget, LimitSettings, NetworkSetting, ProviderKind, ProviderSpec, SandboxSettings,
     TaskContract, Verification, VerifySettings, WorkspaceMode,
 };
-use crate::context::ContextSettings;
-use crate::policy::{Override, Rule, TaskPolicy};
-use crate::provider::{ModelPrice, ReasoningEffort, RetryPolicy};
-use crate::run::StallPolicy;
+use super::policy::{Override, Rule, TaskPolicy};
+use super::{ContextSettings, ModelPrice, ReasoningEffort, RetryPolicy, StallPolicy};
 
 /// A contract that cannot be run.
 #[derive(Debug, thiserror::Error)]
@@ -551,8 +549,8 @@ fn convert(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertEr
     Ok((contract, spans))
 }
 
-fn convert_mcp(m: Spanned<RawMcp>, key: &str) -> Result<crate::mcp::McpServerSpec, ConvertError> {
-    use crate::mcp::{McpServerSpec, McpTransport};
+fn convert_mcp(m: Spanned<RawMcp>, key: &str) -> Result<super::mcp::McpServerSpec, ConvertError> {
+    use super::mcp::{McpServerSpec, McpTransport};
     let span = m.span();
     let m = m.into_inner();
     let bad = |field: &str, msg: String| (format!("{key}.{field}"), Some(span.clone()), msg);
@@ -601,8 +599,8 @@ fn convert_mcp(m: Spanned<RawMcp>, key: &str) -> Result<crate::mcp::McpServerSpe
         name: m.name,
         transport,
         required: m.required,
-        startup_timeout: crate::mcp::DEFAULT_STARTUP_TIMEOUT,
-        call_timeout: crate::mcp::DEFAULT_CALL_TIMEOUT,
+        startup_timeout: super::mcp::DEFAULT_STARTUP_TIMEOUT,
+        call_timeout: super::mcp::DEFAULT_CALL_TIMEOUT,
         allow_tools: m.allow_tools,
         deny_tools: m.deny_tools,
     };
@@ -1015,7 +1013,7 @@ pub(crate) fn validate(c: &TaskContract) -> Result<(), (String, String)> {
 pub(crate) fn check_cost_price(
     c: &TaskContract,
     p: &ProviderSpec,
-    table: &crate::provider::PriceTable,
+    table: &super::PriceTable,
 ) -> Result<(), (String, String)> {
     if c.budget.max_cost_usd.is_none()
         || !matches!(p.kind, ProviderKind::Openai | ProviderKind::Anthropic)
@@ -1223,7 +1221,7 @@ mod tests {
         assert!(!fs.offers("write_file"));
         assert_eq!(
             fs.transport,
-            crate::mcp::McpTransport::Stdio {
+            crate::contract::mcp::McpTransport::Stdio {
                 argv: vec!["node".into(), "server.js".into(), ".".into()],
                 env: vec![],
                 sandbox: true

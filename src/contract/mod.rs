@@ -6,8 +6,14 @@
 //! before anything runs, and the resolved contract is stored with the run so that
 //! `resume` continues under exactly the same terms.
 
+mod context;
 mod load;
+pub mod mcp;
+pub mod policy;
+pub mod price;
+mod retry;
 mod sandbox;
+mod stall;
 mod units;
 
 use std::collections::BTreeMap;
@@ -16,10 +22,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::context::ContextSettings;
-use crate::policy::{Override, Rule, TaskPolicy};
-use crate::provider::{ModelPrice, PriceTable, ReasoningEffort, RetryPolicy};
-use crate::run::StallPolicy;
+pub use context::ContextSettings;
+use policy::{Override, Rule, TaskPolicy};
+pub use price::{ModelPrice, PriceTable};
+pub use retry::RetryPolicy;
+pub use stall::StallPolicy;
 
 pub use load::ContractError;
 pub(crate) use load::{check_cost_price, line_of, unknown_key_name};
@@ -81,7 +88,7 @@ pub enum Verification {
     /// A Rust gate: `subject` (a workspace file) must compile on its own as a crate,
     /// keep its items, let the Rust test source `criterion` compile against it as a
     /// separate crate, and pass every test the criterion defines. See
-    /// [`crate::verify`] for the phases.
+    /// the `verify` module for the phases.
     Rust {
         /// The file under verification, relative to the workspace root.
         subject: PathBuf,
@@ -97,7 +104,7 @@ pub enum Verification {
     /// agent's manifest cannot drop or disarm it), and each test it defines is run by
     /// exact name with ignored tests included. The criteria are operator files: their
     /// content is read when the contract is built, the gate uses that copy, and the
-    /// policy denies the agent's writes to them. See [`crate::verify::cargo_gate`].
+    /// policy denies the agent's writes to them. See `verify::cargo_gate`.
     ///
     /// In a task file (criteria relative to the task file, `manifest` to the
     /// workspace root and `Cargo.toml` by default):
@@ -342,6 +349,32 @@ impl Default for Budget {
     }
 }
 
+/// How much the model may reason before answering (OpenAI-style effort).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    /// Minimal reasoning.
+    Minimal,
+    /// Low.
+    Low,
+    /// Medium.
+    Medium,
+    /// High.
+    High,
+}
+
+impl ReasoningEffort {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Minimal => "minimal",
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+        }
+    }
+}
+
 /// Which wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -472,7 +505,7 @@ pub struct TaskContract {
     pub context: ContextSettings,
     /// MCP servers whose tools the run offers (`[[mcp]]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mcp: Vec<crate::mcp::McpServerSpec>,
+    pub mcp: Vec<mcp::McpServerSpec>,
     /// Sub-agents (`[agents]`).
     #[serde(default)]
     pub agents: AgentSettings,
@@ -645,7 +678,7 @@ impl TaskContract {
     }
 
     /// Adds an MCP server whose tools the run offers.
-    pub fn mcp_server(mut self, server: crate::mcp::McpServerSpec) -> Self {
+    pub fn mcp_server(mut self, server: mcp::McpServerSpec) -> Self {
         self.mcp.push(server);
         self
     }

@@ -29,12 +29,18 @@
 //! What is recorded is described on [`crate::store::McpEvent`].
 
 mod client;
-mod config;
 mod tool;
 
 pub(crate) use client::hidden_paths;
 pub use client::{McpEnv, McpServers, ServerListing, ToolListing};
-pub use config::{DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServerSpec, McpTransport};
+/// The server specs are contract data; `config` keeps the old path for this module.
+mod config {
+    pub use crate::contract::mcp::{McpServerSpec, McpTransport};
+}
+
+pub use crate::contract::mcp::{
+    DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServerSpec, McpTransport,
+};
 pub use tool::{McpTool, adapt_schema, qualified_name};
 
 /// Connects the servers of a contract the way a run would, lists their tools, and

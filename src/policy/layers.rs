@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Decision, Override, PolicyError, Rule};
+use super::{Decision, Override, PolicyError, Rule, TaskPolicy};
 
 /// Where a rule comes from; each decision names one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -52,17 +52,6 @@ pub enum Isolation {
     Weaker,
 }
 
-/// The contract's `[policy]` section.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TaskPolicy {
-    /// Rules of the task layer.
-    #[serde(default)]
-    pub rules: Vec<Rule>,
-    /// Built-in denies the operator lifts.
-    #[serde(default, rename = "override")]
-    pub overrides: Vec<Override>,
-}
 
 impl TaskPolicy {
     /// Refuses an invalid glob, naming its key (`policy.rules[2]`, `policy.override[0]`).

@@ -38,37 +38,13 @@ mod rules;
 pub use approval::{AllowAll, Approval, ApprovalRequest, Approver, Callback, DeferAll, DenyAll};
 pub use builtin::{BuiltinProtection, SECRET_PATTERNS, WRITE_PROTECTED_PATTERNS, builtin_rules};
 pub use eval::Policy;
-pub use layers::{Isolation, LayerName, PolicyLayers, TaskPolicy};
+pub use layers::{Isolation, LayerName, PolicyLayers};
 pub use project::{IgnoredRule, PROJECT_POLICY_FILE, ProjectPolicy, ProjectPolicyError};
-pub use rules::{Override, PolicyError, Rule};
+pub use rules::PolicyError;
+pub use crate::contract::policy::{Act, Decision, Override, Rule, TaskPolicy};
 
 use serde::{Deserialize, Serialize};
 
-/// What kind of thing an action does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Act {
-    /// Read a file or list a directory.
-    Read,
-    /// Create, change or delete a file.
-    Write,
-    /// Run a program (and MCP or registered tools, by qualified name).
-    Exec,
-    /// Open a network connection.
-    Net,
-}
-
-impl Act {
-    /// Stable lowercase name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Read => "read",
-            Self::Write => "write",
-            Self::Exec => "exec",
-            Self::Net => "net",
-        }
-    }
-}
 
 /// One thing a tool call is about to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,28 +65,6 @@ impl Action {
     }
 }
 
-/// The answer to an action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    /// Go ahead.
-    Allow,
-    /// A human (or an `Approver`) must decide.
-    Ask,
-    /// Refused.
-    Deny,
-}
-
-impl Decision {
-    /// Stable lowercase name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allow => "allow",
-            Self::Ask => "ask",
-            Self::Deny => "deny",
-        }
-    }
-}
 
 /// A decision with the rule and layer that made it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,49 +4,11 @@
 //! stored run hold); a [`CompiledRule`] carries the matcher so a decision costs a
 //! scan, not a glob compilation.
 
-use serde::{Deserialize, Serialize};
 
 use super::glob::{Matcher, Reach};
-use super::{Act, Decision};
-
-/// One rule: what to answer for an act on targets matching a glob.
-///
-/// See the `glob` rules in the [module docs](super) for how `target` matches.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rule {
-    /// The act the rule is about.
-    pub act: Act,
-    /// A glob over paths, commands or `host[:port]`.
-    pub target: String,
-    /// The answer for a matching action.
-    pub decision: Decision,
-}
+use super::{Act, Decision, Override, Rule};
 
 impl Rule {
-    /// A rule.
-    pub fn new(act: Act, target: impl Into<String>, decision: Decision) -> Self {
-        Self {
-            act,
-            target: target.into(),
-            decision,
-        }
-    }
-
-    /// An allow rule.
-    pub fn allow(act: Act, target: impl Into<String>) -> Self {
-        Self::new(act, target, Decision::Allow)
-    }
-
-    /// An ask rule.
-    pub fn ask(act: Act, target: impl Into<String>) -> Self {
-        Self::new(act, target, Decision::Ask)
-    }
-
-    /// A deny rule.
-    pub fn deny(act: Act, target: impl Into<String>) -> Self {
-        Self::new(act, target, Decision::Deny)
-    }
 
     /// Refuses a target that is not a valid glob for its act.
     pub fn check(&self) -> Result<(), PolicyError> {
@@ -54,28 +16,7 @@ impl Rule {
     }
 }
 
-/// An operator's explicit permission to lift a built-in deny (for example reading
-/// `.env.example`). Only the task contract and the run may carry one. It lifts every
-/// built-in deny of its act for the targets its glob matches (and nothing else: other
-/// layers' denies and asks still apply); an action it let through is recorded as a
-/// decision of layer `override` naming the built-in rule it lifted.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Override {
-    /// The act.
-    pub act: Act,
-    /// A glob, matched like a rule's target.
-    pub target: String,
-}
-
 impl Override {
-    /// An override.
-    pub fn new(act: Act, target: impl Into<String>) -> Self {
-        Self {
-            act,
-            target: target.into(),
-        }
-    }
 
     /// Refuses a target that is not a valid glob for its act.
     pub fn check(&self) -> Result<(), PolicyError> {

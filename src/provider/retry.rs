@@ -7,66 +7,14 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::time::Instant;
 
 use super::Provider;
 use super::error::{ProviderError, ProviderErrorKind};
 use super::types::{Completion, CompletionRequest};
 
-/// How failed provider calls are retried.
-///
-/// ```
-/// use std::time::Duration;
-/// use io_harness::provider::RetryPolicy;
-/// let p = RetryPolicy { jitter: false, ..RetryPolicy::default() };
-/// assert_eq!(p.delay(1, None, 0.0), Duration::from_secs(1));
-/// assert_eq!(p.delay(3, None, 0.0), Duration::from_secs(4));
-/// assert_eq!(p.delay(20, None, 0.0), Duration::from_secs(60)); // capped
-/// assert_eq!(p.delay(1, Some(Duration::from_secs(7)), 0.0), Duration::from_secs(7));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RetryPolicy {
-    /// Attempts in all, the first included (1 = never retry).
-    pub max_attempts: u32,
-    /// Delay before the first retry, doubled each time.
-    #[serde(with = "crate::contract::serde_duration")]
-    pub base: Duration,
-    /// Largest computed delay.
-    #[serde(with = "crate::contract::serde_duration")]
-    pub cap: Duration,
-    /// Full jitter: wait a uniformly random part of the computed delay.
-    pub jitter: bool,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_attempts: 5,
-            base: Duration::from_secs(1),
-            cap: Duration::from_secs(60),
-            jitter: true,
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The wait before retry number `retry` (1-based). `unit` is a random number in
-    /// [0, 1) used for jitter.
-    pub fn delay(&self, retry: u32, retry_after: Option<Duration>, unit: f64) -> Duration {
-        if let Some(server) = retry_after {
-            return server;
-        }
-        let exp = retry.saturating_sub(1).min(30);
-        let computed = self.base.saturating_mul(1u32 << exp).min(self.cap);
-        if self.jitter {
-            computed.mul_f64(unit.clamp(0.0, 1.0))
-        } else {
-            computed
-        }
-    }
-}
+pub use crate::contract::RetryPolicy;
 
 /// One failed attempt that will be retried.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -116,31 +116,7 @@ pub struct ToolSpec {
     pub input_schema: serde_json::Value,
 }
 
-/// How much the model may reason before answering (OpenAI-style effort).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReasoningEffort {
-    /// Minimal reasoning.
-    Minimal,
-    /// Low.
-    Low,
-    /// Medium.
-    Medium,
-    /// High.
-    High,
-}
-
-impl ReasoningEffort {
-    /// The wire value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Minimal => "minimal",
-            Self::Low => "low",
-            Self::Medium => "medium",
-            Self::High => "high",
-        }
-    }
-}
+pub use crate::contract::ReasoningEffort;
 
 /// Reasoning settings of the contract, mapped by each wire module to what it supports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -71,10 +71,10 @@ pub struct McpServerSpec {
     #[serde(default)]
     pub required: bool,
     /// Longest wait for the start, handshake and tool listing.
-    #[serde(with = "crate::contract::serde_duration")]
+    #[serde(with = "super::serde_duration")]
     pub startup_timeout: Duration,
     /// Longest wait for one tool call.
-    #[serde(with = "crate::contract::serde_duration")]
+    #[serde(with = "super::serde_duration")]
     pub call_timeout: Duration,
     /// Only these tools (server names; `*` and `?` globs) are offered; empty offers all.
     #[serde(default)]

@@ -72,6 +72,7 @@ pub mod provider;
 pub mod run;
 pub use io_harness_sandbox as sandbox;
 pub mod store;
+mod taskfile;
 pub mod tools;
 pub mod verify;
 

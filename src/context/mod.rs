@@ -45,7 +45,6 @@ pub(crate) mod test_messages {
 
 use std::collections::{BTreeMap, BTreeSet};
 
-
 pub use assemble::{Assembly, ContextDecision, ContextState, Current, Treatment};
 pub use tokens::Family;
 

@@ -6,18 +6,20 @@
 //! before anything runs, and the resolved contract is stored with the run so that
 //! `resume` continues under exactly the same terms.
 
+mod check;
 mod context;
-mod load;
+mod error;
 pub mod mcp;
 pub mod policy;
 pub mod price;
 mod retry;
 mod sandbox;
+mod span;
 mod stall;
-mod units;
+pub(crate) mod units;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -28,9 +30,10 @@ pub use price::{ModelPrice, PriceTable};
 pub use retry::RetryPolicy;
 pub use stall::StallPolicy;
 
-pub use load::ContractError;
-pub(crate) use load::{check_cost_price, line_of, unknown_key_name};
+pub(crate) use check::{check_cost_price, relative_inside};
+pub use error::ContractError;
 pub use sandbox::{LimitSettings, NetworkSetting, SandboxSettings};
+pub(crate) use span::{line_of, unknown_key_name};
 pub(crate) use units::serde_duration;
 pub use units::{parse_duration, parse_size};
 
@@ -131,16 +134,6 @@ pub struct OperatorFile {
     pub source: String,
 }
 
-impl OperatorFile {
-    /// Reads `path` now (made absolute against the current directory).
-    pub fn read(path: impl Into<PathBuf>) -> std::io::Result<Self> {
-        let path = path.into();
-        let path = std::path::absolute(&path).unwrap_or(path);
-        let source = std::fs::read_to_string(&path)?;
-        Ok(Self { path, source })
-    }
-}
-
 /// A workspace file a command gate depends on, pinned by content hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PinnedFile {
@@ -163,32 +156,6 @@ impl Verification {
             timeout: Duration::from_secs(300),
             pinned: Vec::new(),
         }
-    }
-
-    /// A workspace-form Rust gate: `cargo test` of the crate at `manifest` (relative
-    /// to the workspace root) against the criterion files, which are read now.
-    pub fn cargo_test<I, P>(manifest: impl Into<PathBuf>, criteria: I) -> std::io::Result<Self>
-    where
-        I: IntoIterator<Item = P>,
-        P: Into<PathBuf>,
-    {
-        Ok(Self::CargoTest {
-            manifest: manifest.into(),
-            criteria: criteria
-                .into_iter()
-                .map(OperatorFile::read)
-                .collect::<std::io::Result<_>>()?,
-        })
-    }
-
-    /// Pins, for a command criterion, its script in the workspace at `root` (see
-    /// [`Verification::Command::pinned`]: the content hash now); other criteria are
-    /// unchanged.
-    pub fn pin_command_files(mut self, root: &Path) -> Self {
-        if let Self::Command { argv, pinned, .. } = &mut self {
-            *pinned = pin_files(argv, root);
-        }
-        self
     }
 
     /// A Rust gate criterion.
@@ -225,89 +192,6 @@ impl Verification {
             Self::CargoTest { manifest, .. } => format!("cargo_test {}", manifest.display()),
         }
     }
-
-    /// Operator files of this criterion that lie inside the workspace at `root`, as
-    /// paths relative to it: a workspace-form gate's criteria and the files a command
-    /// names (pinned or present now). The policy denies the agent's writes to them.
-    pub fn operator_files_in(&self, root: &Path) -> Vec<PathBuf> {
-        match self {
-            Self::CargoTest { criteria, .. } => criteria
-                .iter()
-                .filter_map(|c| relative_to(&c.path, root))
-                .collect(),
-            // Pinned or not (a command built in code), a file the command names.
-            Self::Command { argv, pinned, .. } => {
-                let mut files: Vec<PathBuf> = pinned.iter().map(|p| p.path.clone()).collect();
-                for p in pin_files(argv, root) {
-                    if !files.contains(&p.path) {
-                        files.push(p.path);
-                    }
-                }
-                files
-            }
-            _ => Vec::new(),
-        }
-    }
-}
-
-/// `path` relative to `root` when it lies inside (compared as given, then canonical).
-fn relative_to(path: &Path, root: &Path) -> Option<PathBuf> {
-    if let Ok(r) = path.strip_prefix(root) {
-        return Some(r.to_path_buf());
-    }
-    let (p, r) = (path.canonicalize().ok()?, root.canonicalize().ok()?);
-    p.strip_prefix(&r).ok().map(Path::to_path_buf)
-}
-
-/// Extensions of script files a command gate may run through an interpreter.
-const SCRIPT_EXTENSIONS: &[&str] = &[
-    "sh", "bash", "zsh", "py", "js", "mjs", "cjs", "ts", "rb", "pl", "php", "lua", "ps1",
-];
-
-/// The gate's own script among `argv`, hashed: the program itself when it is a
-/// workspace file (`./check.sh`), and any argument naming a workspace file with a
-/// script extension (`sh check.sh`, `python3 tests/check.py`). Other files a command
-/// names (`--manifest-path Cargo.toml`) are the agent's to change and are not pinned.
-fn pin_files(argv: &[String], root: &Path) -> Vec<PinnedFile> {
-    let canon_root = root.canonicalize().ok();
-    let mut out: Vec<PinnedFile> = Vec::new();
-    for (i, a) in argv.iter().enumerate() {
-        if a.is_empty() || !load::relative_inside(Path::new(a.as_str())) {
-            continue;
-        }
-        let script = Path::new(a.as_str())
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| SCRIPT_EXTENSIONS.contains(&e));
-        if i > 0 && !script {
-            continue;
-        }
-        // `./check.sh` and `check.sh` are the same file, pinned as the latter.
-        let rel: PathBuf = Path::new(a.as_str())
-            .components()
-            .filter(|c| matches!(c, std::path::Component::Normal(_)))
-            .collect();
-        let rel = rel.as_path();
-        let full = root.join(rel);
-        let inside = full
-            .canonicalize()
-            .ok()
-            .zip(canon_root.as_ref())
-            .is_some_and(|(f, r)| f.starts_with(r));
-        let Ok(meta) = std::fs::symlink_metadata(&full) else {
-            continue;
-        };
-        if !inside || !meta.is_file() || out.iter().any(|p| p.path == rel) {
-            continue;
-        }
-        if let Ok(bytes) = std::fs::read(&full) {
-            out.push(PinnedFile {
-                path: rel.to_path_buf(),
-                sha256: crate::digest::sha256_hex(&bytes),
-            });
-        }
-    }
-    out
 }
 
 /// When and how often the criteria are checked.
@@ -575,18 +459,6 @@ impl TaskContract {
         }
     }
 
-    /// Loads and validates a task file (SPEC §3). Relative paths resolve against the
-    /// file's directory.
-    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ContractError> {
-        load::from_file(path.as_ref())
-    }
-
-    /// Parses and validates task-file text; `file` names it in errors and anchors
-    /// relative paths.
-    pub fn from_toml_str(text: &str, file: &Path) -> Result<Self, ContractError> {
-        load::from_str(text, file)
-    }
-
     /// Adds a criterion (all must pass).
     pub fn and_verify(mut self, v: Verification) -> Self {
         self.verify.criteria.push(v);
@@ -702,21 +574,5 @@ impl TaskContract {
             t.insert(m.clone(), *p);
         }
         t
-    }
-
-    /// Refuses impossible values, naming the field. Task files get the same checks with
-    /// file and line (see [`ContractError`]).
-    pub fn validate(&self) -> Result<(), ContractError> {
-        load::validate(self).map_err(|(key, message)| ContractError::Field { key, message })
-    }
-
-    /// Makes `root` absolute and canonical (it must exist).
-    pub fn resolve_root(&mut self) -> Result<(), ContractError> {
-        let canon = std::fs::canonicalize(&self.root).map_err(|e| ContractError::Field {
-            key: "root".into(),
-            message: format!("{}: {e}", self.root.display()),
-        })?;
-        self.root = canon;
-        Ok(())
     }
 }

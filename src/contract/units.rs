@@ -14,7 +14,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{text:?} is not a duration like \"90s\" or \"15m\" ({e})"))
 }
 
-pub(super) fn parse_duration_field(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration_field(text: &str) -> Result<Duration, String> {
     parse_duration(text)
 }
 

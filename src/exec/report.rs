@@ -162,16 +162,11 @@ mod tests {
     fn outcome(cap_hit: Option<Cap>, enforced: Vec<Cap>) -> SandboxOutcome {
         let mut layers = crate::sandbox::LayerReport::default();
         layers.limits.enforced = enforced;
-        SandboxOutcome {
-            backend: Backend::PortableFloor,
-            exit_code: None,
-            signal: Some(9),
-            stdout: Default::default(),
-            stderr: Default::default(),
-            cap_hit,
-            duration: std::time::Duration::from_millis(1500),
-            layers,
-        }
+        let mut out = SandboxOutcome::new(Backend::PortableFloor, layers);
+        out.signal = Some(9);
+        out.cap_hit = cap_hit;
+        out.duration = std::time::Duration::from_millis(1500);
+        out
     }
 
     #[test]

@@ -5,11 +5,10 @@
 //! operator's instructions file. Only an explicit operator override lifts one of
 //! these, and that is recorded.
 
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 use super::glob::literal_pattern;
 use super::{Act, Action, Decision, PolicyDecision, PolicyError, PolicyGate, Rule};
-use crate::contract::TaskContract;
 
 /// Files that hold credentials: denied for reading and writing.
 pub const SECRET_PATTERNS: &[&str] = &[
@@ -57,15 +56,13 @@ pub fn builtin_rules(instructions: Option<&Path>) -> Result<Vec<Rule>, PolicyErr
 /// would be judged by nothing; its attempts are denied and recorded like any other
 /// decision. (The gates also keep their own copy or hash, so a write that bypasses the
 /// tools — a sandboxed command — changes nothing either.)
-pub fn gate_file_rules(contract: &TaskContract) -> Vec<Rule> {
+pub fn gate_file_rules(files: &[PathBuf]) -> Vec<Rule> {
     let mut rules: Vec<Rule> = Vec::new();
-    for v in &contract.verify.criteria {
-        for rel in v.operator_files_in(&contract.root) {
-            if let Some(rel) = relative_slash_path(&rel) {
-                let rule = Rule::deny(Act::Write, literal_pattern(Act::Write, &rel));
-                if !rules.contains(&rule) {
-                    rules.push(rule);
-                }
+    for rel in files {
+        if let Some(rel) = relative_slash_path(rel) {
+            let rule = Rule::deny(Act::Write, literal_pattern(Act::Write, &rel));
+            if !rules.contains(&rule) {
+                rules.push(rule);
             }
         }
     }
@@ -130,7 +127,7 @@ impl PolicyGate for BuiltinProtection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::{OperatorFile, Verification};
+    use crate::contract::{OperatorFile, TaskContract, Verification};
 
     #[test]
     fn gate_files_inside_the_workspace_are_write_protected() {
@@ -155,7 +152,7 @@ mod tests {
             },
         )
         .and_verify(Verification::command(["sh", "./check.sh", "Cargo.toml"]));
-        let rules = gate_file_rules(&c);
+        let rules = gate_file_rules(&c.gate_files());
         let targets: Vec<&str> = rules.iter().map(|r| r.target.as_str()).collect();
         assert_eq!(rules.len(), 2, "{targets:?}");
         assert!(

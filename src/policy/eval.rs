@@ -14,7 +14,46 @@ use super::{
     Act, Action, Decision, Isolation, LayerName, Override, PolicyDecision, PolicyError, PolicyGate,
     PolicyLayers, ProjectPolicy, Rule, builtin_rules,
 };
-use crate::contract::{TaskContract, Verification};
+use crate::contract::policy::TaskPolicy;
+
+/// What a policy takes from a task: its `[policy]` section, the instructions file it
+/// protects, the operator's gate files inside the workspace (write-protected) and the
+/// programs of the operator's verification commands (allowed).
+///
+/// ```
+/// use io_harness::policy::{Act, Action, Decision, Policy, PolicyGate, TaskInputs, TaskPolicy};
+/// let task = TaskPolicy::default();
+/// let inputs = TaskInputs {
+///     gate_files: vec!["check.sh".into()],
+///     operator_programs: vec!["cargo".into()],
+///     ..TaskInputs::new(&task)
+/// };
+/// let policy = Policy::for_task(&inputs).unwrap();
+/// assert_eq!(policy.decide(&Action::new(Act::Write, "check.sh")).decision, Decision::Deny);
+/// ```
+#[derive(Debug, Clone)]
+pub struct TaskInputs<'a> {
+    /// The task layer's rules and overrides.
+    pub policy: &'a TaskPolicy,
+    /// The instructions file (relative to the workspace), protected from writes.
+    pub instructions: Option<&'a std::path::Path>,
+    /// Operator files inside the workspace (relative), protected from writes.
+    pub gate_files: Vec<std::path::PathBuf>,
+    /// Programs of the operator's verification commands, allowed to run.
+    pub operator_programs: Vec<String>,
+}
+
+impl<'a> TaskInputs<'a> {
+    /// Inputs with only a `[policy]` section.
+    pub fn new(policy: &'a TaskPolicy) -> Self {
+        Self {
+            policy,
+            instructions: None,
+            gate_files: Vec::new(),
+            operator_programs: Vec::new(),
+        }
+    }
+}
 
 /// The layered permission policy. It implements [`PolicyGate`], the check point
 /// every tool call passes through.
@@ -80,24 +119,21 @@ impl Policy {
         }
     }
 
-    /// The built-in layer (protecting the contract's instructions file), the task
-    /// layer from `[policy]`, and an allow for the program of every verification
-    /// command the operator wrote.
-    pub fn for_contract(contract: &TaskContract) -> Result<Self, PolicyError> {
+    /// The built-in layer (protecting the instructions file and the operator's gate
+    /// files), the task layer from `[policy]`, and an allow for the program of every
+    /// verification command the operator wrote: everything the policy takes from a
+    /// task, and nothing else of it.
+    pub fn for_task(task: &TaskInputs<'_>) -> Result<Self, PolicyError> {
         let mut p = Self::builtin();
-        let mut builtin = builtin_rules(contract.instructions.as_deref())?;
-        builtin.extend(super::builtin::gate_file_rules(contract));
+        let mut builtin = builtin_rules(task.instructions)?;
+        builtin.extend(super::builtin::gate_file_rules(&task.gate_files));
         p.builtin = compile(&builtin)?;
-        for r in &contract.policy.rules {
+        for r in &task.policy.rules {
             push_unique(&mut p.task, r.clone())?;
         }
-        p.task_overrides = compile_overrides(&contract.policy.overrides)?;
-        for v in &contract.verify.criteria {
-            if let Verification::Command { argv, .. } = v
-                && let Some(argv0) = argv.first()
-            {
-                p.allow_operator_command(argv0)?;
-            }
+        p.task_overrides = compile_overrides(&task.policy.overrides)?;
+        for program in &task.operator_programs {
+            p.allow_operator_command(program)?;
         }
         Ok(p)
     }
@@ -348,6 +384,8 @@ mod tests {
         let d = p.decide(&Action::new(act, target));
         (d.decision, d.rule, d.layer)
     }
+
+    use crate::contract::{TaskContract, Verification};
 
     #[test]
     fn builtin_layer_compiles_and_protects_the_instructions_file() {

@@ -52,7 +52,6 @@ pub enum Isolation {
     Weaker,
 }
 
-
 impl TaskPolicy {
     /// Refuses an invalid glob, naming its key (`policy.rules[2]`, `policy.override[0]`).
     pub(crate) fn check(&self) -> Result<(), (String, String)> {

@@ -35,16 +35,15 @@ mod layers;
 mod project;
 mod rules;
 
+pub use crate::contract::policy::{Act, Decision, Override, Rule, TaskPolicy};
 pub use approval::{AllowAll, Approval, ApprovalRequest, Approver, Callback, DeferAll, DenyAll};
 pub use builtin::{BuiltinProtection, SECRET_PATTERNS, WRITE_PROTECTED_PATTERNS, builtin_rules};
-pub use eval::Policy;
+pub use eval::{Policy, TaskInputs};
 pub use layers::{Isolation, LayerName, PolicyLayers};
 pub use project::{IgnoredRule, PROJECT_POLICY_FILE, ProjectPolicy, ProjectPolicyError};
 pub use rules::PolicyError;
-pub use crate::contract::policy::{Act, Decision, Override, Rule, TaskPolicy};
 
 use serde::{Deserialize, Serialize};
-
 
 /// One thing a tool call is about to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,7 +63,6 @@ impl Action {
         }
     }
 }
-
 
 /// A decision with the rule and layer that made it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,12 +4,10 @@
 //! stored run hold); a [`CompiledRule`] carries the matcher so a decision costs a
 //! scan, not a glob compilation.
 
-
 use super::glob::{Matcher, Reach};
 use super::{Act, Decision, Override, Rule};
 
 impl Rule {
-
     /// Refuses a target that is not a valid glob for its act.
     pub fn check(&self) -> Result<(), PolicyError> {
         Matcher::compile(self.act, &self.target).map(|_| ())
@@ -17,7 +15,6 @@ impl Rule {
 }
 
 impl Override {
-
     /// Refuses a target that is not a valid glob for its act.
     pub fn check(&self) -> Result<(), PolicyError> {
         Matcher::compile(self.act, &self.target).map(|_| ())

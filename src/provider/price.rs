@@ -4,7 +4,6 @@
 use super::types::{Cost, CostSource, Usage};
 pub use crate::contract::price::{ModelPrice, PriceTable};
 
-
 impl ModelPrice {
     /// The cost of `usage` at this price.
     pub fn cost(&self, usage: &Usage) -> f64 {
@@ -20,7 +19,6 @@ impl ModelPrice {
 }
 
 impl PriceTable {
-
     /// The cost of `usage` on `model`: computed when the price is known, unknown
     /// otherwise.
     pub fn cost(&self, model: &str, usage: &Usage) -> Cost {

@@ -127,6 +127,7 @@ impl RunError {
 
 /// What a finished run reports.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RunResult {
     /// Run id in the store.
     pub run_id: i64,

@@ -36,6 +36,7 @@ impl Captured {
 
 /// The result of one sandboxed command.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SandboxOutcome {
     /// The backend that actually ran it.
     pub backend: Backend,
@@ -56,6 +57,21 @@ pub struct SandboxOutcome {
 }
 
 impl SandboxOutcome {
+    /// An outcome of `backend` with `layers` applied and nothing observed yet (no exit
+    /// status, no output, no cap), for a backend or a test double to fill in.
+    pub fn new(backend: Backend, layers: LayerReport) -> Self {
+        Self {
+            backend,
+            exit_code: None,
+            signal: None,
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+            cap_hit: None,
+            duration: Duration::ZERO,
+            layers,
+        }
+    }
+
     /// Exited with status 0 and no cap was hit.
     pub fn success(&self) -> bool {
         self.exit_code == Some(0) && self.cap_hit.is_none()
@@ -122,6 +138,7 @@ impl LandlockStatus {
 
 /// The Landlock layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub struct LandlockReport {
     /// The kernel's Landlock ABI version, when it has Landlock.
     pub abi: Option<u32>,
@@ -192,6 +209,7 @@ impl Teardown {
 
 /// The filesystem view the mount namespace gave the command.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct MountReport {
     /// The host root is mounted read-only (and nosuid, nodev).
     pub root_read_only: bool,
@@ -211,6 +229,7 @@ pub struct MountReport {
 
 /// How the limits were enforced.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct LimitReport {
     /// cgroup features used.
     pub cgroup: Vec<CgroupController>,
@@ -226,6 +245,7 @@ pub struct LimitReport {
 
 /// The isolation layers really applied to one command.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct LayerReport {
     /// Namespaces the command ran in.
     pub namespaces: Vec<Namespace>,

@@ -13,6 +13,7 @@ use super::{Backend, FloorSandbox, LayerReport, NativeSandbox, Sandbox, SandboxE
 
 /// What the probe found.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ProbeReport {
     /// The native backend of this OS and the layers its probe applied, or why it
     /// cannot run.

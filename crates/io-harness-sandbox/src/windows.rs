@@ -56,18 +56,10 @@ mod runner {
             Backend::PortableFloor
         }
         fn run(&self, spec: &RunSpec) -> Result<SandboxOutcome, SandboxError> {
-            crate::floor_std::run(
-                Backend::PortableFloor,
-                spec,
-                &crate::floor_std::unwrapped,
-            )
+            crate::floor_std::run(Backend::PortableFloor, spec, &crate::floor_std::unwrapped)
         }
         fn spawn(&self, spec: &RunSpec) -> Result<SandboxChild, SandboxError> {
-            crate::floor_std::spawn(
-                Backend::PortableFloor,
-                spec,
-                &crate::floor_std::unwrapped,
-            )
+            crate::floor_std::spawn(Backend::PortableFloor, spec, &crate::floor_std::unwrapped)
         }
     }
 }

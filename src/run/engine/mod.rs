@@ -202,8 +202,7 @@ fn check_price(contract: &TaskContract, id: &ProviderIdentity) -> Result<(), Run
         _ => return Ok(()),
     });
     spec.model = Some(id.model.clone());
-    crate::contract::check_cost_price(contract, &spec, &contract.price_table())
-        .map_err(|(key, message)| crate::contract::ContractError::Field { key, message }.into())
+    crate::contract::check_cost_price(contract, &spec, &contract.price_table()).map_err(Into::into)
 }
 
 impl<'a> Engine<'a> {

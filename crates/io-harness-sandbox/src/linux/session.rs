@@ -24,9 +24,7 @@ use super::prepare::{Prepared, complete};
 use super::spawn::{self, Launched, Stdin};
 use super::sys;
 use super::watchdog::{MONITOR_TICK, Watchdog};
-use crate::{
-    Backend, Cap, Captured, LayerReport, SandboxError, SandboxLimits, SandboxOutcome,
-};
+use crate::{Backend, Cap, Captured, LayerReport, SandboxError, SandboxLimits, SandboxOutcome};
 
 /// How long to keep draining output after the top process is gone.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);

@@ -1,0 +1,319 @@
+//! From the raw sections to a [`TaskContract`], one function per section. Each notes
+//! where its keys stand ([`Spans`]), so a check that fails later on the finished
+//! contract can still point at the line that set the value.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::raw::{RawBudget, RawContext, RawFile, RawPolicy, RawProvider, RawRetry, RawVerify};
+use crate::contract::policy::TaskPolicy;
+use crate::contract::units::{parse_duration, parse_duration_field};
+use crate::contract::{
+    AgentSettings, Budget, ContextSettings, OperatorFile, ProviderSpec, RetryPolicy,
+    SandboxSettings, StallPolicy, TaskContract, Verification, VerifySettings, WorkspaceMode,
+};
+
+/// A key that cannot be converted: its dotted name, where it stands, what is wrong.
+pub(super) type ConvertError = (String, Option<Range<usize>>, String);
+
+/// Where each converted key stands in the file.
+#[derive(Default)]
+pub(super) struct Spans(BTreeMap<String, Range<usize>>);
+
+impl Spans {
+    /// Remembers that `key` was set at `span`.
+    pub(super) fn note(&mut self, key: &str, span: Range<usize>) {
+        self.0.insert(key.to_string(), span);
+    }
+
+    /// The span of `key`, or of its entry (`mcp[1].name` points at `mcp[1]`) when the
+    /// field has none of its own.
+    pub(super) fn find(&self, key: &str) -> Option<Range<usize>> {
+        self.0.get(key).cloned().or_else(|| {
+            key.rsplit_once('.')
+                .and_then(|(entry, _)| self.0.get(entry).cloned())
+        })
+    }
+}
+
+/// The whole file; relative paths resolve against `base`, the file's directory.
+pub(super) fn contract(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans), ConvertError> {
+    let mut spans = Spans::default();
+    spans.note("goal", raw.goal.span());
+    let root = match &raw.root {
+        Some(r) => {
+            spans.note("root", r.span());
+            base.join(r.get_ref())
+        }
+        None => base.to_path_buf(),
+    };
+    let workspace = raw
+        .workspace
+        .map_or(WorkspaceMode::InPlace, Spanned::into_inner);
+    let instructions = raw.instructions.map(|s| {
+        spans.note("instructions", s.span());
+        PathBuf::from(s.into_inner())
+    });
+    let verify = verify(raw.verify, base, &root, &mut spans)?;
+    let budget = budget(raw.budget, &mut spans)?;
+    let providers = raw
+        .provider
+        .map(|p| providers(p, base, &mut spans))
+        .unwrap_or_default();
+    let retry = raw
+        .retry
+        .map(|r| retry(r, &mut spans))
+        .transpose()?
+        .unwrap_or_default();
+    let sandbox = match raw.sandbox {
+        Some(sb) => super::sandbox::settings(sb, base, &mut spans)?,
+        None => SandboxSettings::default(),
+    };
+    let stall = raw.stall.map_or_else(StallPolicy::default, |s| {
+        spans.note("stall.window", s.span());
+        s.into_inner()
+    });
+    let policy = raw
+        .policy
+        .map(|p| policy(p, &mut spans))
+        .unwrap_or_default();
+    let mut agents = AgentSettings::default();
+    if let Some(a) = raw.agents {
+        spans.note("agents", a.span());
+        if let Some(d) = a.into_inner().max_depth {
+            spans.note("agents.max_depth", d.span());
+            agents.max_depth = d.into_inner();
+        }
+    }
+    let mut mcp = Vec::new();
+    for (i, m) in raw.mcp.into_iter().enumerate() {
+        let key = format!("mcp[{i}]");
+        spans.note(&key, m.span());
+        mcp.push(super::mcp::server(m, &key)?);
+    }
+    let context = raw
+        .context
+        .map(|c| context(c, &mut spans))
+        .unwrap_or_default();
+    let contract = TaskContract {
+        agents,
+        goal: raw.goal.into_inner(),
+        root,
+        workspace,
+        constraints: raw.constraints,
+        instructions,
+        verify,
+        budget,
+        providers,
+        prices: raw.prices,
+        stall,
+        retry,
+        sandbox,
+        policy,
+        mcp,
+        context,
+    };
+    Ok((contract, spans))
+}
+
+/// `[verify]`: the criteria, in the order command, file_contains, file_equals, rust,
+/// cargo_test. Operator files (criteria, a command's script) are read now.
+fn verify(
+    rv: Spanned<RawVerify>,
+    base: &Path,
+    root: &Path,
+    spans: &mut Spans,
+) -> Result<VerifySettings, ConvertError> {
+    let verify_span = rv.span();
+    spans.note("verify", verify_span.clone());
+    let rv = rv.into_inner();
+    let timeout = match rv.timeout {
+        Some(t) => {
+            spans.note("verify.timeout", t.span());
+            parse_duration(t.get_ref())
+                .map_err(|m| ("verify.timeout".to_string(), Some(t.span()), m))?
+        }
+        None => Duration::from_secs(300),
+    };
+    let mut criteria = Vec::new();
+    if let Some(c) = rv.command {
+        spans.note("verify.command", c.span());
+        criteria.push(
+            Verification::Command {
+                argv: c.into_inner(),
+                expect_exit: rv.expect_exit.unwrap_or(0),
+                timeout,
+                pinned: Vec::new(),
+            }
+            .pin_command_files(root),
+        );
+    } else if rv.expect_exit.is_some() {
+        return Err((
+            "verify.expect_exit".into(),
+            Some(verify_span),
+            "expect_exit needs verify.command".into(),
+        ));
+    }
+    if let Some(fc) = rv.file_contains {
+        spans.note("verify.file_contains", fc.span());
+        let fc = fc.into_inner();
+        criteria.push(Verification::file_contains(fc.file, fc.needle));
+    }
+    if let Some(fe) = rv.file_equals {
+        spans.note("verify.file_equals", fe.span());
+        let fe = fe.into_inner();
+        criteria.push(Verification::file_equals(fe.file, fe.content));
+    }
+    if let Some(r) = rv.rust {
+        spans.note("verify.rust", r.span());
+        let r = r.into_inner();
+        let criterion = base.join(r.criterion);
+        let criterion = std::path::absolute(&criterion).unwrap_or(criterion);
+        criteria.push(Verification::rust(r.subject, criterion));
+    }
+    if let Some(ct) = rv.cargo_test {
+        let span = ct.span();
+        spans.note("verify.cargo_test", span.clone());
+        let ct = ct.into_inner();
+        let mut files = Vec::with_capacity(ct.criteria.len());
+        for p in ct.criteria {
+            let full = base.join(&p);
+            let file = OperatorFile::read(&full).map_err(|e| {
+                (
+                    "verify.cargo_test".to_string(),
+                    Some(span.clone()),
+                    format!("criterion {}: {e}", full.display()),
+                )
+            })?;
+            files.push(file);
+        }
+        criteria.push(Verification::CargoTest {
+            manifest: ct.manifest,
+            criteria: files,
+        });
+    }
+    let max_attempts = rv.max_attempts.map_or(5, |m| {
+        spans.note("verify.max_attempts", m.span());
+        m.into_inner()
+    });
+    Ok(VerifySettings {
+        criteria,
+        max_attempts,
+        every_step: rv.every_step,
+    })
+}
+
+/// `[budget]`.
+fn budget(raw: RawBudget, spans: &mut Spans) -> Result<Budget, ConvertError> {
+    let mut budget = Budget::default();
+    if let Some(s) = raw.max_steps {
+        spans.note("budget.max_steps", s.span());
+        budget.max_steps = s.into_inner();
+    }
+    if let Some(d) = raw.max_duration {
+        spans.note("budget.max_duration", d.span());
+        budget.max_duration = Some(
+            parse_duration_field(d.get_ref())
+                .map_err(|m| ("budget.max_duration".to_string(), Some(d.span()), m))?,
+        );
+    }
+    if let Some(t) = raw.max_tokens {
+        spans.note("budget.max_tokens", t.span());
+        budget.max_tokens = Some(t.into_inner());
+    }
+    if let Some(c) = raw.max_cost_usd {
+        spans.note("budget.max_cost_usd", c.span());
+        budget.max_cost_usd = Some(c.into_inner());
+    }
+    Ok(budget)
+}
+
+/// `[provider]` and its `fallback` list, which inherits the output and reasoning
+/// settings of the primary.
+fn providers(p: Spanned<RawProvider>, base: &Path, spans: &mut Spans) -> Vec<ProviderSpec> {
+    spans.note("provider", p.span());
+    let p = p.into_inner();
+    let mut spec = ProviderSpec::new(p.kind);
+    spec.model = p.model;
+    spec.base_url = p.base_url;
+    if let Some(s) = p.script {
+        spans.note("provider.script", s.span());
+        spec.script = Some(base.join(s.get_ref()));
+    }
+    if let Some(m) = p.max_output_tokens {
+        spans.note("provider.max_output_tokens", m.span());
+        spec.max_output_tokens = m.into_inner();
+    }
+    spec.thinking_budget = p.thinking_budget;
+    spec.reasoning_effort = p.reasoning_effort;
+    let mut providers = Vec::with_capacity(1 + p.fallback.len());
+    for f in p.fallback {
+        let mut fb = ProviderSpec::new(f.kind);
+        fb.model = f.model;
+        fb.base_url = f.base_url;
+        fb.script = f.script.map(|s| base.join(s));
+        fb.max_output_tokens = spec.max_output_tokens;
+        fb.thinking_budget = spec.thinking_budget;
+        fb.reasoning_effort = spec.reasoning_effort;
+        providers.push(fb);
+    }
+    providers.insert(0, spec);
+    providers
+}
+
+/// `[retry]`.
+fn retry(r: Spanned<RawRetry>, spans: &mut Spans) -> Result<RetryPolicy, ConvertError> {
+    spans.note("retry", r.span());
+    let r = r.into_inner();
+    let mut retry = RetryPolicy::default();
+    if let Some(n) = r.max_attempts {
+        retry.max_attempts = n;
+    }
+    if let Some(b) = r.base {
+        retry.base = parse_duration(b.get_ref())
+            .map_err(|m| ("retry.base".to_string(), Some(b.span()), m))?;
+    }
+    if let Some(c) = r.cap {
+        retry.cap = parse_duration(c.get_ref())
+            .map_err(|m| ("retry.cap".to_string(), Some(c.span()), m))?;
+    }
+    if let Some(j) = r.jitter {
+        retry.jitter = j;
+    }
+    Ok(retry)
+}
+
+/// `[policy]`: each rule and override keeps its own span.
+fn policy(p: Spanned<RawPolicy>, spans: &mut Spans) -> TaskPolicy {
+    spans.note("policy", p.span());
+    let p = p.into_inner();
+    let mut policy = TaskPolicy::default();
+    for (i, r) in p.rules.into_iter().enumerate() {
+        spans.note(&format!("policy.rules[{i}]"), r.span());
+        policy.rules.push(r.into_inner());
+    }
+    for (i, o) in p.overrides.into_iter().enumerate() {
+        spans.note(&format!("policy.override[{i}]"), o.span());
+        policy.overrides.push(o.into_inner());
+    }
+    policy
+}
+
+/// `[context]`.
+fn context(c: Spanned<RawContext>, spans: &mut Spans) -> ContextSettings {
+    spans.note("context", c.span());
+    let c = c.into_inner();
+    let mut context = ContextSettings::default();
+    if let Some(m) = c.max_tokens {
+        spans.note("context.max_tokens", m.span());
+        context.max_tokens = Some(m.into_inner());
+    }
+    if let Some(a) = c.assemble {
+        context.assemble = a;
+    }
+    context
+}

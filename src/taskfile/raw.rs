@@ -1,0 +1,211 @@
+//! The task file as TOML gives it: one struct per section, each value keeping its
+//! span, so every later error can name the file's line. These mirror only what the
+//! file spells differently from the contract (strings for durations and sizes, a
+//! command that is a string or an argv, spans); sections the contract types already
+//! describe are read into those types directly.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::contract::policy::{Override, Rule};
+use crate::contract::{ModelPrice, ProviderKind, ReasoningEffort, StallPolicy, WorkspaceMode};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFile {
+    pub(super) goal: Spanned<String>,
+    pub(super) root: Option<Spanned<String>>,
+    pub(super) workspace: Option<Spanned<WorkspaceMode>>,
+    #[serde(default)]
+    pub(super) constraints: Vec<String>,
+    pub(super) instructions: Option<Spanned<String>>,
+    pub(super) verify: Spanned<RawVerify>,
+    #[serde(default)]
+    pub(super) budget: RawBudget,
+    pub(super) provider: Option<Spanned<RawProvider>>,
+    #[serde(default)]
+    pub(super) prices: BTreeMap<String, ModelPrice>,
+    pub(super) stall: Option<Spanned<StallPolicy>>,
+    pub(super) retry: Option<Spanned<RawRetry>>,
+    pub(super) sandbox: Option<Spanned<RawSandbox>>,
+    pub(super) policy: Option<Spanned<RawPolicy>>,
+    pub(super) context: Option<Spanned<RawContext>>,
+    pub(super) agents: Option<Spanned<RawAgents>>,
+    #[serde(default)]
+    pub(super) mcp: Vec<Spanned<RawMcp>>,
+}
+
+/// One `[[mcp]]` entry: `command` (a string or an argv array) with optional `args`
+/// for stdio, or `url` for streamable HTTP.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMcp {
+    pub(super) name: String,
+    pub(super) command: Option<RawCommand>,
+    #[serde(default)]
+    pub(super) args: Vec<String>,
+    #[serde(default)]
+    pub(super) env: Vec<String>,
+    pub(super) sandbox: Option<bool>,
+    pub(super) url: Option<String>,
+    pub(super) bearer_token_env: Option<String>,
+    #[serde(default)]
+    pub(super) required: bool,
+    pub(super) startup_timeout: Option<String>,
+    pub(super) call_timeout: Option<String>,
+    #[serde(default)]
+    pub(super) allow_tools: Vec<String>,
+    #[serde(default)]
+    pub(super) deny_tools: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawCommand {
+    Program(String),
+    Argv(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAgents {
+    pub(super) max_depth: Option<Spanned<u32>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawContext {
+    pub(super) max_tokens: Option<Spanned<u64>>,
+    pub(super) assemble: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSandbox {
+    pub(super) require: Option<Spanned<String>>,
+    pub(super) network: Option<Spanned<String>>,
+    pub(super) allow_hosts: Option<Spanned<Vec<String>>>,
+    pub(super) resolve: Option<Spanned<std::collections::BTreeMap<String, String>>>,
+    #[serde(default)]
+    pub(super) env: Vec<String>,
+    #[serde(default)]
+    pub(super) read_only_paths: Vec<String>,
+    pub(super) limits: Option<Spanned<RawLimits>>,
+    #[serde(default)]
+    pub(super) allow_weaker: bool,
+    #[serde(default)]
+    pub(super) shell: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLimits {
+    pub(super) cpu_secs: Option<u64>,
+    pub(super) wall_secs: Option<u64>,
+    pub(super) memory: Option<toml::Value>,
+    pub(super) processes: Option<u64>,
+    pub(super) open_files: Option<u64>,
+    pub(super) output: Option<toml::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPolicy {
+    #[serde(default)]
+    pub(super) rules: Vec<Spanned<Rule>>,
+    #[serde(default, rename = "override")]
+    pub(super) overrides: Vec<Spanned<Override>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRetry {
+    pub(super) max_attempts: Option<u32>,
+    pub(super) base: Option<Spanned<String>>,
+    pub(super) cap: Option<Spanned<String>>,
+    pub(super) jitter: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawVerify {
+    pub(super) command: Option<Spanned<Vec<String>>>,
+    pub(super) expect_exit: Option<i32>,
+    pub(super) timeout: Option<Spanned<String>>,
+    pub(super) file_contains: Option<Spanned<RawFileContains>>,
+    pub(super) file_equals: Option<Spanned<RawFileEquals>>,
+    pub(super) rust: Option<Spanned<RawRust>>,
+    pub(super) cargo_test: Option<Spanned<RawCargoTest>>,
+    pub(super) max_attempts: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub(super) every_step: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRust {
+    pub(super) subject: PathBuf,
+    pub(super) criterion: PathBuf,
+}
+
+/// `cargo_test = { manifest = "Cargo.toml", criteria = ["criteria/parse_test.rs"] }`
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCargoTest {
+    #[serde(default = "default_manifest")]
+    pub(super) manifest: PathBuf,
+    pub(super) criteria: Vec<PathBuf>,
+}
+
+pub(super) fn default_manifest() -> PathBuf {
+    PathBuf::from("Cargo.toml")
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFileContains {
+    pub(super) file: String,
+    pub(super) needle: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFileEquals {
+    pub(super) file: String,
+    pub(super) content: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBudget {
+    pub(super) max_steps: Option<Spanned<u32>>,
+    pub(super) max_duration: Option<Spanned<String>>,
+    pub(super) max_tokens: Option<Spanned<u64>>,
+    pub(super) max_cost_usd: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProvider {
+    pub(super) kind: ProviderKind,
+    pub(super) model: Option<String>,
+    pub(super) base_url: Option<String>,
+    pub(super) script: Option<Spanned<String>>,
+    pub(super) max_output_tokens: Option<Spanned<u32>>,
+    pub(super) thinking_budget: Option<u32>,
+    pub(super) reasoning_effort: Option<ReasoningEffort>,
+    #[serde(default)]
+    pub(super) fallback: Vec<RawFallback>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFallback {
+    pub(super) kind: ProviderKind,
+    pub(super) model: Option<String>,
+    pub(super) base_url: Option<String>,
+    pub(super) script: Option<String>,
+}

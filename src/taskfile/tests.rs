@@ -1,0 +1,247 @@
+//! The loader against task files written to break it: each error names file, line
+//! and key.
+
+use super::*;
+use crate::contract::*;
+use std::time::Duration;
+
+fn load(text: &str) -> Result<TaskContract, ContractError> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("task.toml");
+    std::fs::write(&file, text).unwrap();
+    let out = from_file(&file);
+    drop(dir);
+    out
+}
+
+fn invalid(text: &str) -> (usize, String, String) {
+    match load(text) {
+        Err(ContractError::Invalid {
+            line, key, message, ..
+        }) => (line, key, message),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+const OK: &str = "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n";
+
+#[test]
+fn minimal_file_loads_with_defaults() {
+    let c = load(OK).unwrap();
+    assert_eq!(c.goal, "g");
+    assert_eq!(c.budget.max_steps, 40);
+    assert_eq!(c.verify.max_attempts, 5);
+    assert_eq!(c.workspace, WorkspaceMode::InPlace);
+    assert!(
+        matches!(&c.verify.criteria[0], Verification::Command { argv, expect_exit: 0, .. } if argv == &["true"])
+    );
+}
+
+#[test]
+fn network_allowlist_parses_hosts_and_pins() {
+    let c = load(&format!(
+        "{OK}[sandbox]\nnetwork = \"allowlist\"\nallow_hosts = [\"crates.io\", \"*.pypi.org:443\"]\nresolve = {{ \"Mirror.internal\" = \"10.0.0.5\" }}\n"
+    ))
+    .unwrap();
+    assert_eq!(c.sandbox.network, NetworkSetting::Allowlist);
+    let rules: Vec<String> = c
+        .sandbox
+        .host_rules()
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(rules, ["crates.io", "*.pypi.org:443"]);
+    assert_eq!(
+        c.sandbox.resolve.get("mirror.internal"),
+        Some(&"10.0.0.5".parse().unwrap())
+    );
+}
+
+#[test]
+fn bad_egress_settings_name_the_entry() {
+    let sb = |body: &str| invalid(&format!("{OK}[sandbox]\n{body}\n"));
+    let (_, key, msg) = sb("network = \"allowlist\"\nallow_hosts = [\"crates.io\", \"a*b.org\"]");
+    assert_eq!(key, "sandbox.allow_hosts[1]");
+    assert!(msg.contains("a*b.org"), "{msg}");
+    let (_, key, msg) = sb("network = \"allowlist\"\nallow_hosts = [\"x.org:99999\"]");
+    assert_eq!(key, "sandbox.allow_hosts[0]");
+    assert!(msg.contains("port"), "{msg}");
+    let (_, key, _) = sb("network = \"allowlist\"");
+    assert_eq!(key, "sandbox.allow_hosts");
+    let (_, key, msg) = sb("allow_hosts = [\"crates.io\"]");
+    assert_eq!(key, "sandbox.allow_hosts");
+    assert!(msg.contains("allowlist"), "{msg}");
+    let (_, key, _) = sb("network = \"sometimes\"");
+    assert_eq!(key, "sandbox.network");
+    let (_, key, msg) = sb(
+        "network = \"allowlist\"\nallow_hosts = [\"a.org\"]\nresolve = { \"a.org\" = \"not-an-ip\" }",
+    );
+    assert_eq!(key, "sandbox.resolve.\"a.org\"");
+    assert!(msg.contains("not-an-ip"), "{msg}");
+    let (_, key, _) = sb(
+        "network = \"allowlist\"\nallow_hosts = [\"a.org\"]\nresolve = { \"*.a.org\" = \"10.0.0.1\" }",
+    );
+    assert!(key.starts_with("sandbox.resolve."), "{key}");
+    // An empty list with the default posture is fine (the canonical task file has it).
+    assert!(
+        load(&format!(
+            "{OK}[sandbox]\nnetwork = \"none\"\nallow_hosts = []\n"
+        ))
+        .is_ok()
+    );
+}
+
+#[test]
+fn unknown_key_is_named_with_its_line() {
+    let (line, key, msg) =
+        invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_stepz = 3\n");
+    assert_eq!((line, key.as_str()), (5, "max_stepz"));
+    assert!(msg.contains("unknown field"), "{msg}");
+}
+
+#[test]
+fn wrong_type_names_line() {
+    let (line, _, msg) =
+        invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_steps = \"ten\"\n");
+    assert_eq!(line, 5);
+    assert!(msg.contains("integer") || msg.contains("u32"), "{msg}");
+}
+
+#[test]
+fn zero_steps_refused_at_its_line() {
+    let (line, key, _) =
+        invalid("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_steps = 0\n");
+    assert_eq!((line, key.as_str()), (5, "budget.max_steps"));
+}
+
+#[test]
+fn missing_root_refused() {
+    let (line, key, msg) =
+        invalid("goal = \"g\"\nroot = \"nope/not/here\"\n[verify]\ncommand = [\"true\"]\n");
+    assert_eq!((line, key.as_str()), (2, "root"));
+    assert!(msg.contains("nope/not/here"), "{msg}");
+}
+
+#[test]
+fn cost_budget_with_unknown_price_refused() {
+    let (line, key, msg) = invalid(
+        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_cost_usd = 1.5\n[provider]\nkind = \"openai\"\nmodel = \"mystery-1\"\n",
+    );
+    assert_eq!((line, key.as_str()), (5, "budget.max_cost_usd"));
+    assert!(msg.contains("mystery-1"), "{msg}");
+}
+
+#[test]
+fn cost_budget_with_user_price_accepted() {
+    let c = load(
+        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_cost_usd = 1.5\n[provider]\nkind = \"openai\"\nmodel = \"mystery-1\"\n[prices.mystery-1]\ninput = 1.0\noutput = 2.0\n",
+    )
+    .unwrap();
+    assert_eq!(c.price_table().get("mystery-1").unwrap().output, 2.0);
+}
+
+#[test]
+fn no_criterion_refused() {
+    let (_, key, _) = invalid("goal = \"g\"\n[verify]\nmax_attempts = 2\n");
+    assert_eq!(key, "verify");
+}
+
+#[test]
+fn hostile_verify_path_refused() {
+    let (_, key, _) = invalid(
+        "goal = \"g\"\n[verify]\nfile_contains = { file = \"../etc/passwd\", needle = \"x\" }\n",
+    );
+    assert_eq!(key, "verify.file_contains");
+}
+
+#[test]
+fn syntax_error_has_line() {
+    let (line, key, _) = invalid("goal = \"g\"\n[verify\n");
+    assert_eq!((line, key.as_str()), (2, "(syntax)"));
+}
+
+#[test]
+fn duration_parsed_and_bad_duration_refused() {
+    let c =
+        load("goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_duration = \"15m\"\n")
+            .unwrap();
+    assert_eq!(c.budget.max_duration, Some(Duration::from_secs(900)));
+    let (line, key, _) = invalid(
+        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[budget]\nmax_duration = \"soon\"\n",
+    );
+    assert_eq!((line, key.as_str()), (5, "budget.max_duration"));
+}
+
+#[test]
+fn mcp_servers_load_with_defaults() {
+    let c = load(
+        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n\n[[mcp]]\nname = \"fs\"\ncommand = \"node\"\nargs = [\"server.js\", \".\"]\nrequired = true\ncall_timeout = \"5s\"\ndeny_tools = [\"write_*\"]\n\n[[mcp]]\nname = \"web\"\nurl = \"http://127.0.0.1:3001/mcp\"\nbearer_token_env = \"WEB_TOKEN\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.mcp.len(), 2);
+    let fs = &c.mcp[0];
+    assert!(fs.required);
+    assert_eq!(fs.call_timeout, Duration::from_secs(5));
+    assert!(!fs.offers("write_file"));
+    assert_eq!(
+        fs.transport,
+        crate::contract::mcp::McpTransport::Stdio {
+            argv: vec!["node".into(), "server.js".into(), ".".into()],
+            env: vec![],
+            sandbox: true
+        }
+    );
+    // The stored form round-trips (resume compares contracts).
+    let json = serde_json::to_string(&c).unwrap();
+    let back: TaskContract = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, c);
+    assert!(!json.contains("s3cret"));
+}
+
+#[test]
+fn bad_mcp_entries_are_named_with_their_line() {
+    let head = "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n";
+    let (line, key, _) = invalid(&format!("{head}[[mcp]]\nname = \"x\"\n"));
+    assert_eq!((line, key.as_str()), (4, "mcp[0].command"));
+    let (line, key, _) = invalid(&format!(
+        "{head}[[mcp]]\nname = \"x\"\ncommand = \"a\"\n\n[[mcp]]\nname = \"x\"\ncommand = \"b\"\n"
+    ));
+    assert_eq!((line, key.as_str()), (8, "mcp[1].name"));
+    let (_, key, _) = invalid(&format!(
+        "{head}[[mcp]]\nname = \"x\"\nurl = \"http://h/mcp\"\nargs = [\"a\"]\n"
+    ));
+    assert_eq!(key, "mcp[0].args");
+    let (line, key, _) = invalid(&format!(
+        "{head}[[mcp]]\nname = \"x\"\ncommand = \"a\"\ncolour = 1\n"
+    ));
+    assert_eq!((line, key.as_str()), (7, "colour"));
+    let (_, key, _) = invalid(&format!(
+        "{head}[[mcp]]\nname = \"a__b\"\ncommand = \"a\"\n"
+    ));
+    assert_eq!(key, "mcp[0].name");
+    let (_, key, _) = invalid(&format!(
+        "{head}[[mcp]]\nname = \"x\"\ncommand = \"a\"\ncall_timeout = \"never\"\n"
+    ));
+    assert_eq!(key, "mcp[0].call_timeout");
+}
+
+#[test]
+fn context_section_parses_and_bad_values_name_file_line_and_key() {
+    let c = load(&format!("{OK}[context]\nmax_tokens = 60_000\n")).unwrap();
+    assert_eq!(c.context.max_tokens, Some(60_000));
+    assert!(c.context.assemble);
+    let c = load(&format!("{OK}[context]\nassemble = false\n")).unwrap();
+    assert!(!c.context.assemble);
+    assert_eq!(load(OK).unwrap().context, ContextSettings::default());
+    let (line, key, msg) = invalid(&format!("{OK}[context]\nmax_tokens = 10\n"));
+    assert_eq!((line, key.as_str()), (5, "context.max_tokens"));
+    assert!(msg.contains("too small"), "{msg}");
+    let (line, key, _) = invalid(&format!("{OK}[context]\nmax_tokenz = 9000\n"));
+    assert_eq!((line, key.as_str()), (5, "max_tokenz"));
+    let (line, _, msg) = invalid(&format!("{OK}[context]\nmax_tokens = \"lots\"\n"));
+    assert_eq!(line, 5);
+    assert!(msg.contains("integer") || msg.contains("u64"), "{msg}");
+    let (line, _, _) = invalid(&format!("{OK}[context]\nmax_tokens = -5\n"));
+    assert_eq!(line, 5);
+}

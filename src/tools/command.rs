@@ -83,7 +83,7 @@ impl Tool for RunCommand {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             let exec = ctx.exec.as_ref().ok_or_else(|| {
-                ToolError::BadInput("commands cannot run in this run: it has no sandbox".into())
+                ToolError::Unavailable("commands cannot run in this run: it has no sandbox")
             })?;
             let a: Args = super::fs::parse(input)?;
             let argv = a.argv(exec.shell_allowed())?;
@@ -97,11 +97,7 @@ impl Tool for RunCommand {
                         effects: Vec::new(),
                     });
                 }
-                Err(e) => {
-                    return Err(ToolError::BadInput(format!(
-                        "the sandbox could not run it: {e}"
-                    )));
-                }
+                Err(e) => return Err(ToolError::Sandbox(e)),
             };
             let half = ctx.limits.max_output_bytes / 2;
             let mut text = match (out.exit_code, out.signal) {

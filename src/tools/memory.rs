@@ -65,7 +65,7 @@ struct ForgetArgs {
 fn memory(ctx: &ToolContext) -> Result<&MemoryContext, ToolError> {
     ctx.memory
         .as_deref()
-        .ok_or_else(|| ToolError::BadInput("memory is not available in this run".into()))
+        .ok_or_else(|| ToolError::Unavailable("memory is not available in this run"))
 }
 
 impl Tool for Remember {
@@ -116,8 +116,7 @@ impl Tool for Remember {
             }
             let evicted = m
                 .store
-                .memory_put(&m.workspace, &a.key, &a.value, Some(m.run_id))
-                .map_err(|e| ToolError::BadInput(e.to_string()))?;
+                .memory_put(&m.workspace, &a.key, &a.value, Some(m.run_id))?;
             let mut content = format!("remembered {:?}", a.key);
             if !evicted.is_empty() {
                 content.push_str(&format!(
@@ -165,10 +164,7 @@ impl Tool for Forget {
         Box::pin(async move {
             let m = memory(ctx)?;
             let a: ForgetArgs = super::fs::parse(input)?;
-            let existed = m
-                .store
-                .memory_delete(&m.workspace, &a.key)
-                .map_err(|e| ToolError::BadInput(e.to_string()))?;
+            let existed = m.store.memory_delete(&m.workspace, &a.key)?;
             Ok(ToolOutput {
                 content: if existed {
                     format!("forgot {:?}", a.key)

@@ -123,6 +123,16 @@ pub enum ToolError {
     /// a timeout, a server that is gone); the text is shown to the model.
     #[error("{0}")]
     Failed(String),
+    /// What the tool needs is not part of this run (no sandbox for commands, no
+    /// memory): a fact about the run, not about the arguments.
+    #[error("{0}")]
+    Unavailable(&'static str),
+    /// The sandbox could not run the command (as opposed to the command failing).
+    #[error("the sandbox could not run it: {0}")]
+    Sandbox(#[source] crate::sandbox::SandboxError),
+    /// The store refused or failed a write the tool needed (a memory note).
+    #[error("{0}")]
+    Store(#[from] crate::store::StoreError),
     /// Any other I/O failure.
     #[error("{path}: {source}")]
     Io {

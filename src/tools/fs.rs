@@ -95,10 +95,7 @@ pub(super) fn cut_line(line: &str, max: usize) -> Cow<'_, str> {
     if line.len() <= max {
         return Cow::Borrowed(line);
     }
-    let mut cut = max;
-    while !line.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let cut = line.floor_char_boundary(max);
     Cow::Owned(format!(
         "{}… [{} more bytes on this line]",
         &line[..cut],

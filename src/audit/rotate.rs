@@ -3,7 +3,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use super::FILE_NAME;
@@ -13,7 +12,7 @@ pub const MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// Rotated generations kept beside the live file.
 pub const MAX_GENERATIONS: usize = 5;
 
-/// An exclusive `flock`, released on drop.
+/// An exclusive lock on the file (`flock` on Unix, through std), released on drop.
 pub(super) struct Flock<'a> {
     file: &'a File,
 }
@@ -21,14 +20,10 @@ pub(super) struct Flock<'a> {
 impl<'a> Flock<'a> {
     pub fn exclusive(file: &'a File) -> io::Result<Self> {
         loop {
-            // SAFETY: flock(2) on a descriptor we own; no memory is passed.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-            if rc == 0 {
-                return Ok(Self { file });
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
+            match file.lock() {
+                Ok(()) => return Ok(Self { file }),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
             }
         }
     }
@@ -36,10 +31,8 @@ impl<'a> Flock<'a> {
 
 impl Drop for Flock<'_> {
     fn drop(&mut self) {
-        // SAFETY: as above; unlocking a lock we hold.
-        unsafe {
-            libc::flock(self.file.as_raw_fd(), libc::LOCK_UN);
-        }
+        // Closing the descriptor would release it too; this releases it now.
+        let _ = self.file.unlock();
     }
 }
 

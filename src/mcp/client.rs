@@ -642,11 +642,7 @@ fn bounded(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}…", &s[..cut])
+    format!("{}…", &s[..s.floor_char_boundary(max)])
 }
 
 /// The policy's answer to starting or dialing a declared server, recorded. The

@@ -308,6 +308,11 @@ fn excerpt(body: &str) -> String {
     }
 }
 
+/// At most 500 characters of `s`, for the stream parsers' error messages.
+pub(crate) fn cut(s: &str) -> &str {
+    s.char_indices().nth(500).map_or(s, |(i, _)| &s[..i])
+}
+
 /// An error with its causes, which is where reqwest says what really failed
 /// (connection refused, reset, TLS).
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -6,7 +6,6 @@
 //! held must not be resumed by a second process.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::Path;
 
 /// An exclusive hold on a run; released on drop or process death.
@@ -15,9 +14,9 @@ pub(crate) struct RunLock {
     _file: File,
 }
 
+/// Takes an exclusive lock without waiting (`flock(LOCK_EX | LOCK_NB)` on Unix).
 fn try_flock(file: &File) -> bool {
-    // SAFETY: flock(2) on a file descriptor we own; it reads no memory of ours.
-    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    file.try_lock().is_ok()
 }
 
 /// Takes the run's lock; `Ok(None)` when another process holds it.

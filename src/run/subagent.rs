@@ -503,11 +503,7 @@ pub(crate) fn summary(
     }
     let mut msg = final_message.trim().to_string();
     if msg.len() > MAX_SUMMARY_MESSAGE {
-        let mut cut = MAX_SUMMARY_MESSAGE;
-        while !msg.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        msg.truncate(cut);
+        msg.truncate(msg.floor_char_boundary(MAX_SUMMARY_MESSAGE));
         msg.push_str(" […cut]");
     }
     if !msg.is_empty() {

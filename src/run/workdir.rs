@@ -169,10 +169,7 @@ pub(crate) enum Node {
 pub(crate) type Snapshot = std::collections::BTreeMap<String, Node>;
 
 fn hash_file(path: &Path) -> io::Result<[u8; 32]> {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    io::copy(&mut fs::File::open(path)?, &mut h)?;
-    Ok(h.finalize().into())
+    crate::digest::sha256_stream(fs::File::open(path)?)
 }
 
 fn snapshot(root: &Path) -> io::Result<Snapshot> {

@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use serde::de::DeserializeOwned;
-use sha2::{Digest, Sha256};
 
 use super::{EntryKind, ToolContext, ToolError, ToolLimits, ToolOutput, Workspace};
 use crate::policy::{Act, Action};
@@ -95,10 +94,7 @@ pub(super) fn cut_line(line: &str, max: usize) -> Cow<'_, str> {
     if line.len() <= max {
         return Cow::Borrowed(line);
     }
-    let mut cut = max;
-    while !line.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let cut = line.floor_char_boundary(max);
     Cow::Owned(format!(
         "{}… [{} more bytes on this line]",
         &line[..cut],
@@ -108,19 +104,9 @@ pub(super) fn cut_line(line: &str, max: usize) -> Cow<'_, str> {
 
 pub(super) use crate::digest::sha256_hex;
 
-/// SHA-256 of everything `r` yields, streamed.
-pub(super) fn sha256_reader(mut r: impl Read) -> io::Result<String> {
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => h.update(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(crate::digest::hex(&h.finalize()))
+/// SHA-256 of everything `r` yields, streamed, as lowercase hex.
+pub(super) fn sha256_reader(r: impl Read) -> io::Result<String> {
+    crate::digest::sha256_stream(r).map(|d| crate::digest::hex(&d))
 }
 
 #[cfg(test)]

@@ -342,10 +342,7 @@ pub(crate) fn bound_text(text: String, max: usize) -> String {
     if text.len() <= max {
         return text;
     }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let cut = text.floor_char_boundary(max);
     let dropped = text.len() - cut;
     let mut s = text[..cut].to_string();
     s.push_str(&format!(

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::provider::error::{ProviderError, ProviderErrorKind};
-use crate::provider::http::{classify_error_object, error_code};
+use crate::provider::http::{classify_error_object, cut, error_code};
 use crate::provider::types::{ContentBlock, StopReason, Usage};
 
 #[derive(Deserialize, Default)]
@@ -271,11 +271,6 @@ impl Assembler {
             model: self.model,
         })
     }
-}
-
-/// At most 500 characters of `s`, for error messages.
-fn cut(s: &str) -> &str {
-    s.char_indices().nth(500).map_or(s, |(i, _)| &s[..i])
 }
 
 #[cfg(test)]

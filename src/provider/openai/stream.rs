@@ -16,7 +16,7 @@
 use serde::Deserialize;
 
 use crate::provider::error::{ProviderError, ProviderErrorKind};
-use crate::provider::http::{classify_error_object, error_code};
+use crate::provider::http::{classify_error_object, cut, error_code};
 use crate::provider::types::{ContentBlock, StopReason, Usage};
 
 #[derive(Deserialize)]
@@ -284,11 +284,6 @@ fn merge_name(name: &mut String, piece: &str) {
     } else {
         name.push_str(piece);
     }
-}
-
-/// At most 500 characters of `s`, for error messages.
-fn cut(s: &str) -> &str {
-    s.char_indices().nth(500).map_or(s, |(i, _)| &s[..i])
 }
 
 #[cfg(test)]

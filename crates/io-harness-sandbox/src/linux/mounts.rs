@@ -213,19 +213,26 @@ impl Builder {
     }
 }
 
-impl MountPlan {
-    /// Plan the view for `inputs`.
-    pub(crate) fn build(inputs: &MountInputs) -> MountPlan {
-        let mut b = Builder {
-            steps: Vec::new(),
-            slots: 0,
-        };
-        let home = inputs.home.as_deref();
-        b.push(Op::MakePrivate);
+/// What phase 1 cloned: the trees to move back (with their slots), the read-only
+/// ones among them for the report, and the device nodes.
+struct Cloned<'a> {
+    places: Vec<(PathBuf, usize)>,
+    brought_back: Vec<PathBuf>,
+    devices: Vec<(&'a Path, usize)>,
+}
 
-        // 1. Clone what must come back, before anything is covered.
+/// What phases 5 and 6 did, for the report.
+struct Covered {
+    hidden: Vec<PathBuf>,
+    protected: Vec<PathBuf>,
+    masked: Vec<PathBuf>,
+}
+
+impl Builder {
+    /// Phase 1: clone what must come back, before anything is covered.
+    fn clone_places<'a>(&mut self, inputs: &'a MountInputs) -> Cloned<'a> {
         let mut places: Vec<(PathBuf, usize)> = Vec::new();
-        let slot = b.clone_tree(&inputs.workdir, true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        let slot = self.clone_tree(&inputs.workdir, true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
         places.push((inputs.workdir.clone(), slot));
         let mut brought_back = Vec::new();
         for ro in &inputs.read_only {
@@ -233,31 +240,36 @@ impl MountPlan {
                 continue;
             }
             let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-            let slot = b.clone_tree(ro, true, attrs);
+            let slot = self.clone_tree(ro, true, attrs);
             places.push((ro.clone(), slot));
             brought_back.push(ro.clone());
         }
         let devices: Vec<(&Path, usize)> = inputs
             .devices
             .iter()
-            .map(|d| (d.as_path(), b.clone_tree(d, false, 0)))
+            .map(|d| (d.as_path(), self.clone_tree(d, false, 0)))
             .collect();
+        Cloned {
+            places,
+            brought_back,
+            devices,
+        }
+    }
 
-        // 2. The host tree becomes read-only, nosuid, nodev.
-        b.push(Op::RootReadOnly);
-
-        // 3. A minimal /dev.
-        b.tmpfs(
+    /// Phase 3: a minimal /dev: the cloned device nodes, the fd links, pts, shm,
+    /// and the mask source.
+    fn minimal_dev(&mut self, devices: &[(&Path, usize)]) {
+        self.tmpfs(
             Path::new("/dev"),
             libc::MS_NOSUID | libc::MS_NOEXEC,
             "mode=0755",
         );
-        for (dev, slot) in &devices {
-            b.push(Op::Touch {
+        for (dev, slot) in devices {
+            self.push(Op::Touch {
                 path: c(dev),
                 mode: 0o666,
             });
-            b.push(Op::Place {
+            self.push(Op::Place {
                 slot: *slot,
                 target: c(dev),
             });
@@ -268,42 +280,42 @@ impl MountPlan {
             ("/proc/self/fd/1", "/dev/stdout"),
             ("/proc/self/fd/2", "/dev/stderr"),
         ] {
-            b.push(Op::Symlink {
+            self.push(Op::Symlink {
                 target: cs(target),
                 link: cs(link),
             });
         }
-        b.push(Op::Mkdir {
+        self.push(Op::Mkdir {
             path: cs("/dev/pts"),
         });
-        b.push(Op::Mkdir {
+        self.push(Op::Mkdir {
             path: cs("/dev/shm"),
         });
-        b.optional(Op::DevPts);
-        b.optional(Op::Symlink {
+        self.optional(Op::DevPts);
+        self.optional(Op::Symlink {
             target: cs("pts/ptmx"),
             link: cs("/dev/ptmx"),
         });
-        b.tmpfs(
+        self.tmpfs(
             Path::new("/dev/shm"),
             libc::MS_NOSUID | libc::MS_NODEV,
             "mode=1777",
         );
-        b.push(Op::Touch {
+        self.push(Op::Touch {
             path: cs(MASK_SOURCE),
             mode: 0,
         });
+    }
 
-        // 4. A fresh /proc for the pid namespace, with the kernel knobs read-only.
-        if inputs.fresh_proc {
-            b.push(Op::Proc);
-        }
-        for p in &inputs.proc_read_only {
-            b.push(Op::BindReadOnly { path: c(p) });
-        }
-
-        // 5. Hide, place, hide what lies inside placed trees.
-        let place_paths: Vec<PathBuf> = places.iter().map(|(p, _)| p.clone()).collect();
+    /// Phase 5: hide, place, hide what lies inside placed trees. Returns the hides
+    /// applied.
+    fn hide_and_place(
+        &mut self,
+        inputs: &MountInputs,
+        mut places: Vec<(PathBuf, usize)>,
+        place_paths: &[PathBuf],
+    ) -> Vec<PathBuf> {
+        let home = inputs.home.as_deref();
         let mut hides: Vec<PathBuf> = inputs.hide.clone();
         hides.sort_by_key(|h| depth(h));
         hides.dedup();
@@ -314,76 +326,120 @@ impl MountPlan {
         let is_dir = |p: &Path| inputs.dirs.contains(p);
         for h in &early {
             if visible(h, &applied, &[]) {
-                b.hide(h, is_dir(h), home);
+                self.hide(h, is_dir(h), home);
                 applied.push(h.clone());
             }
         }
         places.sort_by_key(|(p, _)| depth(p));
         for (target, slot) in &places {
-            // Mount points only need creating inside a hiding tmpfs: below the
-            // deepest hide that covers the target (if any).
-            let cover = applied
-                .iter()
-                .filter(|h| target.starts_with(h))
-                .map(|h| depth(h))
-                .max();
-            if let Some(cover) = cover {
-                let mut ancestors: Vec<&Path> = target
-                    .ancestors()
-                    .skip(1)
-                    .filter(|a| depth(a) > cover)
-                    .collect();
-                ancestors.reverse();
-                for a in ancestors {
-                    b.push(Op::Mkdir { path: c(a) });
-                }
-            }
-            match (cover, is_dir(target)) {
-                (Some(_), true) => b.push(Op::Mkdir { path: c(target) }),
-                (Some(_), false) => b.push(Op::Touch {
-                    path: c(target),
-                    mode: 0o600,
-                }),
-                (None, _) => {}
-            }
-            b.push(Op::Place {
-                slot: *slot,
-                target: c(target),
-            });
+            self.place(target, *slot, is_dir(target), &applied);
         }
         for h in &late {
-            if visible(h, &applied, &place_paths) {
-                b.hide(h, is_dir(h), home);
+            if visible(h, &applied, place_paths) {
+                self.hide(h, is_dir(h), home);
                 applied.push(h.clone());
             }
         }
+        applied
+    }
 
-        // 6. Read-only workspace internals, then the masks.
+    /// Moves the clone in `slot` back to `target`, first making its mount point where
+    /// a hide covers it.
+    fn place(&mut self, target: &Path, slot: usize, is_dir: bool, applied: &[PathBuf]) {
+        // Mount points only need creating inside a hiding tmpfs: below the
+        // deepest hide that covers the target (if any).
+        let cover = applied
+            .iter()
+            .filter(|h| target.starts_with(h))
+            .map(|h| depth(h))
+            .max();
+        if let Some(cover) = cover {
+            let mut ancestors: Vec<&Path> = target
+                .ancestors()
+                .skip(1)
+                .filter(|a| depth(a) > cover)
+                .collect();
+            ancestors.reverse();
+            for a in ancestors {
+                self.push(Op::Mkdir { path: c(a) });
+            }
+        }
+        match (cover, is_dir) {
+            (Some(_), true) => self.push(Op::Mkdir { path: c(target) }),
+            (Some(_), false) => self.push(Op::Touch {
+                path: c(target),
+                mode: 0o600,
+            }),
+            (None, _) => {}
+        }
+        self.push(Op::Place {
+            slot,
+            target: c(target),
+        });
+    }
+
+    /// Phase 6: read-only workspace internals, then the masks; `/dev` is sealed
+    /// read-only.
+    fn protect_and_mask(
+        &mut self,
+        inputs: &MountInputs,
+        hidden: Vec<PathBuf>,
+        place_paths: &[PathBuf],
+    ) -> Covered {
         let mut protected = Vec::new();
         for p in &inputs.protect {
-            if visible(p, &applied, &place_paths) {
-                b.push(Op::BindReadOnly { path: c(p) });
+            if visible(p, &hidden, place_paths) {
+                self.push(Op::BindReadOnly { path: c(p) });
                 protected.push(p.clone());
             }
         }
         let mut masked = Vec::new();
         for m in &inputs.masked {
-            if !visible(m, &applied, &place_paths) {
+            if !visible(m, &hidden, place_paths) {
                 continue;
             }
-            if is_dir(m) {
+            if inputs.dirs.contains(m) {
                 let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-                b.tmpfs(m, flags, "mode=000");
+                self.tmpfs(m, flags, "mode=000");
             } else {
-                b.mask_file(m);
+                self.mask_file(m);
             }
             masked.push(m.clone());
         }
-        b.push(Op::Unlink {
+        self.push(Op::Unlink {
             path: cs(MASK_SOURCE),
         });
-        b.push(Op::ReadOnly { path: cs("/dev") });
+        self.push(Op::ReadOnly { path: cs("/dev") });
+        Covered {
+            hidden,
+            protected,
+            masked,
+        }
+    }
+}
 
+impl MountPlan {
+    /// Plan the view for `inputs`, in the order the module docs give.
+    pub(crate) fn build(inputs: &MountInputs) -> MountPlan {
+        let mut b = Builder {
+            steps: Vec::new(),
+            slots: 0,
+        };
+        b.push(Op::MakePrivate);
+        let cloned = b.clone_places(inputs);
+        // Phase 2: the host tree becomes read-only, nosuid, nodev.
+        b.push(Op::RootReadOnly);
+        b.minimal_dev(&cloned.devices);
+        // Phase 4: a fresh /proc for the pid namespace, with the kernel knobs read-only.
+        if inputs.fresh_proc {
+            b.push(Op::Proc);
+        }
+        for p in &inputs.proc_read_only {
+            b.push(Op::BindReadOnly { path: c(p) });
+        }
+        let place_paths: Vec<PathBuf> = cloned.places.iter().map(|(p, _)| p.clone()).collect();
+        let hidden = b.hide_and_place(inputs, cloned.places, &place_paths);
+        let covered = b.protect_and_mask(inputs, hidden, &place_paths);
         MountPlan {
             slots: b.slots,
             steps: b.steps,
@@ -391,10 +447,10 @@ impl MountPlan {
                 root_read_only: true,
                 fresh_proc: inputs.fresh_proc,
                 minimal_dev: true,
-                hidden: applied,
-                read_only: brought_back,
-                protected,
-                masked,
+                hidden: covered.hidden,
+                read_only: cloned.brought_back,
+                protected: covered.protected,
+                masked: covered.masked,
             },
         }
     }

@@ -6,6 +6,7 @@
 
 use std::ffi::CString;
 use std::fs;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -13,11 +14,11 @@ use super::cgroup::{self, SandboxCgroup};
 use super::host::{cap_last, host_facts, ignored_signals, mount_inputs};
 use super::landlock::{self as ll, Rules, Shape};
 use super::mounts::{DEVICES, MountPlan};
-use super::plan::{ChildPlan, ExecPlan, IdMaps, bit};
+use super::plan::{ChildPlan, ExecPlan, IdMaps, LandlockChild, bit};
 use super::seccomp;
 use crate::env::{DEFAULT_PATH, EnvBase, build_env};
 use crate::{
-    Cap, LandlockReport, LayerReport, LimitReport, Namespace, NetworkPosture, RunSpec,
+    Cap, LandlockReport, LayerReport, LimitReport, Namespace, NetworkPosture, ProxyBridge, RunSpec,
     SandboxError, Teardown,
 };
 
@@ -119,25 +120,33 @@ fn rlimits(spec: &RunSpec, nproc: bool) -> (Vec<(libc::c_int, u64, u64)>, Vec<&'
     (out, names)
 }
 
-/// Prepare a child for `mode`. `disabled` holds test-only switches; `required`
-/// false makes every layer best-effort (used by the probe).
-pub(crate) fn prepare(
-    mode: Mode,
-    spec: &RunSpec,
-    disabled: u32,
-    required: bool,
-) -> Result<Prepared, SandboxError> {
-    let wd = workdir(spec)?;
-    let native = mode == Mode::Native;
-    let on = |b: u32| disabled & b == 0;
-    let home = host_facts().home.clone();
+/// The namespaces a child gets, and the network arrangement that follows from them.
+struct Namespaces {
+    clone_flags: u64,
+    list: Vec<Namespace>,
+    /// A pooled network namespace (loopback already up), joined instead of a new one.
+    pooled_net: Option<OwnedFd>,
+    /// Bring loopback up in a fresh network namespace.
+    loopback: bool,
+    /// The egress proxy bridge, when the child has a private network to run it in.
+    bridge: Option<ProxyBridge>,
+    /// No private network and not `Open`: seccomp and Landlock refuse inet sockets.
+    deny_inet: bool,
+}
 
-    // Namespaces.
+impl Namespaces {
+    fn has(&self, ns: Namespace) -> bool {
+        self.list.contains(&ns)
+    }
+}
+
+/// Phase 1: which namespaces to unshare, and the network that follows.
+fn namespaces(spec: &RunSpec, native: bool, on: impl Fn(u32) -> bool) -> Namespaces {
     let mut flags = 0u64;
-    let mut namespaces = Vec::new();
+    let mut list = Vec::new();
     if native {
         flags |= libc::CLONE_NEWUSER as u64;
-        namespaces.push(Namespace::User);
+        list.push(Namespace::User);
         for (b, f, ns) in [
             (off::MOUNTNS, libc::CLONE_NEWNS, Namespace::Mount),
             (off::PIDNS, libc::CLONE_NEWPID, Namespace::Pid),
@@ -147,12 +156,11 @@ pub(crate) fn prepare(
         ] {
             if on(b) && (ns != Namespace::Net || spec.network != NetworkPosture::Open) {
                 flags |= f as u64;
-                namespaces.push(ns);
+                list.push(ns);
             }
         }
     }
-    let has = |ns: Namespace| namespaces.contains(&ns);
-    let private_net = has(Namespace::Net);
+    let private_net = list.contains(&Namespace::Net);
     // Root: a pooled namespace (loopback already up) instead of a new one.
     let pooled_net = if private_net {
         super::netns::take()
@@ -170,11 +178,34 @@ pub(crate) fn prepare(
         _ => None,
     };
     let deny_inet = spec.network != NetworkPosture::Open && !private_net;
+    Namespaces {
+        clone_flags: flags,
+        list,
+        pooled_net,
+        loopback,
+        bridge,
+        deny_inet,
+    }
+}
 
-    // Private directories and the environment.
-    let (inside_home, inside_tmp, private_dir) = if native && has(Namespace::Mount) {
+/// Where the child's `HOME` and `TMPDIR` are, and what it execs with.
+struct Environment {
+    inside_home: PathBuf,
+    /// The floor's private directory, removed at teardown.
+    private_dir: Option<PathBuf>,
+    exec: ExecPlan,
+}
+
+/// Phase 2: private directories (the floor's, or the mount namespace's own) and the
+/// environment, with `argv[0]` resolved in the child's `PATH`.
+fn environment(
+    spec: &RunSpec,
+    private_mounts: bool,
+    home: Option<&Path>,
+) -> Result<Environment, SandboxError> {
+    let (inside_home, inside_tmp, private_dir) = if private_mounts {
         (
-            home.clone().unwrap_or_else(|| PathBuf::from("/tmp")),
+            home.map_or_else(|| PathBuf::from("/tmp"), Path::to_path_buf),
             PathBuf::from("/tmp"),
             None,
         )
@@ -183,7 +214,7 @@ pub(crate) fn prepare(
         (base.join("home"), base.join("tmp"), Some(base))
     };
     let mut default_path = DEFAULT_PATH.to_owned();
-    if let Some(h) = &home {
+    if let Some(h) = home {
         let cargo_bin = h.join(".cargo/bin");
         if cargo_bin.is_dir() {
             default_path = format!("{}:{default_path}", cargo_bin.display());
@@ -199,36 +230,41 @@ pub(crate) fn prepare(
         },
     )?;
     let exec = ExecPlan::new(&spec.argv, &env, candidates(&spec.argv[0], &env)?)?;
+    Ok(Environment {
+        inside_home,
+        private_dir,
+        exec,
+    })
+}
 
-    // Mounts.
-    let mounts = if has(Namespace::Mount) {
-        let mut inputs = mount_inputs(spec, &wd, host_facts());
-        inputs.fresh_proc = has(Namespace::Pid);
-        Some(MountPlan::build(&inputs))
-    } else {
-        None
-    };
-
-    // Landlock.
+/// Phase 4: the Landlock ruleset (none when switched off or unsupported), and its
+/// report.
+fn landlock(
+    enabled: bool,
+    deny_inet: bool,
+    with_mounts: bool,
+    wd: &Path,
+    env: &Environment,
+) -> Result<(Option<LandlockChild>, LandlockReport), SandboxError> {
     let shape = Shape {
         deny_net: deny_inet,
         scoped: true,
     };
     let devices: Vec<PathBuf> = DEVICES.iter().map(|d| Path::new("/dev").join(d)).collect();
     let (child_writable, child_ttys, writable): (Vec<PathBuf>, Vec<PathBuf>, Vec<&Path>) =
-        if mounts.is_some() {
+        if with_mounts {
             let mut w = vec![
                 PathBuf::from("/tmp"),
                 PathBuf::from("/var/tmp"),
                 PathBuf::from("/dev/shm"),
             ];
-            w.push(inside_home.clone());
-            (w, vec![PathBuf::from("/dev/pts")], vec![wd.as_path()])
+            w.push(env.inside_home.clone());
+            (w, vec![PathBuf::from("/dev/pts")], vec![wd])
         } else {
-            let base = private_dir.as_deref().unwrap_or(&wd);
-            (Vec::new(), Vec::new(), vec![wd.as_path(), base])
+            let base = env.private_dir.as_deref().unwrap_or(wd);
+            (Vec::new(), Vec::new(), vec![wd, base])
         };
-    let landlock = if on(off::LANDLOCK) {
+    let prepared = if enabled {
         ll::prepare(&Rules {
             shape,
             writable,
@@ -239,7 +275,7 @@ pub(crate) fn prepare(
     } else {
         None
     };
-    let (landlock_child, landlock_report) = match landlock {
+    Ok(match prepared {
         Some((c, r)) => (Some(c), r),
         None => (
             None,
@@ -248,20 +284,26 @@ pub(crate) fn prepare(
                 ..LandlockReport::default()
             },
         ),
-    };
+    })
+}
 
-    // seccomp.
-    let seccomp = if on(off::SECCOMP) {
-        seccomp::programs(deny_inet)?
-    } else {
-        Vec::new()
-    };
+/// The resource limits: rlimits for the child, the cgroup, and what they enforce.
+struct Limits {
+    rlimits: Vec<(libc::c_int, u64, u64)>,
+    cgroup: Option<SandboxCgroup>,
+    report: LimitReport,
+}
 
-    // Limits.
+/// Phase 6: rlimits and the cgroup, and the caps and teardown they make good.
+fn limits(
+    spec: &RunSpec,
+    on: impl Fn(u32) -> bool,
+    ns: &Namespaces,
+) -> Result<Limits, SandboxError> {
     // RLIMIT_NPROC counts per (user namespace, uid), so in a fresh user namespace it
     // is a per-sandbox cap — except for uid 0, which the kernel never holds to it.
     // SAFETY: geteuid has no preconditions.
-    let nproc = has(Namespace::User) && unsafe { libc::geteuid() } != 0;
+    let nproc = ns.has(Namespace::User) && unsafe { libc::geteuid() } != 0;
     let (rlimits, rlimit_names) = if on(off::RLIMITS) {
         rlimits(spec, nproc)
     } else {
@@ -285,6 +327,34 @@ pub(crate) fn prepare(
         .iter()
         .any(|c| matches!(c, C::V1Pids | C::V2Pids));
     let memory_monitor = spec.limits.memory_bytes.is_some() && !cg_memory;
+    let enforced = enforced(spec, &rlimit_names, cg_pids);
+    let mut teardown = Vec::new();
+    if ns.has(Namespace::Pid) {
+        teardown.push(Teardown::PidNamespace);
+    }
+    if cgroup.is_some() {
+        teardown.push(Teardown::Cgroup);
+    }
+    if !ns.has(Namespace::Pid) {
+        teardown.push(Teardown::ProcessGroup);
+    }
+    let report = LimitReport {
+        cgroup: controllers,
+        rlimits: rlimit_names,
+        memory_monitor,
+        enforced,
+        teardown,
+    };
+    Ok(Limits {
+        rlimits,
+        cgroup,
+        report,
+    })
+}
+
+/// The caps that something really enforces, given the rlimits set and whether the
+/// cgroup has a pids controller (memory is always enforced: by cgroup or sampling).
+fn enforced(spec: &RunSpec, rlimit_names: &[&str], cg_pids: bool) -> Vec<Cap> {
     let mut enforced = Vec::new();
     if spec.limits.cpu_secs.is_some() && rlimit_names.contains(&"cpu") {
         enforced.push(Cap::Cpu);
@@ -304,70 +374,75 @@ pub(crate) fn prepare(
     if spec.limits.output_bytes.is_some() {
         enforced.push(Cap::Output);
     }
-    let mut teardown = Vec::new();
-    if has(Namespace::Pid) {
-        teardown.push(Teardown::PidNamespace);
-    }
-    if cgroup.is_some() {
-        teardown.push(Teardown::Cgroup);
-    }
-    if !has(Namespace::Pid) {
-        teardown.push(Teardown::ProcessGroup);
-    }
+    enforced
+}
 
-    let id_maps = has(Namespace::User).then(|| {
-        // SAFETY: geteuid/getegid have no preconditions.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        IdMaps {
-            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
-            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
-        }
-    });
-    let mut required_bits = 0;
-    if required {
-        required_bits = u32::MAX;
-    }
+/// Prepare a child for `mode`. `disabled` holds test-only switches; `required`
+/// false makes every layer best-effort (used by the probe).
+///
+/// The phases run in this order, each deciding from the host what the child will do:
+/// namespaces, environment, mounts, Landlock, seccomp, limits.
+pub(crate) fn prepare(
+    mode: Mode,
+    spec: &RunSpec,
+    disabled: u32,
+    required: bool,
+) -> Result<Prepared, SandboxError> {
+    let wd = workdir(spec)?;
+    let native = mode == Mode::Native;
+    let on = |b: u32| disabled & b == 0;
+    let home = host_facts().home.clone();
+
+    let ns = namespaces(spec, native, on);
+    let env = environment(spec, native && ns.has(Namespace::Mount), home.as_deref())?;
+    // Phase 3: the mount plan, when the child gets a mount namespace.
+    let mounts = if ns.has(Namespace::Mount) {
+        let mut inputs = mount_inputs(spec, &wd, host_facts());
+        inputs.fresh_proc = ns.has(Namespace::Pid);
+        Some(MountPlan::build(&inputs))
+    } else {
+        None
+    };
+    let (landlock_child, landlock_report) =
+        landlock(on(off::LANDLOCK), ns.deny_inet, mounts.is_some(), &wd, &env)?;
+    // Phase 5: the seccomp filters.
+    let seccomp = if on(off::SECCOMP) {
+        seccomp::programs(ns.deny_inet)?
+    } else {
+        Vec::new()
+    };
+    let limits = limits(spec, on, &ns)?;
+
+    let id_maps = ns.has(Namespace::User).then(identity_maps);
     let slots = vec![-1; mounts.as_ref().map_or(0, |m| m.slots)];
     let base = LayerReport {
-        namespaces: namespaces.clone(),
-        limits: LimitReport {
-            cgroup: controllers,
-            rlimits: rlimit_names,
-            memory_monitor,
-            enforced,
-            teardown,
-        },
+        namespaces: ns.list.clone(),
+        limits: limits.report,
         ..LayerReport::default()
     };
-    let drop_caps = on(off::CAPS).then(cap_last);
+    let memory_monitor = base.limits.memory_monitor;
     let plan = ChildPlan {
-        clone_flags: flags,
-        netns: pooled_net,
-        pid_ns: has(Namespace::Pid),
+        clone_flags: ns.clone_flags,
+        netns: ns.pooled_net,
+        pid_ns: ns.list.contains(&Namespace::Pid),
         id_maps,
-        hostname: has(Namespace::Uts).then_some(&b"io-harness"[..]),
-        loopback,
-        bridge_port: bridge.as_ref().map(|b| b.port),
+        hostname: ns
+            .list
+            .contains(&Namespace::Uts)
+            .then_some(&b"io-harness"[..]),
+        loopback: ns.loopback,
+        bridge_port: ns.bridge.as_ref().map(|b| b.port),
         setsid: on(off::SETSID),
-        rlimits,
+        rlimits: limits.rlimits,
         workdir: cstring(&wd)?,
-        drop_caps,
+        drop_caps: on(off::CAPS).then(cap_last),
         landlock: landlock_child,
         seccomp,
-        exec,
-        required: required_bits,
+        exec: env.exec,
+        required: if required { u32::MAX } else { 0 },
         slots,
         ignored_signals: ignored_signals(),
-        cgroup_procs: cgroup
-            .as_ref()
-            .map(|c| {
-                c.procs_files()
-                    .iter()
-                    .map(|p| cstring(p))
-                    .collect::<Result<_, _>>()
-            })
-            .transpose()?
-            .unwrap_or_default(),
+        cgroup_procs: cgroup_procs(limits.cgroup.as_ref())?,
         vfork_stack: vec![0; super::plan::VFORK_STACK],
         mounts,
     };
@@ -375,11 +450,29 @@ pub(crate) fn prepare(
         plan,
         base,
         landlock: landlock_report,
-        cgroup,
-        private_dir,
+        cgroup: limits.cgroup,
+        private_dir: env.private_dir,
         memory_monitor,
-        bridge_to: bridge.map(|b| b.to_unix),
+        bridge_to: ns.bridge.map(|b| b.to_unix),
     })
+}
+
+/// The user namespace maps: our own uid and gid, mapped to themselves.
+fn identity_maps() -> IdMaps {
+    // SAFETY: geteuid/getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    IdMaps {
+        uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+        gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+    }
+}
+
+/// The cgroup's `cgroup.procs` files the child writes itself into.
+fn cgroup_procs(cgroup: Option<&SandboxCgroup>) -> Result<Vec<CString>, SandboxError> {
+    let Some(c) = cgroup else {
+        return Ok(Vec::new());
+    };
+    c.procs_files().iter().map(|p| cstring(p)).collect()
 }
 
 /// The floor's private `HOME` and `TMPDIR`, in a fresh 0700 directory.

@@ -186,7 +186,57 @@ pub(crate) fn launch(plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPl
     on_spawner(move || launch_here(plan, stdin))?
 }
 
-fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan), SandboxError> {
+/// The parent's ends of a child's pipes and bridge socket.
+struct ParentEnds {
+    stdin: Option<OwnedFd>,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    exec_r: OwnedFd,
+    status_r: OwnedFd,
+    bridge: Option<OwnedFd>,
+}
+
+impl ParentEnds {
+    fn launched(self, pid: i32, pidfd: OwnedFd) -> Launched {
+        Launched {
+            pid,
+            pidfd,
+            stdin: self.stdin,
+            stdout: self.stdout,
+            stderr: self.stderr,
+            exec_r: self.exec_r,
+            status_r: self.status_r,
+            bridge: self.bridge,
+        }
+    }
+}
+
+/// The child's ends, held open until it is cloned and then closed in the parent.
+struct ChildEnds {
+    stdin: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    exec_w: OwnedFd,
+    status_w: OwnedFd,
+    bridge: Option<OwnedFd>,
+}
+
+impl ChildEnds {
+    fn fds(&self) -> ChildFds {
+        ChildFds {
+            stdin: self.stdin.as_raw_fd(),
+            stdout: self.stdout.as_raw_fd(),
+            stderr: self.stderr.as_raw_fd(),
+            exec_w: self.exec_w.as_raw_fd(),
+            status_w: self.status_w.as_raw_fd(),
+            bridge: self.bridge.as_ref().map_or(-1, |b| b.as_raw_fd()),
+        }
+    }
+}
+
+/// The pipes (stdout, stderr, exec, status, stdin) and, for a bridge, the socket
+/// pair of one child.
+fn ends(stdin: Stdin, bridge: bool) -> Result<(ParentEnds, ChildEnds), SandboxError> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let (exec_r, exec_w) = pipe()?;
@@ -198,41 +248,50 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
             (r, Some(w))
         }
     };
-    let (bridge_parent, bridge_child) = match plan.bridge_port {
-        Some(_) => {
-            let (p, c) = socket_pair()?;
-            (Some(p), Some(c))
-        }
-        None => (None, None),
+    let (bridge_parent, bridge_child) = if bridge {
+        let (p, c) = socket_pair()?;
+        (Some(p), Some(c))
+    } else {
+        (None, None)
     };
-    let fds = ChildFds {
-        stdin: stdin_child.as_raw_fd(),
-        stdout: out_w.as_raw_fd(),
-        stderr: err_w.as_raw_fd(),
-        exec_w: exec_w.as_raw_fd(),
-        status_w: status_w.as_raw_fd(),
-        bridge: bridge_child.as_ref().map_or(-1, |b| b.as_raw_fd()),
-    };
-    if !plan.pid_ns && plan.clone_flags == 0 {
+    Ok((
+        ParentEnds {
+            stdin: stdin_parent,
+            stdout: out_r,
+            stderr: err_r,
+            exec_r,
+            status_r,
+            bridge: bridge_parent,
+        },
+        ChildEnds {
+            stdin: stdin_child,
+            stdout: out_w,
+            stderr: err_w,
+            exec_w,
+            status_w,
+            bridge: bridge_child,
+        },
+    ))
+}
+
+fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan), SandboxError> {
+    let (parent, child) = ends(stdin, plan.bridge_port.is_some())?;
+    let fds = child.fds();
+    let (pid, pidfd, plan) = if !plan.pid_ns && plan.clone_flags == 0 {
         // No namespaces: the child execs right away, so it can share our memory
         // until then (vfork) instead of copying the page tables.
-        return launch_vfork(plan, fds).map(|(pid, pidfd, plan)| {
-            drop((out_w, err_w, exec_w, status_w, stdin_child, bridge_child));
-            (
-                Launched {
-                    pid,
-                    pidfd,
-                    stdin: stdin_parent,
-                    stdout: out_r,
-                    stderr: err_r,
-                    exec_r,
-                    status_r,
-                    bridge: bridge_parent,
-                },
-                plan,
-            )
-        });
-    }
+        launch_vfork(plan, fds)?
+    } else {
+        let (pid, pidfd) = launch_clone3(&mut plan, fds)?;
+        (pid, pidfd, plan)
+    };
+    drop(child);
+    Ok((parent.launched(pid, pidfd), plan))
+}
+
+/// Clones the child with `clone3` into its new namespaces (inside the pooled network
+/// namespace when the plan has one); the child runs only `child_main`.
+fn launch_clone3(plan: &mut ChildPlan, fds: ChildFds) -> Result<(i32, OwnedFd), SandboxError> {
     let mut pidfd: libc::c_int = -1;
     let args = CloneArgs {
         flags: plan.clone_flags | libc::CLONE_PIDFD as u64,
@@ -262,8 +321,8 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
     };
     let netns = plan.netns.take();
     let pid = match &netns {
-        Some(ns) => super::netns::inside(ns, || clone(&mut plan)).and_then(|r| r),
-        None => clone(&mut plan),
+        Some(ns) => super::netns::inside(ns, || clone(plan)).and_then(|r| r),
+        None => clone(plan),
     };
     plan.netns = netns;
     let pid = pid.map_err(|source| SandboxError::Spawn {
@@ -272,20 +331,7 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
     })?;
     // SAFETY: CLONE_PIDFD stored a new pidfd owned by us.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    drop((out_w, err_w, exec_w, status_w, stdin_child, bridge_child));
-    Ok((
-        Launched {
-            pid: pid as i32,
-            pidfd,
-            stdin: stdin_parent,
-            stdout: out_r,
-            stderr: err_r,
-            exec_r,
-            status_r,
-            bridge: bridge_parent,
-        },
-        plan,
-    ))
+    Ok((pid as i32, pidfd))
 }
 
 /// What the vfork'ed child gets.

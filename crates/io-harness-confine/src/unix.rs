@@ -10,105 +10,74 @@ use std::ffi::{CStr, CString, OsStr};
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use libc::c_int;
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
 
-use super::sys::{self, Kind, O_PATH};
-use super::{ConfineError, DirEntry, EntryKind, Follow, Metadata, Resolver, io_error, reason};
-use crate::tools::ToolError;
+use crate::sys::{self, O_PATH};
+use crate::{DirEntry, EntryKind, Error, Follow, Metadata, Resolver, reason};
 
 /// A directory opened for reference.
-const DIR: c_int = O_PATH | libc::O_DIRECTORY;
+const DIR: OFlags = O_PATH.union(OFlags::DIRECTORY);
 /// A file opened to read; non-blocking so a FIFO swapped in cannot hang the open.
-const READ: c_int = libc::O_RDONLY | libc::O_NONBLOCK;
+const READ: OFlags = OFlags::RDONLY.union(OFlags::NONBLOCK);
 /// Tries at an `openat2` that reports `EAGAIN` (a concurrent rename) before giving up.
 const RACE_RETRIES: usize = 16;
 
-fn refuse(rel: &str, why: &str) -> ToolError {
-    ToolError::Confinement(ConfineError::new(rel, why))
-}
-
-fn cstr(rel: &str, s: &OsStr) -> Result<CString, ToolError> {
-    sys::cstring(s).map_err(|_| refuse(rel, reason::NUL))
-}
-
-fn entry_kind(k: Kind) -> EntryKind {
-    match k {
-        Kind::File => EntryKind::File,
-        Kind::Dir => EntryKind::Dir,
-        Kind::Symlink => EntryKind::Symlink,
-        Kind::Other => EntryKind::Other,
-    }
+fn cstr(rel: &str, s: &OsStr) -> Result<CString, Error> {
+    sys::cstring(s).map_err(|_| Error::refused(rel, reason::NUL))
 }
 
 fn metadata_of(st: sys::Stat) -> Metadata {
     Metadata {
-        kind: entry_kind(st.kind),
+        kind: st.kind,
         len: st.size,
     }
 }
 
 /// A regular file open for reading, or why it is not one.
-fn regular(rel: &str, fd: OwnedFd) -> Result<(File, Metadata), ToolError> {
-    let st = sys::fstat(fd.as_fd()).map_err(|e| io_error(rel, e))?;
+fn regular(rel: &str, fd: OwnedFd) -> Result<(File, Metadata), Error> {
+    let st = sys::fstat(fd.as_fd()).map_err(|e| Error::io(rel, e))?;
     match st.kind {
-        Kind::File => Ok((File::from(fd), metadata_of(st))),
-        Kind::Dir => Err(ToolError::BadInput(format!("{rel} is a directory"))),
-        _ => Err(ToolError::BadInput(format!("{rel} is not a regular file"))),
+        EntryKind::File => Ok((File::from(fd), metadata_of(st))),
+        EntryKind::Dir => Err(Error::IsADirectory(rel.to_string())),
+        _ => Err(Error::NotAFile(rel.to_string())),
     }
 }
 
 /// After a failed `O_NOFOLLOW` open of `name` in `dir`: a symlink there is a refusal
 /// for `why`, anything else the plain I/O error.
-fn nofollow_error(
-    dir: BorrowedFd<'_>,
-    name: &CStr,
-    rel: &str,
-    why: &str,
-    e: io::Error,
-) -> ToolError {
+fn nofollow_error(dir: BorrowedFd<'_>, name: &CStr, rel: &str, why: &str, e: Errno) -> Error {
     match sys::lstatat(dir, name) {
-        Ok(st) if st.kind == Kind::Symlink => refuse(rel, why),
-        _ => io_error(rel, e),
+        Ok(st) if st.kind == EntryKind::Symlink => Error::refused(rel, why),
+        _ => Error::io(rel, e),
     }
 }
 
 /// The opened root and how paths beneath it are resolved.
 #[derive(Debug)]
-pub(super) struct Root {
+pub(crate) struct Root {
     fd: OwnedFd,
     walk: bool,
 }
 
 impl Root {
-    pub(super) fn open(path: &Path, force_walk: bool) -> io::Result<Self> {
-        let fd: OwnedFd = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(DIR)
-            .open(path)?
-            .into();
+    pub(crate) fn open(path: &Path, force_walk: bool) -> io::Result<Self> {
+        let fd = rustix::fs::open(path, DIR | OFlags::CLOEXEC, Mode::empty())?;
         let walk = force_walk
             || match sys::openat2(fd.as_fd(), c".", DIR, false) {
                 Ok(_) => false,
                 // Missing (ENOSYS), hidden by seccomp (EPERM) or an older ABI (E2BIG,
                 // EINVAL): fall back to the walk.
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::ENOSYS | libc::EPERM | libc::E2BIG | libc::EINVAL)
-                    ) =>
-                {
-                    true
-                }
-                Err(e) => return Err(e),
+                Err(Errno::NOSYS | Errno::PERM | Errno::TOOBIG | Errno::INVAL) => true,
+                Err(e) => return Err(e.into()),
             };
         Ok(Self { fd, walk })
     }
 
-    pub(super) fn resolver(&self) -> Resolver {
+    pub(crate) fn resolver(&self) -> Resolver {
         if self.walk {
             Resolver::Walk
         } else {
@@ -117,7 +86,7 @@ impl Root {
     }
 
     /// Opens the normalized path `rel` beneath the root with `flags`.
-    fn resolve(&self, rel: &str, flags: c_int, follow: Follow) -> Result<OwnedFd, ToolError> {
+    fn resolve(&self, rel: &str, flags: OFlags, follow: Follow) -> Result<OwnedFd, Error> {
         if self.walk {
             return self.walk_resolve(rel, flags, follow);
         }
@@ -125,67 +94,63 @@ impl Root {
         for _ in 0..RACE_RETRIES {
             match sys::openat2(self.fd.as_fd(), &c, flags, follow == Follow::Never) {
                 Ok(fd) => return Ok(fd),
-                Err(e) => match e.raw_os_error() {
-                    Some(libc::EAGAIN) => continue,
-                    Some(libc::EXDEV) => return Err(refuse(rel, reason::OUTSIDE)),
-                    Some(libc::ELOOP) if follow == Follow::Never => {
-                        return Err(refuse(rel, reason::WRITE_SYMLINK));
-                    }
-                    Some(libc::ELOOP) => return Err(refuse(rel, reason::LOOP)),
-                    _ => return Err(io_error(rel, e)),
-                },
+                Err(Errno::AGAIN) => continue,
+                Err(Errno::XDEV) => return Err(Error::refused(rel, reason::OUTSIDE)),
+                Err(Errno::LOOP) if follow == Follow::Never => {
+                    return Err(Error::refused(rel, reason::WRITE_SYMLINK));
+                }
+                Err(Errno::LOOP) => return Err(Error::refused(rel, reason::LOOP)),
+                Err(e) => return Err(Error::io(rel, e)),
             }
         }
-        Err(refuse(rel, reason::RACE))
+        Err(Error::refused(rel, reason::RACE))
     }
 
     /// The fallback: one component at a time, each opened with `O_NOFOLLOW` relative
     /// to the directory before it, refusing any symlink met.
-    fn walk_resolve(&self, rel: &str, flags: c_int, follow: Follow) -> Result<OwnedFd, ToolError> {
+    fn walk_resolve(&self, rel: &str, flags: OFlags, follow: Follow) -> Result<OwnedFd, Error> {
         let why = match follow {
             Follow::Never => reason::WRITE_SYMLINK,
             Follow::Inside => reason::WALK_SYMLINK,
         };
         if rel == "." {
-            return sys::openat(self.fd.as_fd(), c".", flags, 0).map_err(|e| io_error(rel, e));
+            return sys::openat(self.fd.as_fd(), c".", flags, 0).map_err(|e| Error::io(rel, e));
         }
         let comps: Vec<&str> = rel.split('/').collect();
-        let mut cur = sys::openat(self.fd.as_fd(), c".", DIR, 0).map_err(|e| io_error(rel, e))?;
+        let mut cur = sys::openat(self.fd.as_fd(), c".", DIR, 0).map_err(|e| Error::io(rel, e))?;
         for (i, comp) in comps.iter().enumerate() {
             let last = i + 1 == comps.len();
-            let f = (if last { flags } else { DIR }) | libc::O_NOFOLLOW;
+            let f = (if last { flags } else { DIR }) | OFlags::NOFOLLOW;
             let c = cstr(rel, OsStr::new(comp))?;
             cur = sys::openat(cur.as_fd(), &c, f, 0)
                 .map_err(|e| nofollow_error(cur.as_fd(), &c, rel, why, e))?;
         }
         // With O_PATH, O_NOFOLLOW opens a final symlink itself instead of failing.
         match sys::fstat(cur.as_fd()) {
-            Ok(st) if st.kind == Kind::Symlink => Err(refuse(rel, why)),
+            Ok(st) if st.kind == EntryKind::Symlink => Err(Error::refused(rel, why)),
             Ok(_) => Ok(cur),
-            Err(e) => Err(io_error(rel, e)),
+            Err(e) => Err(Error::io(rel, e)),
         }
     }
 
-    pub(super) fn metadata(&self, rel: &str) -> Result<Metadata, ToolError> {
+    pub(crate) fn metadata(&self, rel: &str) -> Result<Metadata, Error> {
         let fd = self.resolve(rel, O_PATH, Follow::Inside)?;
         sys::fstat(fd.as_fd())
             .map(metadata_of)
-            .map_err(|e| io_error(rel, e))
+            .map_err(|e| Error::io(rel, e))
     }
 
-    pub(super) fn open_file(
-        &self,
-        rel: &str,
-        follow: Follow,
-    ) -> Result<(File, Metadata), ToolError> {
+    pub(crate) fn open_file(&self, rel: &str, follow: Follow) -> Result<(File, Metadata), Error> {
         regular(rel, self.resolve(rel, READ, follow)?)
     }
 
-    pub(super) fn open_dir(&self, rel: &str) -> Result<Dir, ToolError> {
+    pub(crate) fn open_dir(&self, rel: &str) -> Result<Dir, Error> {
         match self.resolve(rel, DIR, Follow::Inside) {
             Ok(fd) => Ok(Dir { fd }),
-            Err(ToolError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOTDIR) => {
-                Err(ToolError::BadInput(format!("{rel} is not a directory")))
+            Err(Error::Io { source, .. })
+                if source.raw_os_error() == Some(Errno::NOTDIR.raw_os_error()) =>
+            {
+                Err(Error::NotADirectory(rel.to_string()))
             }
             Err(e) => Err(e),
         }
@@ -193,9 +158,9 @@ impl Root {
 
     /// Opens the directory `parent`, creating missing components one at a time with
     /// `mkdirat` relative to a descriptor already beneath the root.
-    fn ensure_dir(&self, parent: &str) -> Result<OwnedFd, ToolError> {
+    fn ensure_dir(&self, parent: &str) -> Result<OwnedFd, Error> {
         match self.resolve(parent, DIR, Follow::Never) {
-            Err(ToolError::NotFound(_)) => {}
+            Err(Error::NotFound(_)) => {}
             other => return other,
         }
         let mut cur = self.resolve(".", DIR, Follow::Never)?;
@@ -206,12 +171,11 @@ impl Root {
             }
             prefix.push_str(comp);
             cur = match self.resolve(&prefix, DIR, Follow::Never) {
-                Err(ToolError::NotFound(_)) => {
+                Err(Error::NotFound(_)) => {
                     let c = cstr(&prefix, OsStr::new(comp))?;
                     match sys::mkdirat(cur.as_fd(), &c, 0o777) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                        Err(e) => return Err(io_error(&prefix, e)),
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(e) => return Err(Error::io(&prefix, e)),
                     }
                     // Re-resolve from the root: whatever is there now must pass again.
                     self.resolve(&prefix, DIR, Follow::Never)?
@@ -225,41 +189,37 @@ impl Root {
     /// Writes via a temporary file in the target's directory and `renameat` over the
     /// target. The rename replaces whatever entry is at the final name — a symlink
     /// planted after the check included — and never follows it.
-    pub(super) fn write(&self, rel: &str, bytes: &[u8]) -> Result<(), ToolError> {
+    pub(crate) fn write(&self, rel: &str, bytes: &[u8]) -> Result<(), Error> {
         let (parent, name) = rel.rsplit_once('/').unwrap_or((".", rel));
         let dir = self.ensure_dir(parent)?;
         let cname = cstr(rel, OsStr::new(name))?;
         let keep_mode = match sys::lstatat(dir.as_fd(), &cname) {
             Ok(st) => match st.kind {
-                Kind::File => Some(st.mode),
-                Kind::Symlink => return Err(refuse(rel, reason::WRITE_SYMLINK)),
-                Kind::Dir => return Err(ToolError::BadInput(format!("{rel} is a directory"))),
-                Kind::Other => {
-                    return Err(ToolError::BadInput(format!("{rel} is not a regular file")));
-                }
+                EntryKind::File => Some(st.mode),
+                EntryKind::Symlink => return Err(Error::refused(rel, reason::WRITE_SYMLINK)),
+                EntryKind::Dir => return Err(Error::IsADirectory(rel.to_string())),
+                _ => return Err(Error::NotAFile(rel.to_string())),
             },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io_error(rel, e)),
+            Err(Errno::NOENT) => None,
+            Err(e) => return Err(Error::io(rel, e)),
         };
-        let (tmp, fd) = create_temp(dir.as_fd()).map_err(|e| io_error(rel, e))?;
-        let written = (|| {
+        let (tmp, fd) = create_temp(dir.as_fd()).map_err(|e| Error::io(rel, e))?;
+        let written = (|| -> io::Result<()> {
             let mut f = File::from(fd);
             f.write_all(bytes)?;
             if let Some(mode) = keep_mode {
                 sys::fchmod(f.as_fd(), mode)?;
             }
             f.sync_data()?;
-            sys::renameat(dir.as_fd(), &tmp, dir.as_fd(), &cname)
+            Ok(sys::renameat(dir.as_fd(), &tmp, dir.as_fd(), &cname)?)
         })();
         if let Err(e) = written {
             // Best effort: the temporary name is ours; a failure to remove it is
             // less important than the error being reported.
             let _ = sys::unlinkat(dir.as_fd(), &tmp);
-            return Err(match e.raw_os_error() {
-                Some(libc::EISDIR | libc::ENOTEMPTY) => {
-                    ToolError::BadInput(format!("{rel} is a directory"))
-                }
-                _ => io_error(rel, e),
+            return Err(match Errno::from_io_error(&e) {
+                Some(Errno::ISDIR | Errno::NOTEMPTY) => Error::IsADirectory(rel.to_string()),
+                _ => Error::io(rel, e),
             });
         }
         Ok(())
@@ -268,26 +228,25 @@ impl Root {
 
 /// Creates a fresh temporary file in `dir` (`O_EXCL`, so nothing existing — a
 /// symlink included — is ever opened).
-fn create_temp(dir: BorrowedFd<'_>) -> io::Result<(CString, OwnedFd)> {
+fn create_temp(dir: BorrowedFd<'_>) -> Result<(CString, OwnedFd), Errno> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let pid = std::process::id();
-    let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
     for _ in 0..64 {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let name = sys::cstring(OsStr::new(&format!(".io-harness-{pid}-{n}.tmp")))?;
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
         match sys::openat(dir, &name, flags, 0o666) {
             Ok(fd) => return Ok((name, fd)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
+            Err(Errno::EXIST) => {}
             Err(e) => return Err(e),
         }
     }
-    Err(last)
+    Err(Errno::EXIST)
 }
 
 /// An open directory; children are opened relative to it with `O_NOFOLLOW`.
 #[derive(Debug)]
-pub(super) struct Dir {
+pub(crate) struct Dir {
     fd: OwnedFd,
 }
 
@@ -295,7 +254,7 @@ pub(super) struct Dir {
 const CHILD_SYMLINK: &str = "is a symlink; directory walks never follow symlinks";
 
 impl Dir {
-    pub(super) fn entries(&self) -> io::Result<Vec<DirEntry>> {
+    pub(crate) fn entries(&self) -> io::Result<Vec<DirEntry>> {
         let mut out = Vec::new();
         for (name, kind) in sys::read_dir(self.fd.as_fd())? {
             let kind = match kind {
@@ -303,30 +262,30 @@ impl Dir {
                 None => match sys::cstring(&name).and_then(|c| sys::lstatat(self.fd.as_fd(), &c)) {
                     Ok(st) => st.kind,
                     // Removed since it was listed.
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(e),
+                    Err(Errno::NOENT) => continue,
+                    Err(e) => return Err(e.into()),
                 },
             };
-            out.push(DirEntry::new(name, entry_kind(kind)));
+            out.push(DirEntry::new(name, kind));
         }
         Ok(out)
     }
 
-    pub(super) fn open_subdir(&self, name: &OsStr, rel: &str) -> Result<Dir, ToolError> {
+    pub(crate) fn open_subdir(&self, name: &OsStr, rel: &str) -> Result<Dir, Error> {
         let c = cstr(rel, name)?;
-        let fd = sys::openat(self.fd.as_fd(), &c, DIR | libc::O_NOFOLLOW, 0)
+        let fd = sys::openat(self.fd.as_fd(), &c, DIR | OFlags::NOFOLLOW, 0)
             .map_err(|e| nofollow_error(self.fd.as_fd(), &c, rel, CHILD_SYMLINK, e))?;
         match sys::fstat(fd.as_fd()) {
-            Ok(st) if st.kind == Kind::Dir => Ok(Dir { fd }),
-            Ok(st) if st.kind == Kind::Symlink => Err(refuse(rel, CHILD_SYMLINK)),
-            Ok(_) => Err(ToolError::BadInput(format!("{rel} is not a directory"))),
-            Err(e) => Err(io_error(rel, e)),
+            Ok(st) if st.kind == EntryKind::Dir => Ok(Dir { fd }),
+            Ok(st) if st.kind == EntryKind::Symlink => Err(Error::refused(rel, CHILD_SYMLINK)),
+            Ok(_) => Err(Error::NotADirectory(rel.to_string())),
+            Err(e) => Err(Error::io(rel, e)),
         }
     }
 
-    pub(super) fn open_file(&self, name: &OsStr, rel: &str) -> Result<(File, Metadata), ToolError> {
+    pub(crate) fn open_file(&self, name: &OsStr, rel: &str) -> Result<(File, Metadata), Error> {
         let c = cstr(rel, name)?;
-        let fd = sys::openat(self.fd.as_fd(), &c, READ | libc::O_NOFOLLOW, 0)
+        let fd = sys::openat(self.fd.as_fd(), &c, READ | OFlags::NOFOLLOW, 0)
             .map_err(|e| nofollow_error(self.fd.as_fd(), &c, rel, CHILD_SYMLINK, e))?;
         regular(rel, fd)
     }
@@ -336,13 +295,10 @@ impl Dir {
 mod tests {
     use std::ffi::CString;
     use std::fs;
-    use std::io;
     use std::os::unix::fs::symlink;
     use std::path::PathBuf;
 
-    use crate::tools::{EntryKind, Resolver, ToolError, Workspace};
-
-    use super::super::reason;
+    use crate::{EntryKind, Error, Resolver, Workspace, reason};
 
     /// `ws/` with `a/b.txt`, an `outside/secret.txt` beside it.
     fn tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
@@ -356,9 +312,9 @@ mod tests {
         (tmp, root, outside)
     }
 
-    fn refusal(r: Result<impl std::fmt::Debug, ToolError>) -> String {
+    fn refusal(r: Result<impl std::fmt::Debug, Error>) -> String {
         match r {
-            Err(ToolError::Confinement(e)) => e.reason,
+            Err(Error::Refused(e)) => e.reason,
             other => panic!("expected a confinement refusal, got {other:?}"),
         }
     }
@@ -378,7 +334,7 @@ mod tests {
         assert_eq!(refusal(ws.read("alias/b.txt")), reason::WALK_SYMLINK);
         assert_eq!(refusal(ws.read("out/secret.txt")), reason::WALK_SYMLINK);
         assert_eq!(refusal(ws.list_dir("out")), reason::WALK_SYMLINK);
-        assert!(matches!(ws.read("a/missing"), Err(ToolError::NotFound(_))));
+        assert!(matches!(ws.read("a/missing"), Err(Error::NotFound(_))));
 
         ws.write("new/deep/c.txt", b"made").unwrap();
         assert_eq!(fs::read(root.join("new/deep/c.txt")).unwrap(), b"made");
@@ -441,15 +397,15 @@ mod tests {
         assert_eq!(a.read_file("b.txt".as_ref(), 100).unwrap(), b"inside");
         assert!(matches!(
             top.open_subdir("out".as_ref()),
-            Err(ToolError::Confinement(_))
+            Err(Error::Refused(_))
         ));
         assert!(matches!(
             top.open_file("link.txt".as_ref()),
-            Err(ToolError::Confinement(_))
+            Err(Error::Refused(_))
         ));
         assert!(matches!(
             a.read_file("b.txt".as_ref(), 3),
-            Err(ToolError::TooLarge { size: 6, .. })
+            Err(Error::TooLarge { size: 6, .. })
         ));
     }
 
@@ -464,18 +420,8 @@ mod tests {
         use std::sync::atomic::{AtomicBool, Ordering};
 
         fn exchange(a: &std::ffi::CStr, b: &std::ffi::CStr) {
-            // SAFETY: both paths are NUL-terminated and live across the call.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_renameat2,
-                    libc::AT_FDCWD,
-                    a.as_ptr(),
-                    libc::AT_FDCWD,
-                    b.as_ptr(),
-                    libc::RENAME_EXCHANGE,
-                )
-            };
-            assert_eq!(r, 0, "{}", io::Error::last_os_error());
+            use rustix::fs::{CWD, RenameFlags, renameat_with};
+            renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE).expect("RENAME_EXCHANGE");
         }
 
         for force_walk in [false, true] {

@@ -58,7 +58,7 @@
 //! (`benches/sandbox_spawn.rs`).
 //!
 //! ```no_run
-//! use io_harness_sandbox::{self, RunSpec};
+//! use io_harness_sandbox::{self as sandbox, RunSpec};
 //!
 //! let sandbox = sandbox::select()?;
 //! let out = sandbox.run(&RunSpec::new(["cargo", "test", "--offline"], "/path/to/workspace"))?;

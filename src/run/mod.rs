@@ -1,19 +1,21 @@
 //! The agent loop: one step at a time, model → tools → verify → record, until the
 //! criterion passes or a budget ends the run.
 //!
-//! One place checks budgets (`budget`), one place emits observer events
-//! (`Engine::emit`), one place writes the store (the step commit). A step is
+//! One place opens a session — fresh, resumed or a sub-agent (`session::open`) — one
+//! place checks budgets (`budget`), one place emits observer events
+//! (`Session::emit`), one place commits a step (`session::commit`), and every store
+//! call goes through `store::AsyncStore`, off the async worker threads. A step is
 //! committed atomically at its end; a run killed mid-step resumes from the last
 //! committed step, and the intent journal keeps the interrupted step's file writes from
 //! being applied twice.
 
 mod budget;
-mod engine;
 mod events;
 mod liveness;
 mod mcp_start;
 mod outcome;
 mod prompt;
+mod session;
 mod setup;
 mod snapshot_file;
 mod stall;
@@ -256,8 +258,11 @@ pub async fn run_with(
     store: &Store,
     options: RunOptions,
 ) -> Result<RunResult, RunError> {
-    let engine = engine::Engine::start(contract, provider, store, options).await?;
-    engine.drive().await
+    let kind = session::SessionKind::Fresh { contract };
+    session::Session::open(kind, provider, store, options)
+        .await?
+        .drive()
+        .await
 }
 
 /// Continues an interrupted or resumable run from its last committed step, with the
@@ -278,22 +283,20 @@ pub async fn resume_with(
     contract: Option<&TaskContract>,
     options: RunOptions,
 ) -> Result<RunResult, RunError> {
-    let engine = engine::Engine::reopen(store, run_id, provider, contract, options).await?;
-    engine.drive().await
+    let kind = session::SessionKind::Resume {
+        run_id,
+        given: contract,
+    };
+    session::Session::open(kind, provider, store, options)
+        .await?
+        .drive()
+        .await
 }
 
 /// The stored contract of a run.
 pub fn stored_contract(store: &Store, run_id: i64) -> Result<TaskContract, RunError> {
     let rec = store.run(run_id)?.ok_or(RunError::NoSuchRun(run_id))?;
-    let json = rec.contract_json.ok_or_else(|| RunError::NotResumable {
-        run_id,
-        reason: "it has no stored contract".into(),
-    })?;
-    serde_json::from_str(&json).map_err(|e| RunError::Corrupt {
-        run_id,
-        what: "contract",
-        message: e.to_string(),
-    })
+    session::contract_of(&rec)
 }
 
 /// Runs a sub-agent of the stored run `parent_run_id` from outside its loop: for an
@@ -315,75 +318,5 @@ pub async fn spawn_agent(
     provider: &dyn Provider,
     options: RunOptions,
 ) -> Result<RunResult, RunError> {
-    let rec = store
-        .run(parent_run_id)?
-        .ok_or(RunError::NoSuchRun(parent_run_id))?;
-    let contract = stored_contract(store, parent_run_id)?;
-    let work =
-        std::path::PathBuf::from(rec.work_dir.clone().ok_or_else(|| RunError::NotResumable {
-            run_id: parent_run_id,
-            reason: "it has no working directory on record".into(),
-        })?);
-    let gate: Arc<dyn PolicyGate> = match (&options.policy, rec.policy_json.as_deref()) {
-        (Some(p), _) => p.clone(),
-        (None, Some(json)) => {
-            let layers: crate::policy::PolicyLayers = serde_json::from_str(json)
-                .map_err(|e| RunError::Policy(format!("stored layers: {e}")))?;
-            Arc::new(
-                crate::policy::Policy::from_layers(layers)
-                    .map_err(|e| RunError::Policy(e.to_string()))?,
-            )
-        }
-        (None, None) => {
-            return Err(RunError::Policy(format!(
-                "run {parent_run_id} has no policy on record; pass its policy in the options"
-            )));
-        }
-    };
-    let depth = store.agent_link(parent_run_id)?.map_or(0, |l| l.depth);
-    let steps = store.steps(parent_run_id)?;
-    let mut used = budget::Totals::from_steps(&steps);
-    for c in store.children(parent_run_id)? {
-        used.add_child(&subagent::rolled_up(store, c.run.id)?);
-    }
-    let elapsed = steps
-        .last()
-        .and_then(|s| serde_json::from_str::<state::LoopState>(&s.state_json).ok())
-        .map_or(std::time::Duration::ZERO, |s| {
-            std::time::Duration::from_millis(s.elapsed_ms)
-        });
-    let b = &contract.budget;
-    let remaining = subagent::Remaining {
-        steps: b.max_steps.saturating_sub(used.steps + used.agent_steps),
-        tokens: b.max_tokens.map(|m| m.saturating_sub(used.total_tokens())),
-        cost_usd: b.max_cost_usd.map(|m| (m - used.cost_known_usd).max(0.0)),
-        duration: b.max_duration.map(|d| d.saturating_sub(elapsed)),
-    };
-    let view = subagent::ParentView {
-        depth,
-        contract: &contract,
-        work: &work,
-        gate,
-        remaining,
-    };
-    let prepared = subagent::prepare(spec, &view).map_err(|reason| RunError::SpawnRefused {
-        run_id: parent_run_id,
-        reason,
-    })?;
-    let n = store.children(parent_run_id)?.len() + 1;
-    let link = crate::store::AgentLink {
-        parent_run_id,
-        depth: depth + 1,
-        step: u32::try_from(steps.len()).unwrap_or(u32::MAX),
-        call_id: format!("api-{n}"),
-        name: spec.name.clone(),
-    };
-    let owned = provider.for_agent(&spec.name);
-    let child_provider: &dyn Provider = owned.as_deref().unwrap_or(provider);
-    let mut opts = options;
-    opts.policy = Some(prepared.gate);
-    let engine =
-        engine::Engine::start_linked(&prepared.contract, child_provider, store, opts, Some(&link))
-            .await?;
-    engine.drive().await
+    session::spawn_from_record(store, parent_run_id, spec, provider, options).await
 }

@@ -44,6 +44,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use rusqlite::Connection;
 
 mod approvals;
+mod async_store;
 mod attempts;
 mod blobs;
 mod context_events;
@@ -60,6 +61,7 @@ mod schema;
 mod sessions;
 mod steps;
 
+pub use async_store::AsyncStore;
 pub use context_events::ContextEvent;
 pub use mcp_events::McpEvent;
 pub use memory::{MAX_KEY, MAX_NOTES, MAX_VALUE, MemoryNote};
@@ -129,6 +131,10 @@ pub enum StoreError {
     /// A journal row id that does not exist.
     #[error("no tool intent with id {0}")]
     NoSuchIntent(i64),
+    /// A call through [`AsyncStore`] never ran: the runtime dropped its task (it was
+    /// shutting down).
+    #[error("store call did not run: {0}")]
+    TaskCancelled(String),
 }
 
 /// A store result.

@@ -3,8 +3,19 @@
 //! is answered once by assembling again, harder; a second one ends the run
 //! `ContextOverflow`.
 
-use super::*;
+use super::environment::policy_event;
+use super::{Session, StepEnd};
 use crate::context::ContextRunner;
+use crate::contract::TaskContract;
+use crate::provider::{
+    ChainAttempt, ChainError, Completion, CompletionRequest, Provider, ProviderError,
+    complete_chain,
+};
+use crate::run::budget;
+use crate::run::events::RunEvent;
+use crate::run::outcome::RunOutcome;
+use crate::run::setup;
+use crate::store::ProviderAttempt;
 
 /// The context assembler for a run: its settings, and the primary provider's model
 /// (tokenizer family, context window) and output cap.
@@ -16,7 +27,7 @@ pub(super) fn context_runner(contract: &TaskContract, provider: &dyn Provider) -
     ContextRunner::new(&contract.context, &provider.identity(), max_out)
 }
 
-impl Engine<'_> {
+impl Session<'_> {
     /// Assembles the step's request from the full history and calls the model; on a
     /// context overflow compacts harder and calls once more. Every assembly is recorded
     /// in `context_events`, with the usage the provider reported for it.
@@ -28,39 +39,35 @@ impl Engine<'_> {
         let mut harder = false;
         loop {
             let (assembly, decisions) = self
+                .conversation
                 .context
                 .prepare(
                     &full,
                     &self.opts.tools,
-                    &self.ctx,
-                    self.policy.as_ref(),
+                    &self.tools.ctx,
+                    self.tools.policy.gate.as_ref(),
                     harder,
                 )
                 .await;
             // The re-reads' policy decisions are on record like every other.
-            for d in &decisions {
-                let _ = self.store.record_policy_event(&PolicyEvent {
-                    run_id: self.run_id,
-                    step,
-                    act: d.action.act.as_str().into(),
-                    target: d.action.target.clone(),
-                    decision: d.decision.as_str().into(),
-                    rule: d.rule.clone(),
-                    layer: d.layer.clone(),
-                });
-            }
+            let events = decisions
+                .iter()
+                .map(|d| policy_event(self.run.id, step, d))
+                .collect();
+            self.store.record_policy_events(events).await;
             let result = self.call_model(step, &assembly.request).await;
             let usage = result.as_ref().ok().map(|(c, _)| c.usage);
-            let mut events = self
-                .context
-                .events(self.run_id, step, &assembly, usage.as_ref());
+            let mut events =
+                self.conversation
+                    .context
+                    .events(self.run.id, step, &assembly, usage.as_ref());
             let overflow = matches!(result, Err(StepEnd::Outcome(RunOutcome::ContextOverflow)));
-            let retry = overflow && !harder && self.context.can_compact();
+            let retry = overflow && !harder && self.conversation.context.can_compact();
             if retry {
-                events.push(ContextRunner::overflow_event(self.run_id, step, &assembly));
+                events.push(ContextRunner::overflow_event(self.run.id, step, &assembly));
             }
-            if let Err(e) = self.store.record_context_events(&events) {
-                tracing::warn!(run_id = self.run_id, step, error = %e, "could not record context events");
+            if let Err(e) = self.store.record_context_events(events).await {
+                tracing::warn!(run_id = self.run.id, step, error = %e, "could not record context events");
             }
             if !retry {
                 return result;
@@ -76,7 +83,7 @@ impl Engine<'_> {
         step: u32,
         request: &CompletionRequest,
     ) -> Result<(Completion, Option<String>), StepEnd> {
-        let remaining = budget::remaining(&self.contract.budget, self.elapsed());
+        let remaining = budget::remaining(&self.run.contract.budget, self.elapsed());
         let deadline = remaining.map(|d| tokio::time::Instant::now() + d);
         let chain: Vec<&dyn Provider> = std::iter::once(self.provider)
             .chain(
@@ -98,7 +105,7 @@ impl Engine<'_> {
         let call = complete_chain(
             &chain,
             request,
-            &self.contract.retry,
+            &self.run.contract.retry,
             deadline,
             &mut on_attempt,
         );
@@ -111,45 +118,17 @@ impl Engine<'_> {
                 }
             } => Some(r),
         };
-        self.record_attempts(step, &names, &attempts);
+        self.record_attempts(step, &names, &attempts).await;
         let (reply, served) = match outcome {
             None => return Err(StepEnd::Outcome(RunOutcome::Cancelled)),
             Some(Err(ChainError::Deadline)) => {
                 return Err(StepEnd::Outcome(RunOutcome::TimeBudgetExceeded));
             }
             Some(Err(ChainError::Escalated { error, retryable })) => {
-                tracing::warn!(run_id = self.run_id, step, error = %error, "provider call failed");
-                if let Some(target) = &error.redirect {
-                    self.record_refused_redirect(step, target);
-                }
-                let provider = names
-                    .iter()
-                    .find(|n| n.starts_with(&format!("{}/", error.provider)))
-                    .or(names.last())
-                    .cloned()
-                    .unwrap_or_default();
-                let _ = self.store.record_provider_attempt(&ProviderAttempt {
-                    run_id: self.run_id,
-                    step,
-                    provider,
-                    attempt: 0,
-                    kind: error.kind.as_str().to_string(),
-                    status: error.status,
-                    delay_ms: 0,
-                    next: "escalate".into(),
-                    code: error.code.clone(),
-                    request_bytes: serde_json::to_vec(request).ok().map(|b| b.len() as u64),
-                });
-                return Err(StepEnd::Outcome(
-                    if error.kind == crate::provider::ProviderErrorKind::ContextOverflow {
-                        RunOutcome::ContextOverflow
-                    } else {
-                        RunOutcome::Escalated {
-                            kind: error.kind,
-                            retryable,
-                        }
-                    },
-                ));
+                let outcome = self
+                    .escalated(step, &names, request, &error, retryable)
+                    .await;
+                return Err(StepEnd::Outcome(outcome));
             }
             Some(Ok(r)) => r,
         };
@@ -157,36 +136,73 @@ impl Engine<'_> {
         Ok((reply, served_by))
     }
 
+    /// A provider failure the chain escalated: the redirect it refused and the
+    /// failure itself on record; the outcome it ends the step with.
+    async fn escalated(
+        &self,
+        step: u32,
+        names: &[String],
+        request: &CompletionRequest,
+        error: &ProviderError,
+        retryable: bool,
+    ) -> RunOutcome {
+        tracing::warn!(run_id = self.run.id, step, error = %error, "provider call failed");
+        if let Some(target) = &error.redirect {
+            self.record_refused_redirect(step, target).await;
+        }
+        let provider = names
+            .iter()
+            .find(|n| n.starts_with(&format!("{}/", error.provider)))
+            .or(names.last())
+            .cloned()
+            .unwrap_or_default();
+        let escalated = ProviderAttempt {
+            run_id: self.run.id,
+            step,
+            provider,
+            attempt: 0,
+            kind: error.kind.as_str().to_string(),
+            status: error.status,
+            delay_ms: 0,
+            next: "escalate".into(),
+            code: error.code.clone(),
+            request_bytes: serde_json::to_vec(request).ok().map(|b| b.len() as u64),
+        };
+        self.store.record_provider_attempts(vec![escalated]).await;
+        if error.kind == crate::provider::ProviderErrorKind::ContextOverflow {
+            RunOutcome::ContextOverflow
+        } else {
+            RunOutcome::Escalated {
+                kind: error.kind,
+                retryable,
+            }
+        }
+    }
+
     /// A redirect the provider client refused: a `net` decision, recorded and told to
     /// the observer like every other (best effort).
-    fn record_refused_redirect(&self, step: u32, target: &str) {
+    async fn record_refused_redirect(&self, step: u32, target: &str) {
         let d = setup::redirect_decision(target);
-        self.emit(RunEvent::PolicyDecision {
-            run_id: self.run_id,
-            step,
-            act: d.action.act.as_str().into(),
-            target: d.action.target.clone(),
-            decision: d.decision.as_str().into(),
-            layer: d.layer.clone(),
-        });
-        let _ = self.store.record_policy_event(&PolicyEvent {
-            run_id: self.run_id,
-            step,
-            act: d.action.act.as_str().into(),
-            target: d.action.target,
-            decision: d.decision.as_str().into(),
-            rule: d.rule,
-            layer: d.layer,
-        });
+        self.emit_decision(step, &d);
+        self.store
+            .record_policy_events(vec![policy_event(self.run.id, step, &d)])
+            .await;
     }
 
     /// Records the failed attempts of a step's model call (best effort: a record that
     /// cannot be written must not end the run) and tells the observer.
-    pub(super) fn record_attempts(&self, step: u32, names: &[String], attempts: &[ChainAttempt]) {
+    /// Each attempt is written before the observer hears of it, as one call each:
+    /// retries are rare, and an observer reading the store sees what it is told of.
+    pub(super) async fn record_attempts(
+        &self,
+        step: u32,
+        names: &[String],
+        attempts: &[ChainAttempt],
+    ) {
         for a in attempts {
             let provider = names.get(a.provider_index).cloned().unwrap_or_default();
-            let _ = self.store.record_provider_attempt(&ProviderAttempt {
-                run_id: self.run_id,
+            let record = ProviderAttempt {
+                run_id: self.run.id,
                 step,
                 provider: provider.clone(),
                 attempt: a.attempt.attempt,
@@ -196,9 +212,10 @@ impl Engine<'_> {
                 next: a.next.to_string(),
                 code: a.attempt.code.clone(),
                 request_bytes: None,
-            });
+            };
+            self.store.record_provider_attempts(vec![record]).await;
             self.emit(RunEvent::ProviderRetry {
-                run_id: self.run_id,
+                run_id: self.run.id,
                 step,
                 provider,
                 attempt: a.attempt.attempt,

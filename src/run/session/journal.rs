@@ -1,6 +1,8 @@
 //! The intent journal's side of resume: what an interrupted step already did.
 
-use super::*;
+use super::Session;
+use crate::digest::sha256_hex;
+use crate::tools::{FileEffect, Workspace};
 
 /// A file write of an interrupted step that had already been applied.
 pub(super) struct AppliedIntent {
@@ -69,7 +71,7 @@ pub(super) fn reconcile(
     })
 }
 
-impl Engine<'_> {
+impl Session<'_> {
     /// On the first step after an interruption: a write the interrupted session already
     /// applied (every file still at its recorded after-hash) is not applied again.
     pub(super) fn already_applied(
@@ -77,15 +79,14 @@ impl Engine<'_> {
         name: &str,
         input_json: &str,
     ) -> Option<crate::tools::Dispatched> {
-        let pos = self.applied.iter().position(|a| {
+        let ws = &self.tools.ctx.workspace;
+        let pos = self.carryover.applied.iter().position(|a| {
             a.tool == name
                 && a.input_json == input_json
                 && !a.effects.is_empty()
-                && a.effects
-                    .iter()
-                    .all(|e| file_hash(&self.ctx.workspace, &e.path) == e.after)
+                && a.effects.iter().all(|e| file_hash(ws, &e.path) == e.after)
         })?;
-        let a = self.applied.remove(pos);
+        let a = self.carryover.applied.remove(pos);
         let paths: Vec<&str> = a.effects.iter().map(|e| e.path.as_str()).collect();
         let content = if a.uncertain {
             format!(

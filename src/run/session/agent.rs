@@ -2,11 +2,18 @@
 //! parent resumes, the child that call already spawned, resumed or adopted. See
 //! `run::subagent` for containment.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use futures_util::future::BoxFuture;
 
-use super::*;
-use crate::policy::Act;
+use super::stored::stored_contract;
+use super::{Session, SessionKind, StepEnd, ms};
+use crate::policy::{Act, Action, Decision, PolicyDecision, PolicyGate};
+use crate::provider::{Completion, Provider};
+use crate::run::outcome::RunOutcome;
 use crate::run::subagent::{self, AgentSpec, ParentView, Remaining};
+use crate::run::{RunError, RunOptions, RunResult};
 use crate::store::{AgentLink, ChildRun};
 use crate::tools::{Dispatched, SPAWN_AGENT};
 
@@ -30,17 +37,17 @@ enum Spawned {
     Refused(String),
 }
 
-impl Engine<'_> {
+impl Session<'_> {
     /// Whether this run may still spawn (its depth is below `[agents] max_depth`).
     pub(super) fn agents_offered(&self) -> bool {
-        self.depth < self.contract.agents.max_depth
+        self.run.depth < self.run.contract.agents.max_depth
     }
 
     /// What the parent has left, counting the step in progress (its model call and
     /// the step itself).
     fn remaining(&self, reply: &Completion) -> Remaining {
-        let b = &self.contract.budget;
-        let t = &self.totals;
+        let b = &self.run.contract.budget;
+        let t = &self.progress.totals;
         let u = &reply.usage;
         let reply_tokens = u.input_tokens
             + u.output_tokens
@@ -77,7 +84,11 @@ impl Engine<'_> {
         reply: &Completion,
     ) -> Result<Dispatched, StepEnd> {
         let started = Instant::now();
-        let d = self.policy.decide(&Action::new(Act::Exec, SPAWN_AGENT));
+        let d = self
+            .tools
+            .policy
+            .gate
+            .decide(&Action::new(Act::Exec, SPAWN_AGENT));
         if d.rule != "default" && d.decision != Decision::Allow {
             let why = format!(
                 "your policy says {} to spawning sub-agents (rule {} in layer {})",
@@ -94,7 +105,7 @@ impl Engine<'_> {
         if !self.agents_offered() {
             let why = format!(
                 "depth limit: this run is at depth {} and [agents] max_depth = {}",
-                self.depth, self.contract.agents.max_depth
+                self.run.depth, self.run.contract.agents.max_depth
             );
             return Ok(refused(why, started, Vec::new()));
         }
@@ -102,7 +113,8 @@ impl Engine<'_> {
         let child_provider: &dyn Provider = owned.as_deref().unwrap_or(self.provider);
         let existing = self
             .store
-            .child_for_call(self.run_id, step, id)
+            .child_for_call(self.run.id, step, id.to_string())
+            .await
             .map_err(StepEnd::Store)?;
         let spawned = match existing {
             Some(child) => self.adopt(&child, child_provider).await?,
@@ -115,7 +127,7 @@ impl Engine<'_> {
             Spawned::Refused(why) => Ok(refused(why, started, Vec::new())),
             Spawned::Child(child_id) => {
                 crate::failpoint::hit("agent.after_child", step);
-                self.report(child_id, started)
+                self.report(child_id, started).await
             }
         }
     }
@@ -129,10 +141,10 @@ impl Engine<'_> {
         provider: &dyn Provider,
     ) -> Result<Spawned, StepEnd> {
         let view = ParentView {
-            depth: self.depth,
-            contract: &self.contract,
-            work: &self.dirs.work,
-            gate: self.policy.clone(),
+            depth: self.run.depth,
+            contract: &self.run.contract,
+            work: &self.run.dirs.work,
+            gate: self.tools.policy.gate.clone(),
             remaining: self.remaining(reply),
         };
         let prepared = match subagent::prepare(spec, &view) {
@@ -143,34 +155,36 @@ impl Engine<'_> {
         // finds the child by this call.
         self.store
             .record_spawn_reply(
-                self.run_id,
+                self.run.id,
                 step,
-                &serde_json::to_string(reply).unwrap_or_default(),
+                serde_json::to_string(reply).unwrap_or_default(),
             )
+            .await
             .map_err(StepEnd::Store)?;
         let link = AgentLink {
-            parent_run_id: self.run_id,
-            depth: self.depth + 1,
+            parent_run_id: self.run.id,
+            depth: self.run.depth + 1,
             step,
             call_id: id.to_string(),
             name: spec.name.clone(),
         };
         let opts = self.child_options(prepared.gate);
-        let engine =
-            match Engine::start_linked(&prepared.contract, provider, self.store, opts, Some(&link))
-                .await
-            {
-                Ok(e) => e,
-                Err(RunError::Store(e)) => return Err(StepEnd::Store(e)),
-                Err(e) => {
-                    return Ok(Spawned::Refused(format!(
-                        "the sub-agent could not start: {e}"
-                    )));
-                }
-            };
-        let child_id = engine.run_id;
+        let kind = SessionKind::Child {
+            contract: &prepared.contract,
+            link,
+        };
+        let child = match Session::open(kind, provider, self.store.sync(), opts).await {
+            Ok(s) => s,
+            Err(RunError::Store(e)) => return Err(StepEnd::Store(e)),
+            Err(e) => {
+                return Ok(Spawned::Refused(format!(
+                    "the sub-agent could not start: {e}"
+                )));
+            }
+        };
+        let child_id = child.run_id();
         crate::failpoint::hit("agent.after_spawn", step);
-        Self::drive_child(engine).await?;
+        Self::drive_child(child).await?;
         Ok(Spawned::Child(child_id))
     }
 
@@ -190,7 +204,7 @@ impl Engine<'_> {
         if finished && !outcome.as_ref().is_some_and(RunOutcome::is_resumable) {
             return Ok(Spawned::Child(child.run.id));
         }
-        let stored = match super::super::stored_contract(self.store, child.run.id) {
+        let stored = match stored_contract(&self.store, child.run.id).await {
             Ok(c) => c,
             Err(e) => {
                 return Ok(Spawned::Refused(format!(
@@ -199,7 +213,8 @@ impl Engine<'_> {
                 )));
             }
         };
-        let gate = match subagent::gate_for_stored(self.policy.clone(), &self.dirs.work, &stored) {
+        let parent_gate = self.tools.policy.gate.clone();
+        let gate = match subagent::gate_for_stored(parent_gate, &self.run.dirs.work, &stored) {
             Ok(g) => g,
             Err(why) => {
                 return Ok(Spawned::Refused(format!(
@@ -209,8 +224,12 @@ impl Engine<'_> {
             }
         };
         let opts = self.child_options(gate);
-        match Engine::reopen(self.store, child.run.id, provider, None, opts).await {
-            Ok(engine) => Self::drive_child(engine).await?,
+        let kind = SessionKind::Resume {
+            run_id: child.run.id,
+            given: None,
+        };
+        match Session::open(kind, provider, self.store.sync(), opts).await {
+            Ok(session) => Self::drive_child(session).await?,
             Err(RunError::Store(e)) => return Err(StepEnd::Store(e)),
             // Still waiting for its approval: the parent waits with it.
             Err(RunError::NotResumable { .. }) if outcome.is_some() => {}
@@ -226,8 +245,8 @@ impl Engine<'_> {
 
     /// Drives a child to its end. The child's future is boxed as `dyn Send`: a
     /// child's step may spawn in turn, and a future cannot contain itself.
-    async fn drive_child(engine: Engine<'_>) -> Result<(), StepEnd> {
-        match boxed_drive(engine).await {
+    async fn drive_child(child: Session<'_>) -> Result<(), StepEnd> {
+        match boxed_drive(child).await {
             Ok(_) => Ok(()),
             Err(RunError::Store(e)) => Err(StepEnd::Store(e)),
             // The child recorded what it could; the report reads the store.
@@ -240,17 +259,26 @@ impl Engine<'_> {
 
     /// The child's outcome, from the store (one path for fresh and adopted
     /// children), with its usage added to this run's totals.
-    fn report(&mut self, child_id: i64, started: Instant) -> Result<Dispatched, StepEnd> {
+    async fn report(&mut self, child_id: i64, started: Instant) -> Result<Dispatched, StepEnd> {
         let rec = self
             .store
             .run(child_id)
+            .await
             .map_err(StepEnd::Store)?
             .ok_or(StepEnd::Store(crate::store::StoreError::NoSuchRun(
                 child_id,
             )))?;
-        let link = self.store.agent_link(child_id).map_err(StepEnd::Store)?;
-        let usage = subagent::rolled_up(self.store, child_id).map_err(StepEnd::Store)?;
-        self.totals.add_child(&usage);
+        let link = self
+            .store
+            .agent_link(child_id)
+            .await
+            .map_err(StepEnd::Store)?;
+        let usage = self
+            .store
+            .call(move |s| subagent::rolled_up(s, child_id))
+            .await
+            .map_err(StepEnd::Store)?;
+        self.progress.totals.add_child(&usage);
         let outcome: Option<RunOutcome> = rec
             .outcome_json
             .as_deref()
@@ -260,7 +288,7 @@ impl Engine<'_> {
         {
             return Err(StepEnd::Outcome(o.clone()));
         }
-        let (name, depth) = link.map_or((String::new(), self.depth + 1), |l| (l.name, l.depth));
+        let (name, depth) = link.map_or((String::new(), self.run.depth + 1), |l| (l.name, l.depth));
         let content = subagent::summary(
             &name,
             child_id,
@@ -282,6 +310,6 @@ impl Engine<'_> {
     }
 }
 
-fn boxed_drive(engine: Engine<'_>) -> BoxFuture<'_, Result<RunResult, RunError>> {
-    Box::pin(engine.drive())
+fn boxed_drive(child: Session<'_>) -> BoxFuture<'_, Result<RunResult, RunError>> {
+    Box::pin(child.drive())
 }

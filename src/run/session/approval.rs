@@ -1,6 +1,10 @@
 //! Answering the policy's asks: a decision on record, an approver, or a deferral.
 
-use super::*;
+use super::Session;
+use crate::policy::{Action, Approval, ApprovalRequest};
+use crate::provider::Completion;
+use crate::run::outcome::RunOutcome;
+use crate::store::ApprovalRecord;
 
 /// How an ask was answered.
 pub(super) enum AskAnswer {
@@ -21,7 +25,7 @@ pub(super) fn describe(actions: &[Action]) -> String {
         .join(", ")
 }
 
-impl Engine<'_> {
+impl Session<'_> {
     /// Answers an `ask`: a decision already on record (an operator's `approve` before
     /// this resume), else the approver, else — nobody to ask — a deferral that ends the
     /// run `AwaitingApproval`, never a hang.
@@ -38,7 +42,8 @@ impl Engine<'_> {
     ) -> Result<AskAnswer, RunOutcome> {
         let decided = self
             .store
-            .approvals(self.run_id)
+            .approvals(self.run.id)
+            .await
             .unwrap_or_default()
             .into_iter()
             .find(|a| {
@@ -78,7 +83,7 @@ impl Engine<'_> {
             Approval::Deny { reason } => Ok(AskAnswer::Denied(reason)),
             Approval::Defer => {
                 let record = ApprovalRecord {
-                    run_id: self.run_id,
+                    run_id: self.run.id,
                     request_id: request_id.clone(),
                     step,
                     call_id: id.to_string(),
@@ -90,7 +95,7 @@ impl Engine<'_> {
                     reason: None,
                     remember: false,
                 };
-                if let Err(e) = self.store.record_approval_request(&record) {
+                if let Err(e) = self.store.record_approval_request(record).await {
                     tracing::error!(error = %e, "could not record the approval request");
                 }
                 Err(RunOutcome::AwaitingApproval { request_id })

@@ -1,0 +1,154 @@
+//! The parts of a session's setup that every kind of session shares: its policy, the
+//! provider endpoints that policy must allow, the tools' context, and the price check
+//! a cost budget needs.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{RunPolicy, Session};
+use crate::contract::TaskContract;
+use crate::policy::{Policy, PolicyDecision, PolicyGate, PolicyLayers};
+use crate::provider::{Provider, ProviderIdentity};
+use crate::run::setup;
+use crate::run::{RunError, RunOptions};
+use crate::store::{PolicyEvent, Store};
+use crate::tools::{ToolContext, ToolLimits, Workspace};
+
+impl RunPolicy {
+    /// The run's policy: the caller's, or the stored layers of a resumed run, or the
+    /// contract's. The harness keeps the layers on record when it built the policy.
+    /// `saved` is what the store already holds of them.
+    pub(super) fn resolve(
+        opts: &RunOptions,
+        contract: &TaskContract,
+        backend: crate::sandbox::Backend,
+        work: &Path,
+        stored: Option<&str>,
+    ) -> Result<Self, RunError> {
+        let saved = stored.unwrap_or_default().to_string();
+        if let Some(p) = &opts.policy {
+            return Ok(Self {
+                gate: p.clone(),
+                owned: None,
+                saved,
+            });
+        }
+        let policy = match stored {
+            Some(json) => policy_from_layers(json)?,
+            None => setup::build_policy(contract, backend, work)?,
+        };
+        let p = Arc::new(policy);
+        Ok(Self {
+            gate: p.clone(),
+            owned: Some(p),
+            saved,
+        })
+    }
+}
+
+/// A policy rebuilt from the layers a run keeps on record.
+pub(in crate::run) fn policy_from_layers(json: &str) -> Result<Policy, RunError> {
+    let layers: PolicyLayers =
+        serde_json::from_str(json).map_err(|e| RunError::Policy(format!("stored layers: {e}")))?;
+    Policy::from_layers(layers).map_err(|e| RunError::Policy(e.to_string()))
+}
+
+/// [`setup::check_endpoints`] over the primary provider and the fallbacks.
+pub(super) fn check_chain_endpoints(
+    provider: &dyn Provider,
+    opts: &RunOptions,
+    gate: &dyn PolicyGate,
+) -> Result<Vec<PolicyDecision>, RunError> {
+    let chain: Vec<&dyn Provider> = std::iter::once(provider)
+        .chain(opts.fallbacks.iter().map(|p| p.as_ref() as &dyn Provider))
+        .collect();
+    setup::check_endpoints(&chain, gate)
+}
+
+/// A decision as the policy log records it.
+pub(super) fn policy_event(run_id: i64, step: u32, d: &PolicyDecision) -> PolicyEvent {
+    PolicyEvent {
+        run_id,
+        step,
+        act: d.action.act.as_str().into(),
+        target: d.action.target.clone(),
+        decision: d.decision.as_str().into(),
+        rule: d.rule.clone(),
+        layer: d.layer.clone(),
+    }
+}
+
+/// The tools' context: the confined workspace and an executor for commands, which
+/// masks what the policy denies for reading.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn tool_context(
+    ws: Workspace,
+    sandbox: Arc<dyn crate::sandbox::Sandbox>,
+    contract: &TaskContract,
+    work: &Path,
+    store: &Store,
+    run_id: i64,
+    opts: &RunOptions,
+    policy: &Arc<dyn PolicyGate>,
+) -> ToolContext {
+    let masked = setup::masked_paths(work, policy.as_ref());
+    let exec = crate::exec::Executor::new(
+        sandbox,
+        contract.sandbox.clone(),
+        work,
+        store.clone(),
+        run_id,
+        opts.audit.clone(),
+        masked,
+    );
+    let memory = crate::tools::MemoryContext {
+        store: store.clone(),
+        workspace: contract.root.display().to_string(),
+        run_id,
+        denied_files: exec.masked().iter().map(|m| work.join(m)).collect(),
+    };
+    ToolContext {
+        workspace: Arc::new(ws),
+        limits: ToolLimits::default(),
+        exec: Some(Arc::new(exec)),
+        read_gate: Some(policy.clone()),
+        memory: Some(Arc::new(memory)),
+    }
+}
+
+pub(super) fn workspace_err(path: &Path, source: std::io::Error) -> RunError {
+    RunError::Workspace {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// A cost budget needs a known price for the model that actually answers.
+pub(super) fn check_price(contract: &TaskContract, id: &ProviderIdentity) -> Result<(), RunError> {
+    let mut spec = crate::contract::ProviderSpec::new(match id.kind.as_str() {
+        "openai" => crate::contract::ProviderKind::Openai,
+        "anthropic" => crate::contract::ProviderKind::Anthropic,
+        _ => return Ok(()),
+    });
+    spec.model = Some(id.model.clone());
+    crate::contract::check_cost_price(contract, &spec, &contract.price_table()).map_err(Into::into)
+}
+
+impl Session<'_> {
+    /// Keeps the policy's layers with the run whenever they changed (an approval
+    /// remembered), so a resume applies exactly them.
+    pub(super) async fn save_policy(&mut self) {
+        let Some(p) = &self.tools.policy.owned else {
+            return;
+        };
+        let Ok(json) = serde_json::to_string(&p.layers()) else {
+            return;
+        };
+        if json != self.tools.policy.saved {
+            if let Err(e) = self.store.set_run_policy(self.run.id, json.clone()).await {
+                tracing::warn!(error = %e, "could not store the policy layers");
+            }
+            self.tools.policy.saved = json;
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! The end of a session: the outcome on record with the final diff and message, the
+//! run's temporary state removed, the result for the caller.
+
+use super::Session;
+use crate::contract::WorkspaceMode;
+use crate::provider::{Message, Role};
+use crate::run::RunResult;
+use crate::run::events::RunEvent;
+use crate::run::outcome::RunOutcome;
+use crate::run::workdir;
+use crate::store::RunFinish;
+use crate::verify;
+
+impl Session<'_> {
+    /// The agent's last non-empty message.
+    fn final_message(&self) -> String {
+        self.conversation
+            .messages
+            .iter()
+            .rev()
+            .filter(|m| m.role == Role::Assistant)
+            .map(Message::text)
+            .find(|t| !t.trim().is_empty())
+            .unwrap_or_default()
+    }
+
+    /// Closes the MCP servers, records the outcome, cleans up and reports.
+    pub(super) async fn finish(self, outcome: RunOutcome) -> RunResult {
+        if let Some(m) = &self.tools.mcp {
+            m.close();
+        }
+        let dirs = &self.run.dirs;
+        let diff = workdir::diff_against(&dirs.baseline, &dirs.work)
+            .unwrap_or_else(|e| format!("[diff unavailable: {e}]\n"));
+        let final_message = self.final_message();
+        let fin = RunFinish {
+            outcome: outcome.name().to_string(),
+            outcome_json: serde_json::to_string(&outcome).unwrap_or_default(),
+            final_message: Some(final_message.clone()),
+            diff: Some(diff.clone()),
+        };
+        if let Err(e) = self.store.finish_run(self.run.id, fin).await {
+            tracing::error!(run_id = self.run.id, error = %e, "could not record the outcome");
+        }
+        // The in-place baseline is only needed while the run can go on; a copy is the
+        // run's product and stays where `show` says it is.
+        if self.run.contract.workspace == WorkspaceMode::InPlace && !outcome.is_resumable() {
+            let _ = std::fs::remove_dir_all(&dirs.scratch);
+        }
+        // The run's gate directory and its dependency caches end with the run.
+        if let Some(exec) = &self.tools.ctx.exec {
+            verify::remove_gate_dir(exec);
+        }
+        self.emit(RunEvent::Finished {
+            run_id: self.run.id,
+            outcome: outcome.clone(),
+        });
+        let t = &self.progress.totals;
+        RunResult {
+            run_id: self.run.id,
+            outcome,
+            steps: t.steps,
+            input_tokens: t.input_tokens,
+            output_tokens: t.output_tokens,
+            cached_input_tokens: t.cached_input_tokens,
+            total_tokens: t.total_tokens(),
+            cost_usd: t.cost_usd(),
+            cost_unknown_steps: t.cost_unknown_steps,
+            agent_steps: t.agent_steps,
+            diff,
+            final_message,
+            work_dir: dirs.work.display().to_string(),
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! A resumed session's conversation and counters, rebuilt from what the store kept:
+//! the first message and every committed step's messages, the last commit's loop
+//! state, the usage of the run and its sub-agents, and — for the step that was cut
+//! off — the reply to replay and the journal of what its calls already did.
+
+use super::journal::{AppliedIntent, reconcile};
+use super::stored::StoredRun;
+use super::{Carryover, Conversation, Progress};
+use crate::context::ContextRunner;
+use crate::contract::TaskContract;
+use crate::provider::{Completion, Message};
+use crate::run::stall::{SeenCall, StallDetector};
+use crate::run::{RunError, prompt};
+use crate::store::{AsyncStore, StepRecord, ToolIntentRecord};
+use crate::tools::Workspace;
+
+/// What a session continues with.
+pub(super) struct Restored {
+    pub conversation: Conversation,
+    pub progress: Progress,
+    pub carryover: Carryover,
+}
+
+/// Rebuilds a stored run's session state (see the module docs), marks the commands
+/// the interruption cut off as uncertain, and sets the run running again.
+pub(super) async fn restore(
+    store: &AsyncStore,
+    stored: StoredRun,
+    contract: &TaskContract,
+    ws: &Workspace,
+    mut context: ContextRunner,
+) -> Result<Restored, RunError> {
+    let run_id = stored.rec.id;
+    let messages = replayed_messages(&stored, contract, ws)?;
+    let state = stored.state()?;
+    let committed = stored.committed();
+    let next_step = committed + 1;
+    let journal: Vec<ToolIntentRecord> = store
+        .journal(run_id)
+        .await?
+        .into_iter()
+        .filter(|j| j.intent.step == next_step)
+        .collect();
+    let replay_reply = interrupted_reply(store, run_id, next_step).await?;
+    // Children of committed steps count now; those of the interrupted step count when
+    // the replayed step adopts them.
+    let totals = stored.usage(store, Some(next_step)).await?;
+    let notes = uncertain_commands(store, &journal).await;
+    let applied: Vec<AppliedIntent> = journal
+        .into_iter()
+        .filter_map(|j| reconcile(ws, j))
+        .collect();
+    let stall = stall_memory(&stored.steps);
+    store.reopen_run(run_id).await?;
+    let context = store
+        .call(move |s| {
+            context.restore(s, run_id, committed);
+            Ok(context)
+        })
+        .await?;
+    Ok(Restored {
+        conversation: Conversation {
+            system: prompt::system_prompt(),
+            messages,
+            context,
+        },
+        progress: Progress::starting(totals, state, stall),
+        carryover: Carryover {
+            applied,
+            notes,
+            replay_reply,
+        },
+    })
+}
+
+/// The first message as the model was told it (rebuilt, for a run stored before it
+/// was kept) and every committed step's messages after it.
+fn replayed_messages(
+    stored: &StoredRun,
+    contract: &TaskContract,
+    ws: &Workspace,
+) -> Result<Vec<Message>, RunError> {
+    let run_id = stored.rec.id;
+    let mut messages: Vec<Message> = match stored.rec.initial_json.as_deref() {
+        Some(json) => serde_json::from_str(json).map_err(|e| RunError::Corrupt {
+            run_id,
+            what: "initial messages",
+            message: e.to_string(),
+        })?,
+        None => vec![Message::user(prompt::first_message(contract, ws, &[]).0)],
+    };
+    for s in &stored.steps {
+        let added: Vec<Message> =
+            serde_json::from_str(&s.messages_json).map_err(|e| RunError::Corrupt {
+                run_id,
+                what: "step messages",
+                message: e.to_string(),
+            })?;
+        messages.extend(added);
+    }
+    Ok(messages)
+}
+
+/// The reply of the step that was cut off, when it is on record: a step an approval
+/// interrupted (once decided; a pending one refuses the resume), or one that spawned
+/// sub-agents (the same reply finds the same children).
+async fn interrupted_reply(
+    store: &AsyncStore,
+    run_id: i64,
+    next_step: u32,
+) -> Result<Option<Completion>, RunError> {
+    let mut replay = None;
+    for a in store
+        .approvals(run_id)
+        .await?
+        .into_iter()
+        .filter(|a| a.step == next_step)
+    {
+        if a.status == "pending" {
+            return Err(RunError::NotResumable {
+                run_id,
+                reason: format!(
+                    "approval request {} is still pending: decide it with `io-harness approve {run_id} {} allow|deny`",
+                    a.request_id, a.request_id
+                ),
+            });
+        }
+        let reply: Completion =
+            serde_json::from_str(&a.reply_json).map_err(|e| RunError::Corrupt {
+                run_id,
+                what: "approval reply",
+                message: e.to_string(),
+            })?;
+        replay = Some(reply);
+    }
+    if replay.is_none()
+        && let Some(json) = store.spawn_reply(run_id, next_step).await?
+    {
+        replay = Some(serde_json::from_str(&json).map_err(|e| RunError::Corrupt {
+            run_id,
+            what: "spawn reply",
+            message: e.to_string(),
+        })?);
+    }
+    Ok(replay)
+}
+
+/// Commands the crash cut off: nobody can say what they did. Each is marked uncertain
+/// in the journal (best effort) and gets a note for the model.
+async fn uncertain_commands(store: &AsyncStore, journal: &[ToolIntentRecord]) -> Vec<String> {
+    let cut_off: Vec<&ToolIntentRecord> = journal
+        .iter()
+        .filter(|j| j.status == "pending" && j.intent.actions_json.contains("\"exec\""))
+        .collect();
+    store
+        .mark_uncertain(cut_off.iter().map(|j| j.id).collect())
+        .await;
+    cut_off
+        .iter()
+        .map(|j| {
+            format!(
+                "Note: the previous session was interrupted while `{}` ran ({}). Whatever it did before the \
+                 interruption is in the workspace, but its result is unknown: check the state you depend on \
+                 before relying on it.",
+                j.intent.tool, j.intent.input_json
+            )
+        })
+        .collect()
+}
+
+/// The stall detector as it stood after the committed steps.
+fn stall_memory(steps: &[StepRecord]) -> StallDetector {
+    let mut stall = StallDetector::default();
+    for s in steps {
+        let seen: Vec<SeenCall<'_>> = s
+            .tool_calls
+            .iter()
+            .map(|c| SeenCall {
+                name: &c.name,
+                input_json: &c.input_json,
+                output: &c.output,
+            })
+            .collect();
+        stall.remember(&seen);
+    }
+    stall
+}

@@ -1,0 +1,260 @@
+//! The loop and one step of it, phase by phase: the budget check before the step,
+//! then the model's reply, its tool calls, the stall check, verification, the commit,
+//! and the decision whether the run goes on.
+//!
+//! The order of the phases is the order of a step's effects and store writes, which
+//! the crash tests pin with failpoints (`step.after_reply`, `step.after_tools`,
+//! `verify.before`, `step.before_commit`, `step.after_commit`): nothing of a step is
+//! on record as committed until `commit`, and the intent journal covers the tools'
+//! writes before it.
+
+use std::time::Instant;
+
+use super::{Session, StepEnd, ms, now_ms};
+use crate::policy::PolicyDecision;
+use crate::provider::{Completion, CompletionRequest, ContentBlock, ThinkingSettings};
+use crate::run::budget;
+use crate::run::events::RunEvent;
+use crate::run::outcome::RunOutcome;
+use crate::run::stall::{SeenCall, StallVerdict};
+use crate::run::{RunError, RunResult};
+use crate::store::{PolicyEvent, ToolCallRecord};
+use crate::tools::FileEffect;
+
+/// When a step started: its number and its clocks.
+pub(super) struct StepClock {
+    pub step: u32,
+    pub started: Instant,
+    pub started_at_ms: i64,
+}
+
+/// The model's turn of a step.
+pub(super) struct ModelTurn {
+    pub reply: Completion,
+    /// Which provider of the chain answered (or that the reply was replayed).
+    pub served_by: Option<String>,
+    pub model_ms: u64,
+    /// `(id, name, input)` of each tool call, in the reply's order.
+    pub calls: Vec<(String, String, serde_json::Value)>,
+}
+
+/// What the step's tool calls produced.
+#[derive(Default)]
+pub(super) struct ToolRound {
+    /// Tool results, then any observations (a replan, a verification report, resume
+    /// notes), for the message that answers the reply.
+    pub results: Vec<ContentBlock>,
+    pub records: Vec<ToolCallRecord>,
+    pub policy_events: Vec<PolicyEvent>,
+    pub effects: Vec<Vec<FileEffect>>,
+}
+
+impl Session<'_> {
+    pub(in crate::run) async fn drive(mut self) -> Result<RunResult, RunError> {
+        self.save_policy().await;
+        self.emit(RunEvent::RunStarted {
+            run_id: self.run.id,
+            goal: self.run.contract.goal.clone(),
+            work_dir: self.run.dirs.work.display().to_string(),
+            resumed: self.run.resumed,
+        });
+        let outcome = loop {
+            if let Some(o) = self.stop_before_step() {
+                break o;
+            }
+            match self.step().await {
+                Ok(Some(o)) => break o,
+                Ok(None) => {}
+                Err(StepEnd::Outcome(o)) => break o,
+                Err(StepEnd::Store(e)) => return Err(e.into()),
+            }
+        };
+        Ok(self.finish(outcome).await)
+    }
+
+    /// Whether the run ends before another step: cancelled, a required MCP server
+    /// gone, or a budget with no room for a step.
+    fn stop_before_step(&self) -> Option<RunOutcome> {
+        if self.opts.cancel.is_cancelled() {
+            return Some(RunOutcome::Cancelled);
+        }
+        if let Some(server) = self.tools.mcp.as_ref().and_then(|m| m.required_failed()) {
+            return Some(RunOutcome::McpRequiredServerFailed { server });
+        }
+        budget::before_step(
+            &self.run.contract.budget,
+            &self.progress.totals,
+            self.elapsed(),
+            &self.progress.state.failing,
+        )
+    }
+
+    /// One step. `Ok(Some)` ends the run after a committed step; `Err` ends it without
+    /// committing this step.
+    async fn step(&mut self) -> Result<Option<RunOutcome>, StepEnd> {
+        let clock = self.begin_step();
+        let step = clock.step;
+        let turn = self.model_turn(step).await?;
+        let mut round = self.run_tools(step, &turn).await?;
+        crate::failpoint::hit("step.after_tools", step);
+        let stalled = self.check_stall(&turn, &mut round);
+        let done = turn.calls.is_empty();
+        let verified = if !stalled && (done || self.run.contract.verify.every_step) {
+            Some(self.verify(step, &mut round.results).await)
+        } else {
+            None
+        };
+        self.commit(clock, turn, round).await?;
+        Ok(self.decide(stalled, verified))
+    }
+
+    /// Numbers the step, tells the executor and the MCP servers, starts its clocks.
+    fn begin_step(&self) -> StepClock {
+        let step = self.progress.totals.steps + 1;
+        if let Some(e) = &self.tools.ctx.exec {
+            e.set_step(step);
+        }
+        if let Some(m) = &self.tools.mcp {
+            m.set_step(step);
+        }
+        let clock = StepClock {
+            step,
+            started: Instant::now(),
+            started_at_ms: now_ms(),
+        };
+        self.emit(RunEvent::StepStarted {
+            run_id: self.run.id,
+            step,
+            max_steps: self.run.contract.budget.max_steps,
+        });
+        clock
+    }
+
+    /// The model's reply: replayed when an approval interrupted this step, else
+    /// asked for.
+    async fn model_turn(&mut self, step: u32) -> Result<ModelTurn, StepEnd> {
+        let model_started = Instant::now();
+        let (reply, served_by) = match self.carryover.replay_reply.take() {
+            // Resuming a step an approval interrupted: its reply is on record.
+            Some(r) => (r, Some("replayed from the approval record".to_string())),
+            None => self.call_assembled(step).await?,
+        };
+        crate::failpoint::hit("step.after_reply", step);
+        let model_ms = ms(model_started.elapsed());
+        let calls: Vec<(String, String, serde_json::Value)> = reply
+            .tool_calls()
+            .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
+            .collect();
+        self.emit(RunEvent::ModelReplied {
+            run_id: self.run.id,
+            step,
+            usage: reply.usage,
+            cost: reply.cost,
+            tool_calls: calls.len(),
+        });
+        Ok(ModelTurn {
+            reply,
+            served_by,
+            model_ms,
+            calls,
+        })
+    }
+
+    /// Runs the reply's tool calls in order.
+    async fn run_tools(&mut self, step: u32, turn: &ModelTurn) -> Result<ToolRound, StepEnd> {
+        let mut round = ToolRound::default();
+        for (id, name, input) in &turn.calls {
+            let (block, record, decisions, fx) =
+                self.call_tool(step, id, name, input, &turn.reply).await?;
+            round.results.push(block);
+            round.records.push(record);
+            round.policy_events.extend(decisions);
+            round.effects.push(fx);
+        }
+        Ok(round)
+    }
+
+    /// Feeds the step's calls to the stall detector; a replan goes to the model,
+    /// `true` ends the run `Stalled` once the step is committed.
+    fn check_stall(&mut self, turn: &ModelTurn, round: &mut ToolRound) -> bool {
+        if turn.calls.is_empty() {
+            return false;
+        }
+        let changed = round.effects.iter().flatten().any(|f| f.before != f.after);
+        let seen: Vec<SeenCall<'_>> = round
+            .records
+            .iter()
+            .map(|c| SeenCall {
+                name: &c.name,
+                input_json: &c.input_json,
+                output: &c.output,
+            })
+            .collect();
+        match self.progress.stall.observe(
+            &self.run.contract.stall,
+            &mut self.progress.state.stall,
+            &seen,
+            changed,
+        ) {
+            StallVerdict::Progress | StallVerdict::Idle => false,
+            StallVerdict::Replan(text) => {
+                round.results.push(ContentBlock::Text { text });
+                false
+            }
+            StallVerdict::Stalled => true,
+        }
+    }
+
+    /// After the commit: whether the run ends here, and how.
+    fn decide(&self, stalled: bool, verified: Option<bool>) -> Option<RunOutcome> {
+        if stalled {
+            return Some(RunOutcome::Stalled);
+        }
+        match verified {
+            Some(true) => return Some(RunOutcome::Success),
+            Some(false)
+                if self.progress.state.verify_failures >= self.run.contract.verify.max_attempts =>
+            {
+                return Some(RunOutcome::VerificationFailed {
+                    failed: self.progress.state.failing.clone(),
+                });
+            }
+            _ => {}
+        }
+        budget::after_step(&self.run.contract.budget, &self.progress.totals)
+    }
+
+    /// The full request of this step, before the context budget shapes it.
+    pub(super) fn request(&self) -> CompletionRequest {
+        let spec = self.run.contract.providers.first();
+        CompletionRequest {
+            model: self.provider.identity().model,
+            system: Some(self.conversation.system.clone()),
+            messages: self.conversation.messages.clone(),
+            tools: {
+                let mut t = self.opts.tools.specs();
+                if self.agents_offered() {
+                    t.push(crate::tools::spawn_agent_spec());
+                }
+                t
+            },
+            max_tokens: spec.map_or(8192, |s| s.max_output_tokens),
+            thinking: ThinkingSettings {
+                budget_tokens: spec.and_then(|s| s.thinking_budget),
+                effort: spec.and_then(|s| s.reasoning_effort),
+            },
+        }
+    }
+
+    /// A decision told to the observer.
+    pub(super) fn emit_decision(&self, step: u32, d: &PolicyDecision) {
+        self.emit(RunEvent::PolicyDecision {
+            run_id: self.run.id,
+            step,
+            act: d.action.act.as_str().into(),
+            target: d.action.target.clone(),
+            decision: d.decision.as_str().into(),
+            layer: d.layer.clone(),
+        });
+    }
+}

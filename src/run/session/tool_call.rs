@@ -1,0 +1,201 @@
+//! One tool call of a step: journaled, dispatched through the policy, recorded.
+
+use super::approval::{AskAnswer, describe};
+use super::environment::policy_event;
+use super::journal::{JournalAction, file_hash};
+use super::{Session, StepEnd};
+use crate::policy::{Action, Decision, PolicyDecision};
+use crate::provider::{Completion, ContentBlock};
+use crate::run::events::RunEvent;
+use crate::store::{PolicyEvent, ToolCallRecord, ToolIntent};
+use crate::tools::FileEffect;
+
+impl Session<'_> {
+    /// Journals, dispatches and records one tool call.
+    pub(super) async fn call_tool(
+        &mut self,
+        step: u32,
+        id: &str,
+        name: &str,
+        input: &serde_json::Value,
+        reply: &Completion,
+    ) -> Result<
+        (
+            ContentBlock,
+            ToolCallRecord,
+            Vec<PolicyEvent>,
+            Vec<FileEffect>,
+        ),
+        StepEnd,
+    > {
+        let target = ["path", "pattern"]
+            .iter()
+            .find_map(|k| input.get(k).and_then(|v| v.as_str()).map(str::to_string));
+        self.emit(RunEvent::ToolCalled {
+            run_id: self.run.id,
+            step,
+            name: name.to_string(),
+            target,
+        });
+        let input_json = serde_json::to_string(input).unwrap_or_default();
+        let dispatched = if name == crate::tools::SPAWN_AGENT {
+            self.spawn_agent(step, id, input, reply).await?
+        } else if let Some(done) = self.already_applied(name, &input_json) {
+            done
+        } else {
+            self.dispatch_asking(step, id, name, input, &input_json, reply)
+                .await?
+        };
+        let mut events = Vec::new();
+        for pd in &dispatched.decisions {
+            self.emit_decision(step, pd);
+            events.push(policy_event(self.run.id, step, pd));
+        }
+        self.emit(RunEvent::ToolFinished {
+            run_id: self.run.id,
+            step,
+            name: name.to_string(),
+            is_error: dispatched.is_error,
+            duration_ms: dispatched.duration_ms,
+        });
+        let record = ToolCallRecord {
+            call_id: id.to_string(),
+            name: name.to_string(),
+            input_json,
+            output: dispatched.content.clone(),
+            is_error: dispatched.is_error,
+            confinement_refusal: dispatched.confinement_refusal.clone(),
+            duration_ms: dispatched.duration_ms,
+        };
+        let block = ContentBlock::ToolResult {
+            tool_use_id: id.to_string(),
+            content: dispatched.content,
+            is_error: dispatched.is_error,
+        };
+        Ok((block, record, events, dispatched.effects))
+    }
+
+    /// Dispatches a call through the policy; an action the policy asks about is put
+    /// to the approver (or deferred), and the call then runs with it approved or is
+    /// refused with the operator's reason.
+    async fn dispatch_asking(
+        &mut self,
+        step: u32,
+        id: &str,
+        name: &str,
+        input: &serde_json::Value,
+        input_json: &str,
+        reply: &Completion,
+    ) -> Result<crate::tools::Dispatched, StepEnd> {
+        let mut d = self
+            .journaled_dispatch(step, id, name, input, &[])
+            .await
+            .map_err(StepEnd::Store)?;
+        if !d.asked.is_empty() {
+            let asked = std::mem::take(&mut d.asked);
+            match self
+                .resolve_ask(step, id, name, input, input_json, &asked, reply)
+                .await
+                .map_err(StepEnd::Outcome)?
+            {
+                AskAnswer::Approved {
+                    input: approved_input,
+                    remember,
+                } => {
+                    if remember {
+                        for a in &asked {
+                            self.tools.policy.gate.remember(a);
+                        }
+                    }
+                    let first = std::mem::take(&mut d.decisions);
+                    d = self
+                        .journaled_dispatch(step, id, name, &approved_input, &asked)
+                        .await
+                        .map_err(StepEnd::Store)?;
+                    d.decisions.splice(0..0, first);
+                }
+                AskAnswer::Denied(reason) => {
+                    d.content = format!(
+                        "refused: the operator denied {}: {reason}",
+                        describe(&asked)
+                    );
+                    d.decisions.extend(asked.iter().map(|a| PolicyDecision {
+                        action: a.clone(),
+                        decision: Decision::Deny,
+                        rule: "denied by approver".into(),
+                        layer: "approval".into(),
+                    }));
+                }
+            }
+        }
+        Ok(d)
+    }
+
+    /// Journals (when the call can change something), dispatches with `approved`
+    /// actions, and completes the journal entry. An intent that cannot be written (a
+    /// full disk) stops the run before the call: a change without its intent on record
+    /// could be applied twice by a resume.
+    pub(super) async fn journaled_dispatch(
+        &self,
+        step: u32,
+        id: &str,
+        name: &str,
+        input: &serde_json::Value,
+        approved: &[Action],
+    ) -> Result<crate::tools::Dispatched, crate::store::StoreError> {
+        let input_json = serde_json::to_string(input).unwrap_or_default();
+        let actions: Vec<JournalAction> = self
+            .opts
+            .tools
+            .get(name)
+            .and_then(|t| t.plan(&self.tools.ctx, input).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| JournalAction {
+                before: (a.act == crate::policy::Act::Write)
+                    .then(|| file_hash(&self.tools.ctx.workspace, &a.target))
+                    .flatten(),
+                act: a.act,
+                target: a.target,
+            })
+            .collect();
+        // Only calls that can change something need an intent on record: a read
+        // replayed after a crash does no harm, and skipping its two journal writes is
+        // most of a read step's bookkeeping.
+        let effectful = actions.iter().any(|a| a.act != crate::policy::Act::Read);
+        let intent_id = match effectful {
+            true => Some(
+                self.store
+                    .journal_intent(ToolIntent {
+                        run_id: self.run.id,
+                        step,
+                        call_id: id.to_string(),
+                        tool: name.to_string(),
+                        input_json,
+                        actions_json: serde_json::to_string(&actions).unwrap_or_default(),
+                    })
+                    .await?,
+            ),
+            false => None,
+        };
+        let d = self
+            .opts
+            .tools
+            .dispatch_approved(
+                &self.tools.ctx,
+                self.tools.policy.gate.as_ref(),
+                name,
+                input,
+                approved,
+            )
+            .await;
+        crate::failpoint::hit("tool.after_apply", step);
+        if let Some(iid) = intent_id {
+            // Best effort: a completion that cannot be written is reconciled on resume
+            // from the before-hashes of the intent.
+            let effects = serde_json::to_string(&d.effects).unwrap_or_default();
+            let _ = self.store.journal_complete(iid, !d.is_error, effects).await;
+        }
+        Ok(d)
+    }
+}

@@ -1,0 +1,56 @@
+//! The verification phase of a step: the contract's criteria checked against the
+//! workspace, failed gate phases on record, the counters updated, the report for the
+//! model.
+
+use super::Session;
+use crate::provider::ContentBlock;
+use crate::run::events::RunEvent;
+use crate::store::SandboxEvent;
+use crate::verify;
+
+impl Session<'_> {
+    /// Checks the criteria; a failure's observation goes into `results` for the
+    /// model. Returns whether they passed.
+    pub(super) async fn verify(&mut self, step: u32, results: &mut Vec<ContentBlock>) -> bool {
+        crate::failpoint::hit("verify.before", step);
+        let report = verify::check(
+            &self.run.contract.verify.criteria,
+            &self.tools.ctx.workspace,
+            self.tools.ctx.exec.as_deref(),
+        )
+        .await;
+        let mut events = Vec::new();
+        for r in report.results.iter().filter(|r| !r.passed) {
+            if let Some(phase) = r.phase {
+                events.push(SandboxEvent::gate_phase_failed(self.run.id, step, phase));
+            } else if let Some(out) = &r.output {
+                // A Rust gate's compiler output quotes the agent's file: it goes to
+                // the model only, and the record gets the phase.
+                let detail = format!("{}\n{}", r.label, out);
+                events.push(SandboxEvent::gate_output(self.run.id, step, &detail));
+            }
+        }
+        self.store.record_sandbox_events(events).await;
+        let passed = report.passed();
+        let state = &mut self.progress.state;
+        if passed {
+            state.failing.clear();
+        } else {
+            state.verify_failures += 1;
+            state.failing = report.failed_labels();
+        }
+        self.emit(RunEvent::Verified {
+            run_id: self.run.id,
+            step,
+            passed,
+            failed: self.progress.state.failing.clone(),
+            attempt: self.progress.state.verify_failures,
+        });
+        if !passed {
+            results.push(ContentBlock::Text {
+                text: report.observation(),
+            });
+        }
+        passed
+    }
+}

@@ -226,6 +226,7 @@ impl<'a> Engine<'a> {
     ) -> Result<Self, RunError> {
         let mut contract = contract.clone();
         contract.validate()?;
+        super::mcp_start::require_available(&contract)?;
         contract.resolve_root()?;
         let identity = provider.identity();
         check_price(&contract, &identity)?;
@@ -329,6 +330,7 @@ impl<'a> Engine<'a> {
     ) -> Result<Self, RunError> {
         let rec = store.run(run_id)?.ok_or(RunError::NoSuchRun(run_id))?;
         let contract = super::stored_contract(store, run_id)?;
+        super::mcp_start::require_available(&contract)?;
         let link = store.agent_link(run_id)?;
         if let Some(l) = &link
             && opts.policy.is_none()

@@ -17,18 +17,18 @@
 
 pub mod cargo_gate;
 mod command;
-mod output;
 pub mod rust_gate;
 
 use std::path::Path;
 
 use crate::contract::Verification;
-use crate::exec::{Executor, Purpose};
+use crate::exec::{Executor, Purpose, output};
 use crate::sandbox::{Cap, SandboxError};
 use crate::tools::{ToolError, Workspace};
 
+/// Re-exported from [`crate::exec`], where command output is captured.
+pub use crate::exec::BoundedOutput;
 pub use command::{CommandGate, CommandStatus};
-pub use output::BoundedOutput;
 
 /// The result of one criterion.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! The workspace form of a Rust gate (`cargo_test` in a task file,
-//! [`Verification::CargoTest`](crate::Verification::CargoTest) in code): `cargo test
+//! [`Verification::CargoTest`](crate::contract::Verification::CargoTest) in code): `cargo test
 //! --offline` on the agent's crate, with criterion tests the harness places where the
 //! agent cannot edit them, in ordered phases like the file form ([`super::rust_gate`]):
 //!

@@ -80,3 +80,23 @@ async fn with_the_mcp_feature_a_failing_server_is_no_start_refusal() {
     let res = run(&contract_with_a_server(dir.path()), &model, &store).await;
     assert!(res.is_ok(), "{res:?}");
 }
+
+#[cfg(not(feature = "mcp"))]
+#[test]
+fn without_the_mcp_feature_mcp_list_is_a_usage_error_naming_the_feature() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("task.toml");
+    std::fs::write(
+        &task,
+        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[[mcp]]\nname = \"fs\"\ncommand = \"node\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_io-harness"))
+        .args(["mcp", "list", task.to_str().unwrap()])
+        .env("XDG_DATA_HOME", dir.path().join("data"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("`mcp` feature"), "{err}");
+}

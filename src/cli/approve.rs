@@ -2,18 +2,10 @@
 //! answers a deferred approval request; `io-harness resume <run-id>` then continues
 //! from exactly the action that asked.
 
-use super::{ApproveArgs, CliError, store_path};
+use super::{ApprovalDecision, ApproveArgs, CliError, store_path};
 
 pub fn execute(args: ApproveArgs) -> Result<i32, CliError> {
-    let allow = match args.decision.as_str() {
-        "allow" => true,
-        "deny" => false,
-        other => {
-            return Err(CliError::Usage(format!(
-                "{other:?}: expected allow or deny"
-            )));
-        }
-    };
+    let allow = args.decision == ApprovalDecision::Allow;
     if allow && args.reason.is_some() {
         return Err(CliError::Usage("--reason goes with deny".into()));
     }

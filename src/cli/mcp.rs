@@ -3,7 +3,7 @@
 
 use io_harness::TaskContract;
 
-use super::{CliError, McpArgs, McpCommand, output};
+use super::{CliError, McpArgs, McpCommand};
 
 pub async fn execute(args: McpArgs) -> Result<i32, CliError> {
     let McpCommand::List { task, json } = args.command;
@@ -14,30 +14,55 @@ pub async fn execute(args: McpArgs) -> Result<i32, CliError> {
             task.display()
         )));
     }
-    let listing = io_harness::mcp::list(&contract).await?;
+    list(&contract, json).await
+}
+
+#[cfg(not(feature = "mcp"))]
+async fn list(_contract: &TaskContract, _json: bool) -> Result<i32, CliError> {
+    Err(CliError::Usage(format!(
+        "this build of io-harness lacks the `{}` feature: it cannot start MCP servers",
+        io_harness::mcp::FEATURE
+    )))
+}
+
+#[cfg(feature = "mcp")]
+async fn list(contract: &TaskContract, json: bool) -> Result<i32, CliError> {
+    let listing = io_harness::run::list_servers(contract).await?;
     let all_up = listing.iter().all(|s| s.failure.is_none());
     if json {
-        let servers: Vec<serde_json::Value> = listing
-            .iter()
-            .map(|s| {
-                serde_json::json!({
-                    "name": s.name,
-                    "transport": s.transport,
-                    "info": s.info,
-                    "failure": s.failure,
-                    "hidden": s.hidden,
-                    "tools": s.tools.iter().map(|t| serde_json::json!({
-                        "name": t.qualified,
-                        "server_name": t.name,
-                        "description": t.description,
-                    })).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        println!("{}", serde_json::json!({ "servers": servers }));
-        return Ok(if all_up { 0 } else { 1 });
+        print_json(&listing);
+    } else {
+        print_text(&listing);
     }
-    for s in &listing {
+    Ok(if all_up { 0 } else { 1 })
+}
+
+#[cfg(feature = "mcp")]
+fn print_json(listing: &[io_harness::mcp::ServerListing]) {
+    let servers: Vec<serde_json::Value> = listing
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "name": s.name,
+                "transport": s.transport,
+                "info": s.info,
+                "failure": s.failure,
+                "hidden": s.hidden,
+                "tools": s.tools.iter().map(|t| serde_json::json!({
+                    "name": t.qualified,
+                    "server_name": t.name,
+                    "description": t.description,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    println!("{}", serde_json::json!({ "servers": servers }));
+}
+
+#[cfg(feature = "mcp")]
+fn print_text(listing: &[io_harness::mcp::ServerListing]) {
+    use super::output;
+    for s in listing {
         let head = match &s.info {
             Some(i) => format!(
                 "{} ({}): {} {}, protocol {}, sandbox {}",
@@ -64,5 +89,4 @@ pub async fn execute(args: McpArgs) -> Result<i32, CliError> {
             println!("  withheld by allow/deny lists: {}", s.hidden.join(", "));
         }
     }
-    Ok(if all_up { 0 } else { 1 })
 }

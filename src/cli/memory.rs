@@ -1,53 +1,61 @@
 //! `io-harness memory <workspace> [list|forget KEY|clear]`: the notes earlier runs
 //! saved for a workspace (keyed by its canonical path).
 
-use super::{CliError, MemoryArgs, output, store_path};
+use clap::ValueEnum;
+
+use super::{CliError, MemoryAction, MemoryArgs, output, store_path};
 
 pub fn execute(args: MemoryArgs) -> Result<i32, CliError> {
     let ws = std::fs::canonicalize(&args.workspace)
         .map_err(|e| CliError::Usage(format!("{}: {e}", args.workspace.display())))?;
     let key = ws.display().to_string();
     let store = store_path::open(&args.store)?;
-    match args.action.as_slice() {
-        [] => {
-            let notes = store.memory_list(&key)?;
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&notes).map_err(|e| CliError::Failed(e.to_string()))?
-                );
-            } else if notes.is_empty() {
-                println!("no notes for {key}");
-            } else {
-                for n in notes {
-                    let from = n.source_run.map_or("API".into(), |r| format!("run {r}"));
-                    println!(
-                        "{}: {} ({from})",
-                        output::sanitize(&n.key),
-                        output::sanitize(&n.value)
-                    );
-                }
-            }
-        }
-        [a] if a == "list" => {
-            return execute(MemoryArgs {
-                action: Vec::new(),
-                ..args
-            });
-        }
-        [a, k] if a == "forget" => {
+    match (args.action.unwrap_or(MemoryAction::List), &args.key) {
+        (MemoryAction::List, None) => list(&store, &key, args.json)?,
+        (MemoryAction::Forget, Some(k)) => {
             if !store.memory_delete(&key, k)? {
                 return Err(CliError::Usage(format!("no note {k:?} for {key}")));
             }
             println!("forgot {k:?}");
         }
-        [a] if a == "clear" => println!("cleared {} notes", store.memory_clear(&key)?),
-        other => {
+        (MemoryAction::Clear, None) => println!("cleared {} notes", store.memory_clear(&key)?),
+        (action, k) => {
+            // `list KEY`, `clear KEY` (clap refuses `forget` without a KEY).
+            let name = action
+                .to_possible_value()
+                .map(|v| v.get_name().to_string())
+                .unwrap_or_default();
+            let words = match k {
+                Some(k) => format!("{name} {k}"),
+                None => name,
+            };
             return Err(CliError::Usage(format!(
-                "{}: expected list, forget KEY or clear",
-                other.join(" ")
+                "{words}: expected list, forget KEY or clear"
             )));
         }
     }
     Ok(0)
+}
+
+/// The workspace's notes, as JSON or one a line.
+fn list(store: &io_harness::Store, key: &str, json: bool) -> Result<(), CliError> {
+    let notes = store.memory_list(key)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&notes).map_err(|e| CliError::Failed(e.to_string()))?
+        );
+    } else if notes.is_empty() {
+        println!("no notes for {key}");
+    } else {
+        for n in notes {
+            let from = n.source_run.map_or("API".into(), |r| format!("run {r}"));
+            println!(
+                "{}: {} ({from})",
+                output::sanitize(&n.key),
+                output::sanitize(&n.value)
+            );
+        }
+    }
+    Ok(())
 }

@@ -22,7 +22,8 @@ mod store_path;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use io_harness::sandbox::Backend;
 
 /// Runs an AI coding agent from a typed task contract to a verified result.
 #[derive(Debug, Parser)]
@@ -80,8 +81,8 @@ struct ApproveArgs {
     run_id: i64,
     /// The request (shown when the run stopped awaiting approval).
     request_id: String,
-    /// allow | deny
-    decision: String,
+    /// What to answer.
+    decision: ApprovalDecision,
     /// Why, shown to the model (with deny).
     #[arg(long)]
     reason: Option<String>,
@@ -92,12 +93,35 @@ struct ApproveArgs {
     store: StoreArg,
 }
 
+/// `approve`'s answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ApprovalDecision {
+    /// Let the action run.
+    Allow,
+    /// Refuse it (the model is told, with --reason if given).
+    Deny,
+}
+
+/// What `memory` does with a workspace's notes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MemoryAction {
+    /// Print the notes (the default).
+    List,
+    /// Delete the note KEY.
+    Forget,
+    /// Delete every note.
+    Clear,
+}
+
 #[derive(Debug, Args)]
 struct MemoryArgs {
     /// The workspace directory.
     workspace: PathBuf,
-    /// list (default) | forget KEY | clear
-    action: Vec<String>,
+    /// What to do (default: list).
+    action: Option<MemoryAction>,
+    /// The note to forget (with `forget`).
+    #[arg(required_if_eq("action", "forget"))]
+    key: Option<String>,
     #[command(flatten)]
     store: StoreArg,
     /// JSON output (list).
@@ -117,9 +141,9 @@ struct SandboxArgs {
     /// Directory the command runs in and may write (default: the current directory).
     #[arg(long, value_name = "DIR")]
     workdir: Option<PathBuf>,
-    /// none | allowlist | open (allowlist: only --allow-host hosts, through the egress proxy)
-    #[arg(long, default_value = "none")]
-    network: String,
+    /// The network posture (allowlist: only --allow-host hosts, through the egress proxy).
+    #[arg(long, value_enum, default_value_t = NetworkArg::None)]
+    network: NetworkArg,
     /// A host the egress proxy admits with --network allowlist (`crates.io`,
     /// `*.pypi.org:443`); repeatable.
     #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
@@ -131,14 +155,36 @@ struct SandboxArgs {
     #[arg(long, value_name = "LIMITS")]
     limit: Option<String>,
     /// Fail instead of running weaker than this backend.
-    #[arg(long = "require-sandbox", value_name = "BACKEND")]
-    require: Option<String>,
+    #[arg(long = "require-sandbox", value_name = "BACKEND", value_parser = backend_parser())]
+    require: Option<Backend>,
     /// Host variables passed in by name.
     #[arg(long, value_name = "NAME")]
     env: Vec<String>,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
+}
+
+/// `sandbox --network`: the sandbox's network posture, spelled as in a task file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum NetworkArg {
+    /// No network at all.
+    None,
+    /// Only the --allow-host hosts, through the egress proxy.
+    Allowlist,
+    /// The host's network.
+    Open,
+}
+
+/// A sandbox backend by its label (`linux-namespaces`, `portable-floor`…); clap lists
+/// the labels when given another.
+fn backend_parser() -> impl clap::builder::TypedValueParser<Value = Backend> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Backend::ALL.map(Backend::label)).map(|label| {
+        label
+            .parse::<Backend>()
+            .expect("every possible value is a backend label")
+    })
 }
 
 /// Where the store is.
@@ -169,8 +215,8 @@ struct RunArgs {
     task: PathBuf,
     /// Fail instead of running weaker than this sandbox backend (overrides
     /// `[sandbox] require`).
-    #[arg(long = "require-sandbox", value_name = "BACKEND")]
-    require_sandbox: Option<String>,
+    #[arg(long = "require-sandbox", value_name = "BACKEND", value_parser = backend_parser())]
+    require_sandbox: Option<Backend>,
     #[command(flatten)]
     provider: ProviderArgs,
     #[command(flatten)]

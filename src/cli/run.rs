@@ -13,10 +13,8 @@ pub async fn execute(args: RunArgs) -> Result<i32, CliError> {
     } else {
         contract.providers[0] = spec.clone();
     }
-    if let Some(b) = &args.require_sandbox {
-        b.parse::<io_harness::sandbox::Backend>()
-            .map_err(|e| CliError::Usage(format!("--require-sandbox: {e}")))?;
-        contract.sandbox.require = Some(b.clone());
+    if let Some(b) = args.require_sandbox {
+        contract.sandbox.require = Some(b.label().to_string());
     }
     contract
         .validate()

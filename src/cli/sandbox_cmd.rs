@@ -7,13 +7,16 @@
 //! run does, and prints a one-line summary of what it refused on stderr.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use io_harness::audit::{AuditLog, SessionRecord};
 use io_harness::egress::{EgressProxy, HostRule, bridge};
 use io_harness::exec::{EgressRecord, layers_json};
-use io_harness::sandbox::{self, Backend, NetworkPosture, ProxyBridge, RunSpec, SandboxError};
+use io_harness::sandbox::{
+    self, NetworkPosture, ProxyBridge, RunSpec, SandboxError, SandboxOutcome,
+};
 
-use super::{CliError, SandboxArgs};
+use super::{CliError, NetworkArg, SandboxArgs};
 
 fn parse_limits(text: &str, spec: &mut RunSpec) -> Result<(), CliError> {
     for part in text.split(',').filter(|p| !p.is_empty()) {
@@ -112,43 +115,14 @@ async fn start_egress(
 }
 
 pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
-    let workdir = match args.workdir.clone() {
-        Some(d) => d,
-        None => std::env::current_dir().map_err(|e| CliError::Failed(e.to_string()))?,
-    };
-    let workdir = std::fs::canonicalize(&workdir)
-        .map_err(|e| CliError::Usage(format!("--workdir {}: {e}", workdir.display())))?;
-    let mut spec = RunSpec::new(args.command.clone(), &workdir);
-    spec.network = match args.network.as_str() {
-        "none" => NetworkPosture::None,
-        "allowlist" => NetworkPosture::Allowlist,
-        "open" => NetworkPosture::Open,
-        other => {
-            return Err(CliError::Usage(format!(
-                "--network {other:?}: expected none, allowlist or open"
-            )));
-        }
-    };
-    if let Some(l) = &args.limit {
-        parse_limits(l, &mut spec)?;
-    }
-    spec.env = args
-        .env
-        .iter()
-        .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
-        .collect();
+    let (workdir, mut spec) = command_spec(&args)?;
     let proxy = start_egress(&args, &mut spec).await?;
     let audit = AuditLog::default_location();
     if let Some(a) = &audit {
         spec.hidden_paths.push(a.dir().to_path_buf());
     }
-    let sb = match &args.require {
-        Some(label) => {
-            let b: Backend = label
-                .parse()
-                .map_err(|e: sandbox::UnknownBackend| CliError::Usage(e.to_string()))?;
-            sandbox::require(b).map_err(|e| CliError::Usage(e.to_string()))?
-        }
+    let sb = match args.require {
+        Some(b) => sandbox::require(b).map_err(|e| CliError::Usage(e.to_string()))?,
         None => sandbox::select().map_err(|e| CliError::Failed(e.to_string()))?,
     };
     let spec2 = spec.clone();
@@ -171,40 +145,10 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
     let egress = EgressRecord::of(&spec, &out, proxy.as_ref());
     drop(proxy);
     if spec.network == NetworkPosture::Allowlist {
-        match egress.report.refusals {
-            Some(n) => eprintln!(
-                "io-harness sandbox: egress allowlist [{}]: {n} refused{}",
-                egress.allow_hosts.join(", "),
-                if egress.report.refused_hosts.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", egress.report.refused_hosts.join(", "))
-                }
-            ),
-            None => eprintln!(
-                "io-harness sandbox: the {} backend has no private network: no route out at all",
-                out.backend.label()
-            ),
-        }
+        report_egress(&egress, &out);
     }
     if let Some(log) = &audit {
-        let mut rec = SessionRecord::new(
-            spec.argv.clone(),
-            workdir.display().to_string(),
-            out.backend.label(),
-        );
-        rec.layers = layers_json(&out.layers);
-        rec.network = egress.posture.into();
-        rec.allow_hosts = egress.allow_hosts.clone();
-        rec.egress_denied_reported = egress.report.refusals;
-        rec.egress_admitted_reported = egress.report.admitted;
-        rec.egress_denied_hosts_reported = egress.report.refused_hosts.clone();
-        rec.env_names = spec.env.iter().map(|(k, _)| k.clone()).collect();
-        rec.exit_code = out.exit_code;
-        rec.signal = out.signal;
-        rec.duration_ms = u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX);
-        rec.cap_hit = out.cap_hit.map(|c| c.label().to_string());
-        let _ = log.append(&rec);
+        let _ = log.append(&session_record(&spec, &workdir, &egress, &out));
     }
     if let Some(cap) = out.cap_hit {
         eprintln!("io-harness sandbox: stopped by the {} cap", cap.label());
@@ -214,4 +158,75 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
         (None, Some(s)) => 128 + s,
         _ => 1,
     })
+}
+
+/// The working directory (canonical) and the command's spec from the flags: network
+/// posture, caps, and the host variables passed in by name.
+fn command_spec(args: &SandboxArgs) -> Result<(PathBuf, RunSpec), CliError> {
+    let workdir = match args.workdir.clone() {
+        Some(d) => d,
+        None => std::env::current_dir().map_err(|e| CliError::Failed(e.to_string()))?,
+    };
+    let workdir = std::fs::canonicalize(&workdir)
+        .map_err(|e| CliError::Usage(format!("--workdir {}: {e}", workdir.display())))?;
+    let mut spec = RunSpec::new(args.command.clone(), &workdir);
+    spec.network = match args.network {
+        NetworkArg::None => NetworkPosture::None,
+        NetworkArg::Allowlist => NetworkPosture::Allowlist,
+        NetworkArg::Open => NetworkPosture::Open,
+    };
+    if let Some(l) = &args.limit {
+        parse_limits(l, &mut spec)?;
+    }
+    spec.env = args
+        .env
+        .iter()
+        .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
+        .collect();
+    Ok((workdir, spec))
+}
+
+/// The one-line summary of an allowlisted command's egress, on stderr.
+fn report_egress(egress: &EgressRecord, out: &SandboxOutcome) {
+    match egress.report.refusals {
+        Some(n) => eprintln!(
+            "io-harness sandbox: egress allowlist [{}]: {n} refused{}",
+            egress.allow_hosts.join(", "),
+            if egress.report.refused_hosts.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", egress.report.refused_hosts.join(", "))
+            }
+        ),
+        None => eprintln!(
+            "io-harness sandbox: the {} backend has no private network: no route out at all",
+            out.backend.label()
+        ),
+    }
+}
+
+/// The audit log's line for the session.
+fn session_record(
+    spec: &RunSpec,
+    workdir: &Path,
+    egress: &EgressRecord,
+    out: &SandboxOutcome,
+) -> SessionRecord {
+    let mut rec = SessionRecord::new(
+        spec.argv.clone(),
+        workdir.display().to_string(),
+        out.backend.label(),
+    );
+    rec.layers = layers_json(&out.layers);
+    rec.network = egress.posture.into();
+    rec.allow_hosts = egress.allow_hosts.clone();
+    rec.egress_denied_reported = egress.report.refusals;
+    rec.egress_admitted_reported = egress.report.admitted;
+    rec.egress_denied_hosts_reported = egress.report.refused_hosts.clone();
+    rec.env_names = spec.env.iter().map(|(k, _)| k.clone()).collect();
+    rec.exit_code = out.exit_code;
+    rec.signal = out.signal;
+    rec.duration_ms = u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX);
+    rec.cap_hit = out.cap_hit.map(|c| c.label().to_string());
+    rec
 }

@@ -5,6 +5,11 @@ use io_harness::provider::{ContentBlock, Message};
 use super::runs::format_ms;
 use super::{CliError, ShowArgs, output, store_path};
 
+use io_harness::store::{
+    AgentLink, ApprovalRecord, ChildRun, ContextEvent, McpEvent, PolicyEvent, ProviderAttempt,
+    RunRecord, SandboxEvent, SandboxSession, StepRecord, ToolCallRecord,
+};
+
 pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
     let store = store_path::open(&args.store)?;
     let run = store
@@ -13,60 +18,126 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
     let steps = store.steps(args.run_id)?;
     let context = store.context_events(args.run_id)?;
     if let Some(n) = args.prompt {
-        // The body the provider was sent for a committed step; for a step that never
-        // committed (its call failed), the last request assembled for it.
-        let hash = match steps.iter().find(|s| s.step == n) {
-            Some(step) => step.request_hash.clone(),
-            None => context
-                .iter()
-                .rev()
-                .find(|e| e.step == n && e.kind == "assembled")
-                .and_then(|e| e.request_hash.clone()),
-        };
-        let body = hash
-            .as_deref()
-            .map(|h| store.blob(h))
-            .transpose()?
-            .flatten()
-            .ok_or_else(|| {
-                CliError::Usage(format!(
-                    "run {} has no stored request for step {n}",
-                    args.run_id
-                ))
-            })?;
-        println!("{}", String::from_utf8_lossy(&body));
-        return Ok(0);
+        return print_prompt(&store, args.run_id, n, &steps, &context);
     }
-    let policy = store.policy_events(args.run_id)?;
-    let sandbox = store.sandbox_events(args.run_id)?;
-    let attempts = store.provider_attempts(args.run_id)?;
-    let sessions = store.sandbox_sessions(args.run_id)?;
-    let approvals = store.approvals(args.run_id)?;
-    let link = store.agent_link(args.run_id)?;
-    let children = store.children(args.run_id)?;
-    let mcp = store.mcp_events(args.run_id)?;
+    let trace = Trace {
+        policy: store.policy_events(args.run_id)?,
+        sandbox: store.sandbox_events(args.run_id)?,
+        attempts: store.provider_attempts(args.run_id)?,
+        sessions: store.sandbox_sessions(args.run_id)?,
+        approvals: store.approvals(args.run_id)?,
+        link: store.agent_link(args.run_id)?,
+        children: store.children(args.run_id)?,
+        mcp: store.mcp_events(args.run_id)?,
+        run,
+        steps,
+        context,
+    };
     if args.json {
-        let obj = serde_json::json!({
-            "agent": link,
-            "children": tree(&store, args.run_id, 0)?,
-            "sandbox_sessions": sessions,
-            "approvals": approvals,
-            "run": run,
-            "steps": steps,
-            "policy_events": policy,
-            "sandbox_events": sandbox,
-            "provider_attempts": attempts,
-            "mcp_events": mcp,
-            "context_events": context,
-        });
-        println!("{obj}");
-        return Ok(0);
+        print_json(&store, args.run_id, trace)?;
+    } else {
+        print_text(&store, args.run_id, &trace)?;
     }
+    Ok(0)
+}
+
+/// Everything the store holds about one run.
+struct Trace {
+    run: RunRecord,
+    steps: Vec<StepRecord>,
+    context: Vec<ContextEvent>,
+    policy: Vec<PolicyEvent>,
+    sandbox: Vec<SandboxEvent>,
+    attempts: Vec<ProviderAttempt>,
+    sessions: Vec<SandboxSession>,
+    approvals: Vec<ApprovalRecord>,
+    link: Option<AgentLink>,
+    children: Vec<ChildRun>,
+    mcp: Vec<McpEvent>,
+}
+
+/// `--prompt N`: the body the provider was sent for a committed step; for a step that
+/// never committed (its call failed), the last request assembled for it.
+fn print_prompt(
+    store: &io_harness::Store,
+    run_id: i64,
+    n: u32,
+    steps: &[StepRecord],
+    context: &[ContextEvent],
+) -> Result<i32, CliError> {
+    let hash = match steps.iter().find(|s| s.step == n) {
+        Some(step) => step.request_hash.clone(),
+        None => context
+            .iter()
+            .rev()
+            .find(|e| e.step == n && e.kind == "assembled")
+            .and_then(|e| e.request_hash.clone()),
+    };
+    let body = hash
+        .as_deref()
+        .map(|h| store.blob(h))
+        .transpose()?
+        .flatten()
+        .ok_or_else(|| {
+            CliError::Usage(format!("run {run_id} has no stored request for step {n}"))
+        })?;
+    println!("{}", String::from_utf8_lossy(&body));
+    Ok(0)
+}
+
+/// `--json`: one object with every record of the run.
+fn print_json(store: &io_harness::Store, run_id: i64, t: Trace) -> Result<(), CliError> {
+    let obj = serde_json::json!({
+        "agent": t.link,
+        "children": tree(store, run_id, 0)?,
+        "sandbox_sessions": t.sessions,
+        "approvals": t.approvals,
+        "run": t.run,
+        "steps": t.steps,
+        "policy_events": t.policy,
+        "sandbox_events": t.sandbox,
+        "provider_attempts": t.attempts,
+        "mcp_events": t.mcp,
+        "context_events": t.context,
+    });
+    println!("{obj}");
+    Ok(())
+}
+
+/// The human-readable trace: the run, each step, then what happened around them.
+fn print_text(store: &io_harness::Store, run_id: i64, t: &Trace) -> Result<(), CliError> {
+    print_header(&t.run, t.link.as_ref());
+    for st in &t.steps {
+        print_step(t, st);
+    }
+    print_uncommitted(t);
+    print_policy_summary(&t.policy);
+    print_sessions(&t.run, &t.sessions);
+    print_mcp(&t.mcp);
+    print_approvals(&t.approvals);
+    if !t.children.is_empty() {
+        println!("\nsub-agents:");
+        print_tree(&tree(store, run_id, 0)?, 1);
+    }
+    let s = output::sanitize;
+    if let Some(m) = &t.run.final_message {
+        println!("\nfinal message:\n{}", s(m));
+    }
+    match t.run.diff.as_deref() {
+        Some("") => println!("\n(no changes)"),
+        Some(d) => println!("\ndiff:\n{}", s(d)),
+        None => {}
+    }
+    Ok(())
+}
+
+/// Goal, status, where it worked, who answered, when, and the totals.
+fn print_header(run: &RunRecord, link: Option<&AgentLink>) {
     let s = output::sanitize;
     println!("run {}: {}", run.id, s(&run.goal));
     println!(
         "status: {}   outcome: {}",
-        super::runs::status(&run),
+        super::runs::status(run),
         run.outcome_json.as_deref().unwrap_or("-")
     );
     println!(
@@ -77,7 +148,7 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
     if let Some(p) = &run.provider_json {
         println!("provider: {}", s(p));
     }
-    if let Some(l) = &link {
+    if let Some(l) = link {
         println!(
             "sub-agent `{}` at depth {} of run {} (its step {}, call {})",
             s(&l.name),
@@ -100,102 +171,134 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
         run.cached_input_tokens,
         output::cost(run.cost_usd, run.cost_unknown_steps)
     );
-    for st in &steps {
+}
+
+/// One committed step: its cost, the provider's failed attempts, the context, the
+/// messages, the tool calls, and the policy and sandbox events of the step.
+fn print_step(t: &Trace, st: &StepRecord) {
+    let s = output::sanitize;
+    println!(
+        "\n── step {} ({} ms, model {} ms) tokens in {} out {} cost {} [{}]",
+        st.step,
+        st.duration_ms,
+        st.model_ms,
+        st.input_tokens,
+        st.output_tokens,
+        st.cost_usd.map_or("unknown".into(), |c| format!("${c:.6}")),
+        st.cost_source
+    );
+    for a in t.attempts.iter().filter(|a| a.step == st.step) {
         println!(
-            "\n── step {} ({} ms, model {} ms) tokens in {} out {} cost {} [{}]",
-            st.step,
-            st.duration_ms,
-            st.model_ms,
-            st.input_tokens,
-            st.output_tokens,
-            st.cost_usd.map_or("unknown".into(), |c| format!("${c:.6}")),
-            st.cost_source
+            "  provider {} attempt {} failed: {}{} → {} after {} ms",
+            s(&a.provider),
+            a.attempt,
+            a.kind,
+            a.status.map_or(String::new(), |c| format!(" (HTTP {c})")),
+            a.next,
+            a.delay_ms
         );
-        for a in attempts.iter().filter(|a| a.step == st.step) {
-            println!(
-                "  provider {} attempt {} failed: {}{} → {} after {} ms",
-                s(&a.provider),
-                a.attempt,
-                a.kind,
-                a.status.map_or(String::new(), |c| format!(" (HTTP {c})")),
-                a.next,
-                a.delay_ms
-            );
-        }
-        if let Some(p) = &st.provider {
-            println!("  served by {}", s(p));
-        }
-        for e in context.iter().filter(|e| e.step == st.step) {
-            print_context_event(e);
-        }
-        if let Ok(msgs) = serde_json::from_str::<Vec<Message>>(&st.messages_json) {
-            for m in &msgs {
-                for b in &m.content {
-                    if let ContentBlock::Text { text } = b {
-                        let who = if m.role == io_harness::provider::Role::Assistant {
-                            "model"
-                        } else {
-                            "harness"
-                        };
-                        println!("  {who}: {}", s(&indent(text)));
-                    }
-                }
+    }
+    if let Some(p) = &st.provider {
+        println!("  served by {}", s(p));
+    }
+    for e in t.context.iter().filter(|e| e.step == st.step) {
+        print_context_event(e);
+    }
+    print_messages(&st.messages_json);
+    for c in &st.tool_calls {
+        print_tool_call(c, st.step, &t.children);
+    }
+    print_step_events(t, st.step);
+}
+
+/// The text blocks of a step's messages, by who said them.
+fn print_messages(messages_json: &str) {
+    let Ok(msgs) = serde_json::from_str::<Vec<Message>>(messages_json) else {
+        return;
+    };
+    for m in &msgs {
+        for b in &m.content {
+            if let ContentBlock::Text { text } = b {
+                let who = if m.role == io_harness::provider::Role::Assistant {
+                    "model"
+                } else {
+                    "harness"
+                };
+                println!("  {who}: {}", output::sanitize(&indent(text)));
             }
-        }
-        for c in &st.tool_calls {
-            let mark = if c.confinement_refusal.is_some() {
-                "REFUSED"
-            } else if c.is_error {
-                "error"
-            } else {
-                "ok"
-            };
-            println!(
-                "  tool {} {} [{mark}, {} ms]",
-                c.name,
-                s(&short(&c.input_json, 160)),
-                c.duration_ms
-            );
-            println!("    → {}", s(&short(&c.output, 240)));
-            if let Some(ch) = children
-                .iter()
-                .find(|ch| ch.link.step == st.step && ch.link.call_id == c.call_id)
-            {
-                println!("    ↳ sub-agent run {}", ch.run.id);
-            }
-        }
-        for p in policy
-            .iter()
-            .filter(|p| p.step == st.step && p.decision != "allow")
-        {
-            println!(
-                "  policy {} {} {}: {} ({} layer)",
-                p.decision,
-                p.act,
-                s(&p.target),
-                p.rule,
-                p.layer
-            );
-        }
-        for e in sandbox.iter().filter(|e| e.step == st.step) {
-            println!(
-                "  sandbox {} {}{}",
-                e.kind,
-                e.backend
-                    .as_deref()
-                    .map_or(String::new(), |b| format!("[{b}] ")),
-                s(&short(e.detail.as_deref().unwrap_or(""), 400))
-            );
         }
     }
-    let committed = steps.last().map_or(0, |st| st.step);
-    let mut uncommitted = context.iter().filter(|e| e.step > committed).peekable();
+}
+
+/// One tool call, its result, and the sub-agent it spawned, if any.
+fn print_tool_call(c: &ToolCallRecord, step: u32, children: &[ChildRun]) {
+    let s = output::sanitize;
+    let mark = if c.confinement_refusal.is_some() {
+        "REFUSED"
+    } else if c.is_error {
+        "error"
+    } else {
+        "ok"
+    };
+    println!(
+        "  tool {} {} [{mark}, {} ms]",
+        c.name,
+        s(&short(&c.input_json, 160)),
+        c.duration_ms
+    );
+    println!("    → {}", s(&short(&c.output, 240)));
+    if let Some(ch) = children
+        .iter()
+        .find(|ch| ch.link.step == step && ch.link.call_id == c.call_id)
+    {
+        println!("    ↳ sub-agent run {}", ch.run.id);
+    }
+}
+
+/// A step's policy decisions other than allow, and its sandbox events.
+fn print_step_events(t: &Trace, step: u32) {
+    let s = output::sanitize;
+    for p in t
+        .policy
+        .iter()
+        .filter(|p| p.step == step && p.decision != "allow")
+    {
+        println!(
+            "  policy {} {} {}: {} ({} layer)",
+            p.decision,
+            p.act,
+            s(&p.target),
+            p.rule,
+            p.layer
+        );
+    }
+    for e in t.sandbox.iter().filter(|e| e.step == step) {
+        println!(
+            "  sandbox {} {}{}",
+            e.kind,
+            e.backend
+                .as_deref()
+                .map_or(String::new(), |b| format!("[{b}] ")),
+            s(&short(e.detail.as_deref().unwrap_or(""), 400))
+        );
+    }
+}
+
+/// Context events of a step that never committed.
+fn print_uncommitted(t: &Trace) {
+    let committed = t.steps.last().map_or(0, |st| st.step);
+    let mut uncommitted = t.context.iter().filter(|e| e.step > committed).peekable();
     if let Some(e) = uncommitted.peek() {
         println!("\n── step {} (not committed)", e.step);
     }
     for e in uncommitted {
         print_context_event(e);
     }
+}
+
+/// How many decisions, and those taken before the first step.
+fn print_policy_summary(policy: &[PolicyEvent]) {
+    let s = output::sanitize;
     let allowed = policy.iter().filter(|p| p.decision == "allow").count();
     println!("\npolicy decisions: {} ({} allowed)", policy.len(), allowed);
     for p in policy.iter().filter(|p| p.step == 0) {
@@ -208,38 +311,54 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
             p.layer
         );
     }
-    if !sessions.is_empty() {
-        let mut backends: Vec<&str> = sessions.iter().map(|x| x.backend.as_str()).collect();
-        backends.sort_unstable();
-        backends.dedup();
-        let caps = sessions.iter().filter(|x| x.cap_hit.is_some()).count();
-        println!(
-            "sandboxed commands: {} (backend {}; {} stopped by a cap); layers per command: io-harness show {} --json",
-            sessions.len(),
-            backends.join(", "),
-            caps,
-            run.id
-        );
+}
+
+/// A line on the sandboxed commands: how many, which backends, how many capped.
+fn print_sessions(run: &RunRecord, sessions: &[SandboxSession]) {
+    if sessions.is_empty() {
+        return;
     }
-    if !mcp.is_empty() {
-        println!("\nMCP events: {}", mcp.len());
-        for e in &mcp {
-            let what = match e.kind.as_str() {
-                "called" => format!(
-                    "called {} in {} ms: {}",
-                    s(e.tool.as_deref().unwrap_or("?")),
-                    e.duration_ms.unwrap_or(0),
-                    e.outcome.as_deref().unwrap_or("?")
-                ),
-                kind => match &e.detail {
-                    Some(d) => format!("{kind} {}", s(&short(d, 300))),
-                    None => kind.to_string(),
-                },
-            };
-            println!("  step {} {}: {}", e.step, s(&e.server), what);
-        }
+    let mut backends: Vec<&str> = sessions.iter().map(|x| x.backend.as_str()).collect();
+    backends.sort_unstable();
+    backends.dedup();
+    let caps = sessions.iter().filter(|x| x.cap_hit.is_some()).count();
+    println!(
+        "sandboxed commands: {} (backend {}; {} stopped by a cap); layers per command: io-harness show {} --json",
+        sessions.len(),
+        backends.join(", "),
+        caps,
+        run.id
+    );
+}
+
+/// The MCP events, one a line.
+fn print_mcp(mcp: &[McpEvent]) {
+    if mcp.is_empty() {
+        return;
     }
-    for a in &approvals {
+    let s = output::sanitize;
+    println!("\nMCP events: {}", mcp.len());
+    for e in mcp {
+        let what = match e.kind.as_str() {
+            "called" => format!(
+                "called {} in {} ms: {}",
+                s(e.tool.as_deref().unwrap_or("?")),
+                e.duration_ms.unwrap_or(0),
+                e.outcome.as_deref().unwrap_or("?")
+            ),
+            kind => match &e.detail {
+                Some(d) => format!("{kind} {}", s(&short(d, 300))),
+                None => kind.to_string(),
+            },
+        };
+        println!("  step {} {}: {}", e.step, s(&e.server), what);
+    }
+}
+
+/// Each approval request and how it was answered.
+fn print_approvals(approvals: &[ApprovalRecord]) {
+    let s = output::sanitize;
+    for a in approvals {
         println!(
             "approval {} (step {}, {}): {}{}",
             a.request_id,
@@ -251,23 +370,10 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
                 .map_or(String::new(), |r| format!(": {}", s(r)))
         );
     }
-    if !children.is_empty() {
-        println!("\nsub-agents:");
-        print_tree(&tree(&store, args.run_id, 0)?, 1);
-    }
-    if let Some(m) = &run.final_message {
-        println!("\nfinal message:\n{}", s(m));
-    }
-    match run.diff.as_deref() {
-        Some("") => println!("\n(no changes)"),
-        Some(d) => println!("\ndiff:\n{}", s(d)),
-        None => {}
-    }
-    Ok(0)
 }
 
 /// One context event as a line of the trace.
-fn print_context_event(e: &io_harness::store::ContextEvent) {
+fn print_context_event(e: &ContextEvent) {
     let s = output::sanitize;
     let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
     match e.kind.as_str() {

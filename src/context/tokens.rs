@@ -47,13 +47,28 @@
 //! The Anthropic factor cannot be checked offline; the provider's reported input
 //! tokens are recorded beside the estimate in `context_events` on every call, so the
 //! error is measurable per run (`io-harness show --json`).
+//!
+//! # The `exact-tokens` feature
+//!
+//! The exact counts (and the `tiktoken-rs` dependency) are the crate's `exact-tokens`
+//! feature, on by default. Without it [`EXACT_AVAILABLE`] is `false`, [`Family::of`]
+//! never answers an exact family, and every model is estimated.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
+#[cfg(feature = "exact-tokens")]
 use tiktoken_rs::CoreBPE;
+#[cfg(feature = "exact-tokens")]
 use tiktoken_rs::tokenizer::{Tokenizer, get_tokenizer};
+
+/// Whether this build counts OpenAI models' tokens exactly (the crate's
+/// `exact-tokens` feature); without it they are estimated.
+pub const EXACT_AVAILABLE: bool = cfg!(feature = "exact-tokens");
+
+/// The name of the crate feature exact counts need.
+pub const EXACT_FEATURE: &str = "exact-tokens";
 
 use crate::provider::{CompletionRequest, ContentBlock, Message, ToolSpec};
 
@@ -90,17 +105,36 @@ impl Family {
             "openrouter" => model.strip_prefix("openai/"),
             _ => None,
         };
-        match openai_model.and_then(get_tokenizer) {
-            Some(Tokenizer::O200kBase | Tokenizer::O200kHarmony) => Self::O200k,
-            Some(Tokenizer::Cl100kBase) => Self::Cl100k,
-            _ if kind == "openai" || kind == "openrouter" => Self::Openai,
-            _ => Self::Other,
+        if let Some(exact) = openai_model.and_then(Self::exact_of) {
+            return exact;
+        }
+        if kind == "openai" || kind == "openrouter" {
+            Self::Openai
+        } else {
+            Self::Other
         }
     }
 
-    /// Whether this family is counted with a real encoder rather than estimated.
+    /// The exact family of an OpenAI model `tiktoken-rs`'s table knows.
+    #[cfg(feature = "exact-tokens")]
+    fn exact_of(model: &str) -> Option<Self> {
+        match get_tokenizer(model) {
+            Some(Tokenizer::O200kBase | Tokenizer::O200kHarmony) => Some(Self::O200k),
+            Some(Tokenizer::Cl100kBase) => Some(Self::Cl100k),
+            _ => None,
+        }
+    }
+
+    /// Without the `exact-tokens` feature no model has an exact family.
+    #[cfg(not(feature = "exact-tokens"))]
+    fn exact_of(_model: &str) -> Option<Self> {
+        None
+    }
+
+    /// Whether this family is counted with a real encoder rather than estimated
+    /// (never, in a build without the `exact-tokens` feature).
     pub fn is_exact(self) -> bool {
-        matches!(self, Self::O200k | Self::Cl100k)
+        EXACT_AVAILABLE && matches!(self, Self::O200k | Self::Cl100k)
     }
 
     /// Estimated tokens per counted piece, in percent (100 for the exact families,
@@ -113,6 +147,7 @@ impl Family {
     }
 
     /// The encoder of an exact family, loaded (once per process) on first use.
+    #[cfg(feature = "exact-tokens")]
     fn encoder(self) -> Option<&'static CoreBPE> {
         match self {
             Self::O200k => Some(tiktoken_rs::o200k_base_singleton()),
@@ -144,9 +179,15 @@ fn cache() -> &'static CountCache {
 /// tokens in it are counted as the text they are), without the cache; `None` for the
 /// estimated families.
 pub fn exact_tokens(text: &str, family: Family) -> Option<u64> {
-    family
+    #[cfg(feature = "exact-tokens")]
+    return family
         .encoder()
-        .map(|bpe| bpe.encode_ordinary(text).len() as u64)
+        .map(|bpe| bpe.encode_ordinary(text).len() as u64);
+    #[cfg(not(feature = "exact-tokens"))]
+    {
+        let _ = (text, family);
+        None
+    }
 }
 
 /// Tokens of `text` for `family`: exact (cached by content hash) for the exact
@@ -354,6 +395,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "exact-tokens")]
     fn words_punctuation_and_indentation_are_counted_like_a_bpe() {
         assert_eq!(estimate_text(""), 0);
         // Where the estimate is exactly what o200k gives.
@@ -399,6 +441,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "exact-tokens")]
     fn openai_models_get_their_exact_encoder_and_counts_are_cached_unchanged() {
         assert_eq!(Family::of("openai", "gpt-4o-mini"), Family::O200k);
         assert_eq!(Family::of("openai", "gpt-5"), Family::O200k);

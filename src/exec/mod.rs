@@ -17,6 +17,7 @@
 //! (the outcome's `proxy_bridge`); an allowlist the backend could only hold to no
 //! network at all (the floor) is recorded as `none`, with its counts not observed.
 
+pub(crate) mod output;
 mod report;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +34,7 @@ use crate::sandbox::{
 };
 use crate::store::{SandboxEvent, Store};
 
+pub use output::BoundedOutput;
 pub(crate) use report::SessionFacts;
 pub use report::{layers_json, limits_json};
 

@@ -28,21 +28,71 @@
 //!
 //! What is recorded is described on [`crate::store::McpEvent`].
 
-mod client;
-mod tool;
+//!
+//! # The `mcp` feature
+//!
+//! Everything that starts or talks to a server (and the `rmcp` dependency) is behind
+//! the crate's `mcp` feature, on by default. Without it the contract's description of
+//! servers ([`McpServerSpec`], [`McpTransport`], the default timeouts) still exists,
+//! so a task file declaring `[[mcp]]` still parses, but [`AVAILABLE`] is `false` and a
+//! run whose contract declares servers is refused at start.
 
-pub(crate) use client::hidden_paths;
-pub use client::{McpEnv, McpServers, ServerListing, ToolListing};
-/// The server specs are contract data; `config` keeps the old path for this module.
-mod config {
-    pub use crate::contract::mcp::{McpServerSpec, McpTransport};
-}
+#[cfg(feature = "mcp")]
+mod client;
+#[cfg(feature = "mcp")]
+mod tool;
 
 pub use crate::contract::mcp::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServerSpec, McpTransport,
 };
+#[cfg(feature = "mcp")]
+pub(crate) use client::hidden_paths;
+#[cfg(feature = "mcp")]
+pub use client::{McpEnv, McpServers, ServerListing, ToolListing};
+#[cfg(feature = "mcp")]
 pub use tool::{McpTool, adapt_schema, qualified_name};
 
-/// Connects the servers of a contract the way a run would, lists their tools, and
-/// closes them (`io-harness mcp list`). See [`crate::run::list_servers`].
-pub use crate::run::list_servers as list;
+/// Whether this build can start MCP servers (the crate's `mcp` feature). A caller
+/// holding a contract that declares `[[mcp]]` servers refuses it when this is `false`.
+pub const AVAILABLE: bool = cfg!(feature = "mcp");
+
+/// The name of the crate feature that starting MCP servers needs.
+pub const FEATURE: &str = "mcp";
+
+/// Connects `specs` under `env` the way a run would, lists what each offers, and
+/// closes them. Nothing is recorded when `env` has no store. `io-harness mcp list`
+/// gets here through `run::list_servers`, which builds `env` from a contract.
+#[cfg(feature = "mcp")]
+pub async fn list(specs: &[McpServerSpec], env: McpEnv) -> Vec<ServerListing> {
+    let servers = McpServers::connect(specs, env).await;
+    let listing = servers.listing();
+    servers.close();
+    listing
+}
+
+/// Stands in for the servers of a run in a build without the `mcp` feature: it cannot
+/// be made (a run that declares servers is refused before any would start), so a run
+/// holds `None` of it.
+#[cfg(not(feature = "mcp"))]
+#[derive(Debug, Clone)]
+pub struct McpServers {
+    never: std::convert::Infallible,
+}
+
+#[cfg(not(feature = "mcp"))]
+impl McpServers {
+    /// Never called: no value exists.
+    pub fn set_step(&self, _step: u32) {
+        match self.never {}
+    }
+
+    /// Never called: no value exists.
+    pub fn required_failed(&self) -> Option<String> {
+        match self.never {}
+    }
+
+    /// Never called: no value exists.
+    pub fn close(&self) {
+        match self.never {}
+    }
+}

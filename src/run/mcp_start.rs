@@ -3,16 +3,31 @@
 
 use std::sync::Arc;
 
-use super::RunOptions;
+use super::{RunError, RunOptions};
 use crate::contract::TaskContract;
-use crate::mcp::{McpEnv, McpServers};
+#[cfg(feature = "mcp")]
+use crate::mcp::McpEnv;
+use crate::mcp::McpServers;
 use crate::policy::PolicyGate;
 use crate::store::Store;
 use crate::tools::ToolContext;
 
+/// Refuses a contract that declares `[[mcp]]` servers in a build without the `mcp`
+/// feature, before anything is started or recorded.
+pub(in crate::run) fn require_available(contract: &TaskContract) -> Result<(), RunError> {
+    if contract.mcp.is_empty() || crate::mcp::AVAILABLE {
+        return Ok(());
+    }
+    Err(RunError::FeatureMissing {
+        key: "mcp",
+        feature: crate::mcp::FEATURE,
+    })
+}
+
 /// Connects the contract's servers (none: `None`, nothing started) and registers
 /// their tools in `opts.tools`. `step` is the step events are recorded under (0 at a
 /// fresh start, the last committed step on resume).
+#[cfg(feature = "mcp")]
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn connect(
     contract: &TaskContract,
@@ -52,12 +67,30 @@ pub(super) async fn connect(
     Some(servers)
 }
 
+/// Without the `mcp` feature nothing is connected ([`require_available`] has refused
+/// a contract that declares servers).
+#[cfg(not(feature = "mcp"))]
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn connect(
+    _contract: &TaskContract,
+    _store: &Store,
+    _run_id: i64,
+    _step: u32,
+    _sandbox: Arc<dyn crate::sandbox::Sandbox>,
+    _ctx: &ToolContext,
+    _policy: &Arc<dyn PolicyGate>,
+    _opts: &mut RunOptions,
+) -> Option<McpServers> {
+    None
+}
+
 /// Connects the servers of `contract` the way a run would — same sandbox choice, same
 /// policy (project file included), workspace as the working directory — lists what
 /// each offers, and closes them. Nothing is recorded. For `io-harness mcp list`.
+#[cfg(feature = "mcp")]
 pub async fn list_servers(
     contract: &TaskContract,
-) -> Result<Vec<crate::mcp::ServerListing>, super::RunError> {
+) -> Result<Vec<crate::mcp::ServerListing>, RunError> {
     let mut contract = contract.clone();
     contract.validate()?;
     contract.resolve_root()?;
@@ -81,8 +114,5 @@ pub async fn list_servers(
         step: 0,
         audit: None,
     };
-    let servers = McpServers::connect(&contract.mcp, env).await;
-    let listing = servers.listing();
-    servers.close();
-    Ok(listing)
+    Ok(crate::mcp::list(&contract.mcp, env).await)
 }

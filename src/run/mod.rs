@@ -35,6 +35,7 @@ use crate::tools::ToolRegistry;
 
 pub use events::{CancelToken, Flow, Observer, RunEvent};
 pub use liveness::is_live;
+#[cfg(feature = "mcp")]
 pub use mcp_start::list_servers;
 pub use outcome::{EXIT_USAGE, RunOutcome};
 pub use stall::StallPolicy;
@@ -108,6 +109,17 @@ pub enum RunError {
         /// Why.
         message: String,
     },
+    /// The contract needs a part of the harness this build was compiled without
+    /// (`[[mcp]]` servers without the `mcp` feature). Nothing was started (exit 2).
+    #[error(
+        "the contract uses `{key}`, but this build of io-harness lacks the `{feature}` feature"
+    )]
+    FeatureMissing {
+        /// The contract key that needs it (`mcp`).
+        key: &'static str,
+        /// The crate feature missing (`mcp`).
+        feature: &'static str,
+    },
 }
 
 impl RunError {
@@ -123,6 +135,7 @@ impl RunError {
                 | Self::Policy(_)
                 | Self::SpawnRefused { .. }
                 | Self::Sandbox { usage: true, .. }
+                | Self::FeatureMissing { .. }
         )
     }
 }

@@ -9,11 +9,11 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 
 use super::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::exec::BoundedOutput;
 use crate::exec::Purpose;
 use crate::policy::{Act, Action};
 use crate::provider::ToolSpec;
 use crate::sandbox::SandboxError;
-use crate::verify::BoundedOutput;
 
 /// Runs a command in the sandbox.
 #[derive(Debug, Clone, Copy, Default)]

@@ -17,18 +17,18 @@
 
 pub mod cargo_gate;
 mod command;
-mod output;
 pub mod rust_gate;
 
 use std::path::Path;
 
 use crate::contract::Verification;
-use crate::exec::{Executor, Purpose};
+use crate::exec::{Executor, Purpose, output};
 use crate::sandbox::{Cap, SandboxError};
 use crate::tools::{ToolError, Workspace};
 
+/// Re-exported from [`crate::exec`], where command output is captured.
+pub use crate::exec::BoundedOutput;
 pub use command::{CommandGate, CommandStatus};
-pub use output::BoundedOutput;
 
 /// The result of one criterion.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,65 +171,74 @@ async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) ->
             expect_exit,
             timeout,
             pinned,
-        } => {
-            if let Some(why) = changed_pins(ws, pinned) {
-                return CriterionResult {
-                    label,
-                    passed: false,
-                    summary: format!("not run: {why}"),
-                    output: Some(format!(
-                        "the gate did not run: {why}; restore it to the operator's version"
-                    )),
-                    phase: None,
-                };
-            }
-            let (status, output) = match exec {
-                Some(e) => sandboxed_gate(e, argv, *timeout).await,
-                None => {
-                    let gate = CommandGate {
-                        argv: argv.clone(),
-                        workdir: ws.root().to_path_buf(),
-                        timeout: *timeout,
-                        output_limit: output::DEFAULT_LIMIT,
-                    };
-                    let run = gate.run().await;
-                    (run.status, run.output)
-                }
-            };
-            let passed = matches!(status, CommandStatus::Exited(code) if code == *expect_exit);
-            let summary = match &status {
-                CommandStatus::Exited(code) if passed => format!("exited {code} as expected"),
-                CommandStatus::Exited(code) => format!("exited {code}, expected {expect_exit}"),
-                other => other.to_string(),
-            };
-            CriterionResult {
-                label,
-                passed,
-                summary,
-                output: (!passed).then(|| output.render()),
-                phase: None,
-            }
-        }
+        } => command_check(label, ws, exec, argv, *expect_exit, *timeout, pinned).await,
         Verification::Rust { subject, criterion } => {
-            let v = rust_gate::check(subject, criterion, ws, exec).await;
-            CriterionResult {
-                label,
-                passed: v.failed.is_none(),
-                summary: v.summary,
-                output: v.output,
-                phase: v.failed.map(rust_gate::Phase::label),
-            }
+            gate_result(label, rust_gate::check(subject, criterion, ws, exec).await)
         }
         Verification::CargoTest { manifest, criteria } => {
-            let v = cargo_gate::check(manifest, criteria, ws, exec).await;
-            CriterionResult {
-                label,
-                passed: v.failed.is_none(),
-                summary: v.summary,
-                output: v.output,
-                phase: v.failed.map(rust_gate::Phase::label),
-            }
+            gate_result(label, cargo_gate::check(manifest, criteria, ws, exec).await)
         }
+    }
+}
+
+/// A command gate: refused unrun when a pinned file changed, else run (in the
+/// sandbox when the run has one) and passed on the expected exit code.
+async fn command_check(
+    label: String,
+    ws: &Workspace,
+    exec: Option<&Executor>,
+    argv: &[String],
+    expect_exit: i32,
+    timeout: std::time::Duration,
+    pinned: &[crate::contract::PinnedFile],
+) -> CriterionResult {
+    if let Some(why) = changed_pins(ws, pinned) {
+        return CriterionResult {
+            label,
+            passed: false,
+            summary: format!("not run: {why}"),
+            output: Some(format!(
+                "the gate did not run: {why}; restore it to the operator's version"
+            )),
+            phase: None,
+        };
+    }
+    let (status, output) = match exec {
+        Some(e) => sandboxed_gate(e, argv, timeout).await,
+        None => {
+            let gate = CommandGate {
+                argv: argv.to_vec(),
+                workdir: ws.root().to_path_buf(),
+                timeout,
+                output_limit: output::DEFAULT_LIMIT,
+            };
+            let run = gate.run().await;
+            (run.status, run.output)
+        }
+    };
+    let passed = matches!(status, CommandStatus::Exited(code) if code == expect_exit);
+    let summary = match &status {
+        CommandStatus::Exited(code) if passed => format!("exited {code} as expected"),
+        CommandStatus::Exited(code) => format!("exited {code}, expected {expect_exit}"),
+        other => other.to_string(),
+    };
+    CriterionResult {
+        label,
+        passed,
+        summary,
+        output: (!passed).then(|| output.render()),
+        phase: None,
+    }
+}
+
+/// The result of a Rust gate (either form): the phase that failed, if one did.
+fn gate_result(label: String, v: rust_gate::GateVerdict) -> CriterionResult {
+    CriterionResult {
+        label,
+        passed: v.failed.is_none(),
+        summary: v.summary,
+        output: v.output,
+        phase: v.failed.map(rust_gate::Phase::label),
     }
 }
 

@@ -610,3 +610,36 @@ fn memory_command_lists_and_forgets_and_show_prints_the_exact_request() {
         Some(2)
     );
 }
+
+#[test]
+fn closed_sets_of_values_are_refused_by_clap_with_the_valid_ones() {
+    let f = Fixture::new();
+    let ws = f.path().to_str().unwrap().to_string();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["sandbox", "--network", "bogus", "--", "true"],
+            "none, allowlist, open",
+        ),
+        (
+            &["sandbox", "--require-sandbox", "nope", "--", "true"],
+            "linux-namespaces, macos-sandbox-exec, windows-job-object, portable-floor",
+        ),
+        (&["approve", "1", "r1", "maybe"], "allow, deny"),
+        (&["memory", &ws, "bogus"], "list, forget, clear"),
+        (
+            &["run", "t.toml", "--require-sandbox", "nope"],
+            "portable-floor",
+        ),
+    ];
+    for (args, valid) in cases {
+        let out = f.cmd(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(valid), "{args:?}: {err}");
+    }
+    // `forget` needs its KEY; `list` and `clear` take none.
+    assert_eq!(f.cmd(&["memory", &ws, "forget"]).status.code(), Some(2));
+    let out = f.cmd(&["memory", &ws, "clear", "k"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("clear k: expected list, forget KEY or clear"));
+}

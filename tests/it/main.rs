@@ -5,8 +5,10 @@ mod context;
 #[cfg(feature = "failpoints")]
 mod crash;
 mod egress;
+mod features;
 mod gates;
 mod gates_workspace;
+#[cfg(feature = "mcp")]
 mod mcp;
 mod memory;
 mod policy;

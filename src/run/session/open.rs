@@ -278,6 +278,7 @@ impl<'a> Session<'a> {
         let db = AsyncStore::new(store.clone());
         let origin = Origin::establish(kind, &db, &opts).await?;
         let contract = &origin.contract;
+        crate::run::mcp_start::require_available(contract)?;
         check_price(contract, &provider.identity())?;
         store.redact_secrets(&provider.secrets());
         let Grounds {

@@ -139,6 +139,55 @@ struct Placed {
     tests: Vec<String>,
 }
 
+/// A failed phase ends the gate with its verdict.
+type Step<T> = Result<T, GateVerdict>;
+
+fn fail_subject(m: String) -> GateVerdict {
+    GateVerdict::fail(Phase::SubjectCompile, m, None)
+}
+
+/// The gate's directories: `rw` (the sandbox's only writable one) holds the copy
+/// (`src`) and the target directory; the criteria sit beside it, read-only to the
+/// build.
+struct Layout {
+    rw: PathBuf,
+    src: PathBuf,
+    target: PathBuf,
+    criteria: PathBuf,
+}
+
+impl Layout {
+    fn create(dir: &Path) -> Step<Self> {
+        let rw = dir.join("rw");
+        let layout = Self {
+            src: rw.join("src"),
+            target: rw.join("target"),
+            criteria: dir.join("criteria"),
+            rw,
+        };
+        for d in [&layout.src, &layout.target, &layout.criteria] {
+            if let Err(e) = std::fs::create_dir_all(d) {
+                return Err(fail_subject(format!("gate directory: {e}")));
+            }
+        }
+        Ok(layout)
+    }
+}
+
+/// (target name, criterion file) of each placed criterion.
+type Targets = Vec<(String, String)>;
+
+/// What placing produced: the copy, the criteria outside it, the rewritten manifest.
+struct Placement {
+    copied: copy::Copied,
+    /// The copy's manifest of the crate (rewritten).
+    manifest_path: PathBuf,
+    /// The agent's manifest as it was.
+    agent_manifest: String,
+    placed: Vec<Placed>,
+    targets: Targets,
+}
+
 async fn phases(
     manifest_rel: &Path,
     criteria: &[OperatorFile],
@@ -146,39 +195,82 @@ async fn phases(
     exec: Option<&Executor>,
     dir: &Path,
 ) -> GateVerdict {
-    let fail_subject = |m: String| GateVerdict::fail(Phase::SubjectCompile, m, None);
-    let rw = dir.join("rw");
-    let src = rw.join("src");
-    let target = rw.join("target");
-    let crit_dir = dir.join("criteria");
-    for d in [&src, &target, &crit_dir] {
-        if let Err(e) = std::fs::create_dir_all(d) {
-            return fail_subject(format!("gate directory: {e}"));
-        }
+    match run_phases(manifest_rel, criteria, ws, exec, dir).await {
+        Ok(v) | Err(v) => v,
     }
+}
 
+async fn run_phases(
+    manifest_rel: &Path,
+    criteria: &[OperatorFile],
+    ws: &Workspace,
+    exec: Option<&Executor>,
+    dir: &Path,
+) -> Step<GateVerdict> {
+    let layout = Layout::create(dir)?;
     // 1. Placing: the copy, the criteria outside it, the rewritten manifest.
+    let placement = place(manifest_rel, criteria, ws, exec, &layout)?;
+    // The run's dependency cache, copied (verified) into this gate's target directory.
+    let cargo = CargoCall {
+        cargo: cargo(),
+        common: common_args(),
+        manifest_path: placement.manifest_path.clone(),
+        target: layout.target.clone(),
+    };
+    let deps = seed_dependencies(manifest_rel, &placement, &layout, &cargo, exec, dir).await?;
+    // 2. Compile the crate and the criteria together; on failure, say whose it was.
+    compile(&placement, &layout, &cargo, exec).await?;
+    check_intact(&placement, criteria)?;
+    // 3. Each listed test, alone, by exact name, ignored ones included.
+    run_tests(&placement.placed, &layout, exec, dir, deps).await
+}
+
+/// Copies the workspace, writes each criterion outside the copy under an
+/// unpredictable target name, and rewrites the copy's manifest to declare them.
+fn place(
+    manifest_rel: &Path,
+    criteria: &[OperatorFile],
+    ws: &Workspace,
+    exec: Option<&Executor>,
+    layout: &Layout,
+) -> Step<Placement> {
     let masked: Vec<PathBuf> = exec.map(|e| e.masked().to_vec()).unwrap_or_default();
-    let copied = match copy::copy_workspace(ws.root(), &src, &masked) {
-        Ok(c) => c,
-        Err(e) => return fail_subject(format!("cannot copy the workspace: {e}")),
-    };
-    let manifest_path = src.join(manifest_rel);
-    let agent_manifest = match std::fs::read_to_string(&manifest_path) {
-        Ok(t) => t,
-        Err(e) => {
-            return fail_subject(format!("{}: {e}", manifest_rel.display()));
-        }
-    };
+    let copied = copy::copy_workspace(ws.root(), &layout.src, &masked)
+        .map_err(|e| fail_subject(format!("cannot copy the workspace: {e}")))?;
+    let manifest_path = layout.src.join(manifest_rel);
+    let agent_manifest = std::fs::read_to_string(&manifest_path)
+        .map_err(|e| fail_subject(format!("{}: {e}", manifest_rel.display())))?;
+    let (placed, targets) = place_criteria(criteria, &layout.criteria)?;
+    let gate_manifest = manifest::gate_manifest(&agent_manifest, &targets)
+        .map_err(|e| fail_subject(format!("{}: {e}", manifest_rel.display())))?;
+    if let Err(e) = std::fs::write(&manifest_path, gate_manifest) {
+        return Err(fail_subject(format!("gate directory: {e}")));
+    }
+    Ok(Placement {
+        copied,
+        manifest_path,
+        agent_manifest,
+        placed,
+        targets,
+    })
+}
+
+/// The text of a placed criterion: the operator's source and the guards.
+fn criterion_text(c: &OperatorFile) -> String {
+    format!("{}\n{CRITERION_GUARD}{TEST_ATTR_GUARD}", c.source)
+}
+
+/// Writes each criterion into `crit_dir` as `io_harness_criterion_<random>_<i>.rs`,
+/// with its tests listed from the operator's source.
+fn place_criteria(criteria: &[OperatorFile], crit_dir: &Path) -> Step<(Vec<Placed>, Targets)> {
     let stem = format!("io_harness_criterion_{}", random_hex());
     let mut placed = Vec::with_capacity(criteria.len());
     let mut targets = Vec::with_capacity(criteria.len());
     for (i, c) in criteria.iter().enumerate() {
         let name = format!("{stem}_{i}");
         let path = crit_dir.join(format!("{name}.rs"));
-        let text = format!("{}\n{CRITERION_GUARD}{TEST_ATTR_GUARD}", c.source);
-        if let Err(e) = std::fs::write(&path, text) {
-            return fail_subject(format!("gate directory: {e}"));
+        if let Err(e) = std::fs::write(&path, criterion_text(c)) {
+            return Err(fail_subject(format!("gate directory: {e}")));
         }
         targets.push((name.clone(), s(&path)));
         placed.push(Placed {
@@ -187,20 +279,21 @@ async fn phases(
             tests: scan::test_names(&c.source),
         });
     }
-    let gate_manifest = match manifest::gate_manifest(&agent_manifest, &targets) {
-        Ok(m) => m,
-        Err(e) => return fail_subject(format!("{}: {e}", manifest_rel.display())),
-    };
-    if let Err(e) = std::fs::write(&manifest_path, gate_manifest) {
-        return fail_subject(format!("gate directory: {e}"));
-    }
+    Ok((placed, targets))
+}
 
-    // The run's dependency cache, copied (verified) into this gate's target directory.
-    let cargo = cargo();
-    let common = common_args();
-    let lock = lockfile(&src, manifest_rel);
-    let mut deps = "none cached (no registry dependency the cache could build alone)";
-    let root_manifest = workspace_root_manifest(&src, manifest_rel);
+/// Strips the workspace root's profiles and seeds the target directory from the
+/// run's dependency cache; says what the dependencies came from.
+async fn seed_dependencies(
+    manifest_rel: &Path,
+    placement: &Placement,
+    layout: &Layout,
+    cargo: &CargoCall,
+    exec: Option<&Executor>,
+    dir: &Path,
+) -> Step<&'static str> {
+    let lock = lockfile(&layout.src, manifest_rel);
+    let root_manifest = workspace_root_manifest(&layout.src, manifest_rel);
     if let Some((path, text)) = &root_manifest {
         // Profiles live in the workspace root: theirs go too (package overrides
         // included, which `--config` does not reach).
@@ -208,102 +301,113 @@ async fn phases(
         if let Err(e) = stripped.and_then(|t| {
             std::fs::write(path, t).map_err(|e| manifest::ManifestError::Write(e.to_string()))
         }) {
-            return fail_subject(format!("workspace manifest: {e}"));
+            return Err(fail_subject(format!("workspace manifest: {e}")));
         }
     }
     let root_text = root_manifest.as_ref().map(|(_, t)| t.as_str());
-    if let Some(stub) = manifest::stub_manifest(&agent_manifest, root_text) {
-        let base = dir.parent().unwrap_or(dir).to_path_buf();
-        let inputs = cache::CacheInputs {
-            base: &base,
-            stub: &stub,
-            lock: lock.as_deref(),
-            common: &common,
-            cargo: &cargo,
-        };
-        deps = cache::seed(&inputs, &target, exec).await.describe();
-    }
+    let Some(stub) = manifest::stub_manifest(&placement.agent_manifest, root_text) else {
+        return Ok("none cached (no registry dependency the cache could build alone)");
+    };
+    let base = dir.parent().unwrap_or(dir).to_path_buf();
+    let inputs = cache::CacheInputs {
+        base: &base,
+        stub: &stub,
+        lock: lock.as_deref(),
+        common: &cargo.common,
+        cargo: &cargo.cargo,
+    };
+    Ok(cache::seed(&inputs, &layout.target, exec).await.describe())
+}
 
-    // 2. Compile the crate and the criteria together; on failure, say whose it was.
-    let cargo_argv = |sub: &[&str], tests: bool| -> Vec<String> {
-        let mut argv: Vec<String> = std::iter::once(cargo.clone())
+/// How the gate calls cargo on the copy.
+struct CargoCall {
+    cargo: String,
+    common: Vec<String>,
+    manifest_path: PathBuf,
+    target: PathBuf,
+}
+
+impl CargoCall {
+    /// `cargo <sub> <common> --manifest-path … --target-dir …`, with `--test <name>`
+    /// for each placed criterion when `tests` are given.
+    fn argv(&self, sub: &[&str], tests: Option<&[Placed]>) -> Vec<String> {
+        let mut argv: Vec<String> = std::iter::once(self.cargo.clone())
             .chain(sub.iter().map(|a| a.to_string()))
-            .chain(common.iter().cloned())
+            .chain(self.common.iter().cloned())
             .chain([
                 "--manifest-path".to_string(),
-                s(&manifest_path),
+                s(&self.manifest_path),
                 "--target-dir".to_string(),
-                s(&target),
+                s(&self.target),
             ])
             .collect();
-        if tests {
-            for p in &placed {
-                argv.push("--test".into());
-                argv.push(p.name.clone());
-            }
+        for p in tests.unwrap_or_default() {
+            argv.push("--test".into());
+            argv.push(p.name.clone());
         }
         argv
-    };
-    let view = [crit_dir.clone()];
-    let ran = runner::run_viewing(
-        exec,
-        &rw,
-        &view,
-        cargo_argv(&["test", "--no-run"], true),
-        COMPILE_WALL_SECS,
-    )
-    .await;
-    if !ran.ok() {
-        let out = ran.output.render();
-        let alone = runner::run_viewing(
-            exec,
-            &rw,
-            &view,
-            cargo_argv(&["build"], false),
-            COMPILE_WALL_SECS,
-        )
-        .await;
-        let links = if copied.skipped_links.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " (symbolic links are not copied into the gate: {})",
-                copied
-                    .skipped_links
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        };
-        return if alone.ok() {
-            GateVerdict::fail(
-                Phase::CriterionCompile,
-                format!(
-                    "the crate builds but the criteria do not compile against it (cargo {})",
-                    ran.status
-                ),
-                Some(out),
-            )
-        } else {
-            GateVerdict::fail(
-                Phase::SubjectCompile,
-                format!("the crate does not build (cargo {}){links}", alone.status),
-                Some(alone.output.render()),
-            )
-        };
     }
+}
 
-    // What was compiled must be what the harness placed (where nothing isolates the
-    // build, a build script can write the criterion files).
-    for (p, (_, path)) in placed.iter().zip(&targets) {
+/// `cargo test --no-run` of the crate and the criteria; when it fails, `cargo build`
+/// of the crate alone says whether the crate or a criterion is at fault.
+async fn compile(
+    placement: &Placement,
+    layout: &Layout,
+    cargo: &CargoCall,
+    exec: Option<&Executor>,
+) -> Step<()> {
+    let view = [layout.criteria.clone()];
+    let argv = cargo.argv(&["test", "--no-run"], Some(&placement.placed));
+    let ran = runner::run_viewing(exec, &layout.rw, &view, argv, COMPILE_WALL_SECS).await;
+    if ran.ok() {
+        return Ok(());
+    }
+    let out = ran.output.render();
+    let argv = cargo.argv(&["build"], None);
+    let alone = runner::run_viewing(exec, &layout.rw, &view, argv, COMPILE_WALL_SECS).await;
+    let skipped = &placement.copied.skipped_links;
+    let links = if skipped.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (symbolic links are not copied into the gate: {})",
+            skipped
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    Err(if alone.ok() {
+        GateVerdict::fail(
+            Phase::CriterionCompile,
+            format!(
+                "the crate builds but the criteria do not compile against it (cargo {})",
+                ran.status
+            ),
+            Some(out),
+        )
+    } else {
+        GateVerdict::fail(
+            Phase::SubjectCompile,
+            format!("the crate does not build (cargo {}){links}", alone.status),
+            Some(alone.output.render()),
+        )
+    })
+}
+
+/// What was compiled must be what the harness placed (where nothing isolates the
+/// build, a build script can write the criterion files).
+fn check_intact(placement: &Placement, criteria: &[OperatorFile]) -> Step<()> {
+    for (p, (_, path)) in placement.placed.iter().zip(&placement.targets) {
         let intact = criteria
             .iter()
             .find(|c| c.path == p.origin)
-            .map(|c| format!("{}\n{CRITERION_GUARD}{TEST_ATTR_GUARD}", c.source))
+            .map(criterion_text)
             .is_some_and(|want| std::fs::read_to_string(path).is_ok_and(|got| got == want));
         if !intact {
-            return GateVerdict::fail(
+            return Err(GateVerdict::fail(
                 Phase::CriterionCompile,
                 format!(
                     "criterion {} was changed during the build, so what compiled is not the \
@@ -311,49 +415,56 @@ async fn phases(
                     p.origin.display()
                 ),
                 None,
-            );
+            ));
         }
     }
+    Ok(())
+}
 
-    // 3. Each listed test, alone, by exact name, ignored ones included.
+/// Each listed test of each criterion, alone, by exact name, in the binary the build
+/// produced (checked by hash before every test).
+async fn run_tests(
+    placed: &[Placed],
+    layout: &Layout,
+    exec: Option<&Executor>,
+    dir: &Path,
+    deps: &str,
+) -> Step<GateVerdict> {
     let mut bins = Vec::with_capacity(placed.len());
-    for p in &placed {
+    for p in placed {
         if p.tests.is_empty() {
-            return GateVerdict::fail(
+            return Err(GateVerdict::fail(
                 Phase::TestRun,
                 format!(
                     "criterion {} defines no #[test] functions, so nothing ran",
                     p.origin.display()
                 ),
                 None,
-            );
+            ));
         }
-        match test_binary(&target, &p.name) {
-            Ok(b) => bins.push(b),
-            Err(why) => return GateVerdict::fail(Phase::TestRun, why, None),
-        }
+        let bin = test_binary(&layout.target, &p.name)
+            .map_err(|why| GateVerdict::fail(Phase::TestRun, why, None))?;
+        bins.push(bin);
     }
-    let fixtures = [src.clone()];
+    let fixtures = [layout.src.clone()];
     let mut n = 0usize;
     let mut ran_names = Vec::new();
     for (p, (bin, digest)) in placed.iter().zip(&bins) {
         for test in &p.tests {
             // The binary each test runs is the one the build produced.
             if file_digest(bin).ok().as_ref() != Some(digest) {
-                return GateVerdict::fail(
+                return Err(GateVerdict::fail(
                     Phase::TestRun,
                     format!("the criterion's test binary changed after the build (before {test})"),
                     None,
-                );
+                ));
             }
-            if let Err(v) = run_one(exec, dir, bin, n, test, &fixtures).await {
-                return v;
-            }
+            run_one(exec, dir, bin, n, test, &fixtures).await?;
             n += 1;
             ran_names.push(test.clone());
         }
     }
-    GateVerdict {
+    Ok(GateVerdict {
         failed: None,
         summary: format!(
             "all {} criterion test(s) ran and passed: {} (dependencies: {deps})",
@@ -361,7 +472,7 @@ async fn phases(
             ran_names.join(", ")
         ),
         output: None,
-    }
+    })
 }
 
 /// The manifest of the cargo workspace `manifest_rel` belongs to, when it is another

@@ -237,20 +237,56 @@ pub(crate) fn s(p: &Path) -> String {
 pub(crate) const CRITERION_GUARD: &str = "\n#[allow(unused_imports)]\nuse ::std::{assert, assert_eq, \
 assert_ne, debug_assert, debug_assert_eq, debug_assert_ne, panic, unreachable, matches};\n";
 
-async fn phases(
-    subject: &str,
-    criterion: &str,
-    dir: &Path,
-    exec: Option<&Executor>,
-) -> GateVerdict {
-    let build = dir.join("build");
-    if let Err(e) = std::fs::create_dir_all(build.join("meta")) {
-        return GateVerdict::fail(Phase::SubjectCompile, format!("gate directory: {e}"), None);
+/// The files of a file-form gate, written into its `build` directory.
+struct Files {
+    build: PathBuf,
+    /// The subject as the agent wrote it.
+    plain: PathBuf,
+    /// The subject with the harness's marker item appended.
+    marked: PathBuf,
+    /// A crate that must name the marker.
+    probe: PathBuf,
+    /// The criterion with the guard.
+    criterion: PathBuf,
+}
+
+impl Files {
+    fn write(subject: &str, criterion: &str, dir: &Path) -> Result<Self, GateVerdict> {
+        let io = |e: std::io::Error| {
+            GateVerdict::fail(Phase::SubjectCompile, format!("gate directory: {e}"), None)
+        };
+        let build = dir.join("build");
+        std::fs::create_dir_all(build.join("meta")).map_err(io)?;
+        let marker = format!("__io_harness_marker_{}", random_hex());
+        let files = Self {
+            plain: build.join("subject.rs"),
+            marked: build.join("subject_marked.rs"),
+            probe: build.join("probe.rs"),
+            criterion: build.join("criterion.rs"),
+            build,
+        };
+        let writes = [
+            (&files.plain, subject.to_string()),
+            (
+                &files.marked,
+                format!("{subject}\n#[doc(hidden)]\n#[allow(dead_code)]\npub fn {marker}() {{}}\n"),
+            ),
+            (
+                &files.probe,
+                format!("pub fn probe() {{ ::subject::{marker}(); }}\n"),
+            ),
+            (&files.criterion, format!("{criterion}\n{CRITERION_GUARD}")),
+        ];
+        for (p, text) in writes {
+            std::fs::write(p, text).map_err(io)?;
+        }
+        Ok(files)
     }
-    let rustc = rustc();
-    let base = |crate_name: &str| -> Vec<String> {
+
+    /// `rustc --edition 2021 --color never --crate-name <name>` and `rest`.
+    fn rustc(rustc: &str, crate_name: &str, rest: &[&str]) -> Vec<String> {
         [
-            rustc.as_str(),
+            rustc,
             "--edition",
             "2021",
             "--color",
@@ -258,138 +294,159 @@ async fn phases(
             "--crate-name",
             crate_name,
         ]
-        .map(String::from)
-        .to_vec()
-    };
+        .iter()
+        .chain(rest)
+        .map(|a| a.to_string())
+        .collect()
+    }
 
-    // 1. subject-compile: the subject alone (type-checked; metadata only).
-    let plain = build.join("subject.rs");
-    let marker = format!("__io_harness_marker_{}", random_hex());
-    let marked = build.join("subject_marked.rs");
-    let probe = build.join("probe.rs");
-    let crit_copy = build.join("criterion.rs");
-    let writes = [
-        (&plain, subject.to_string()),
-        (
-            &marked,
-            format!("{subject}\n#[doc(hidden)]\n#[allow(dead_code)]\npub fn {marker}() {{}}\n"),
-        ),
-        (
-            &probe,
-            format!("pub fn probe() {{ ::subject::{marker}(); }}\n"),
-        ),
-        (&crit_copy, format!("{criterion}\n{CRITERION_GUARD}")),
-    ];
-    for (p, text) in writes {
-        if let Err(e) = std::fs::write(p, text) {
-            return GateVerdict::fail(Phase::SubjectCompile, format!("gate directory: {e}"), None);
+    /// Runs one compile in the build directory; a failure is `phase` failing with
+    /// `why(status)` and the compiler's output.
+    async fn compile(
+        &self,
+        exec: Option<&Executor>,
+        argv: Vec<String>,
+        phase: Phase,
+        why: impl FnOnce(&crate::verify::CommandStatus) -> String,
+    ) -> Result<(), GateVerdict> {
+        let ran = runner::run(exec, &self.build, argv, COMPILE_WALL_SECS).await;
+        if ran.ok() {
+            return Ok(());
         }
-    }
-    let mut argv = base("subject");
-    argv.extend(
-        [
-            "--crate-type",
-            "rlib",
-            "--emit=metadata",
-            "--out-dir",
-            &s(&build.join("meta")),
-            &s(&plain),
-        ]
-        .map(String::from),
-    );
-    let ran = runner::run(exec, &build, argv, COMPILE_WALL_SECS).await;
-    if !ran.ok() {
-        return GateVerdict::fail(
-            Phase::SubjectCompile,
-            format!(
-                "the subject does not compile on its own (rustc {})",
-                ran.status
-            ),
+        Err(GateVerdict::fail(
+            phase,
+            why(&ran.status),
             Some(ran.output.render()),
-        );
+        ))
     }
+}
 
-    // 2. subject-emptied: the marked copy, then a crate that must name the marker.
-    let rlib = build.join("libsubject.rlib");
-    let mut argv = base("subject");
-    argv.extend(["--crate-type", "rlib", "-o", &s(&rlib), &s(&marked)].map(String::from));
-    let ran = runner::run(exec, &build, argv, COMPILE_WALL_SECS).await;
-    if !ran.ok() {
-        return GateVerdict::fail(
-            Phase::SubjectCompile,
-            format!(
-                "the subject compiles alone but not with a harness item appended (rustc {})",
-                ran.status
-            ),
-            Some(ran.output.render()),
-        );
+async fn phases(
+    subject: &str,
+    criterion: &str,
+    dir: &Path,
+    exec: Option<&Executor>,
+) -> GateVerdict {
+    match run_phases(subject, criterion, dir, exec).await {
+        Ok(v) | Err(v) => v,
     }
-    let extern_subject = format!("subject={}", s(&rlib));
-    let mut argv = base("probe");
-    argv.extend(
-        [
-            "--crate-type",
-            "rlib",
-            "--emit=metadata",
-            "--extern",
-            &extern_subject,
-            "--out-dir",
-            &s(&build.join("meta")),
-            &s(&probe),
-        ]
-        .map(String::from),
-    );
-    let ran = runner::run(exec, &build, argv, COMPILE_WALL_SECS).await;
-    if !ran.ok() {
-        return GateVerdict::fail(
-            Phase::SubjectEmptied,
-            "the subject compiled but its items were stripped (a crate-level attribute such as \
-             #![cfg(any())]?), so nothing in it was checked",
-            Some(ran.output.render()),
-        );
-    }
+}
 
+async fn run_phases(
+    subject: &str,
+    criterion: &str,
+    dir: &Path,
+    exec: Option<&Executor>,
+) -> Result<GateVerdict, GateVerdict> {
+    let files = Files::write(subject, criterion, dir)?;
+    let rustc = rustc();
+    let extern_subject = compile_subject(&files, &rustc, exec).await?;
     // 3. criterion-compile: a separate --test crate linking the subject.
-    let tests = scan::test_names(criterion);
-    let bin = build.join("criterion-tests");
-    let mut argv = base("criterion");
-    argv.extend(
-        [
+    let bin = files.build.join("criterion-tests");
+    let argv = Files::rustc(
+        &rustc,
+        "criterion",
+        &[
             "--test",
             "--extern",
             &extern_subject,
             "-o",
             &s(&bin),
-            &s(&crit_copy),
-        ]
-        .map(String::from),
+            &s(&files.criterion),
+        ],
     );
-    let ran = runner::run(exec, &build, argv, COMPILE_WALL_SECS).await;
-    if !ran.ok() {
-        return GateVerdict::fail(
-            Phase::CriterionCompile,
-            format!(
-                "the criterion does not compile against the subject (rustc {})",
-                ran.status
-            ),
-            Some(ran.output.render()),
-        );
-    }
-
+    files
+        .compile(exec, argv, Phase::CriterionCompile, |st| {
+            format!("the criterion does not compile against the subject (rustc {st})")
+        })
+        .await?;
     // 4. test-run: each listed test by exact name, in its own process and directory.
+    run_tests(criterion, &bin, dir, exec).await
+}
+
+/// Phases 1 and 2: the subject compiles alone, and with a harness item appended that
+/// a second crate must be able to name (its items were not stripped). Returns the
+/// `--extern` of the compiled subject.
+async fn compile_subject(
+    files: &Files,
+    rustc: &str,
+    exec: Option<&Executor>,
+) -> Result<String, GateVerdict> {
+    // 1. subject-compile: the subject alone (type-checked; metadata only).
+    let meta = s(&files.build.join("meta"));
+    let argv = Files::rustc(
+        rustc,
+        "subject",
+        &[
+            "--crate-type",
+            "rlib",
+            "--emit=metadata",
+            "--out-dir",
+            &meta,
+            &s(&files.plain),
+        ],
+    );
+    files
+        .compile(exec, argv, Phase::SubjectCompile, |st| {
+            format!("the subject does not compile on its own (rustc {st})")
+        })
+        .await?;
+    // 2. subject-emptied: the marked copy, then a crate that must name the marker.
+    let rlib = s(&files.build.join("libsubject.rlib"));
+    let argv = Files::rustc(
+        rustc,
+        "subject",
+        &["--crate-type", "rlib", "-o", &rlib, &s(&files.marked)],
+    );
+    files
+        .compile(exec, argv, Phase::SubjectCompile, |st| {
+            format!("the subject compiles alone but not with a harness item appended (rustc {st})")
+        })
+        .await?;
+    let extern_subject = format!("subject={rlib}");
+    let argv = Files::rustc(
+        rustc,
+        "probe",
+        &[
+            "--crate-type",
+            "rlib",
+            "--emit=metadata",
+            "--extern",
+            &extern_subject,
+            "--out-dir",
+            &meta,
+            &s(&files.probe),
+        ],
+    );
+    files
+        .compile(exec, argv, Phase::SubjectEmptied, |_| {
+            "the subject compiled but its items were stripped (a crate-level attribute such as \
+             #![cfg(any())]?), so nothing in it was checked"
+                .to_string()
+        })
+        .await?;
+    Ok(extern_subject)
+}
+
+/// Each test the criterion's source lists, alone, by exact name.
+async fn run_tests(
+    criterion: &str,
+    bin: &Path,
+    dir: &Path,
+    exec: Option<&Executor>,
+) -> Result<GateVerdict, GateVerdict> {
+    let tests = scan::test_names(criterion);
     if tests.is_empty() {
-        return GateVerdict::fail(
+        return Err(GateVerdict::fail(
             Phase::TestRun,
             "the criterion defines no #[test] functions, so nothing ran",
             None,
-        );
+        ));
     }
     for (i, name) in tests.iter().enumerate() {
-        if let Err(v) = run_one(exec, dir, &bin, i, name, &[]).await {
-            return v;
-        }
+        run_one(exec, dir, bin, i, name, &[]).await?;
     }
-    GateVerdict {
+    Ok(GateVerdict {
         failed: None,
         summary: format!(
             "all {} criterion test(s) ran and passed: {}",
@@ -397,7 +454,7 @@ async fn phases(
             tests.join(", ")
         ),
         output: None,
-    }
+    })
 }
 
 /// Runs criterion test `name` of `bin` alone, in a fresh directory `run-<i>` under

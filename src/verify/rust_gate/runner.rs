@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::exec::output::{BoundedOutput, DEFAULT_LIMIT};
 use crate::exec::{Executor, Purpose};
 use crate::sandbox::SandboxError;
 use crate::verify::command::{CommandGate, CommandStatus};
-use crate::verify::output::{BoundedOutput, DEFAULT_LIMIT};
 
 /// How one gate process ended and what it printed.
 pub(crate) struct Ran {

@@ -1,6 +1,7 @@
 //! Output capture that keeps the head and the tail of a stream and counts the rest,
 //! so a gate that prints gigabytes costs a bounded amount of memory and the record
-//! still shows how it started and how it ended.
+//! still shows how it started and how it ended. Commands (the `run_command` tool) and
+//! gates (`verify`) both capture through it.
 
 /// Bytes kept by default (half head, half tail).
 pub const DEFAULT_LIMIT: usize = 16 * 1024;
@@ -8,7 +9,7 @@ pub const DEFAULT_LIMIT: usize = 16 * 1024;
 /// A bounded capture of a byte stream.
 ///
 /// ```
-/// use io_harness::verify::BoundedOutput;
+/// use io_harness::exec::BoundedOutput;
 /// let mut out = BoundedOutput::new(8);
 /// out.push(b"0123456789abcdef");
 /// assert_eq!(out.total(), 16);

@@ -1,0 +1,103 @@
+//! Calling a tool of a connected server: the arguments, the call under its timeout,
+//! and what the model is told of each way it can end. Every call is recorded.
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::ServiceError;
+
+use super::lock;
+use super::server::Server;
+use crate::store::McpEvent;
+use crate::tools::ToolError;
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The call's arguments: an object, or none.
+fn arguments(
+    input: &serde_json::Value,
+) -> Result<Option<serde_json::Map<String, serde_json::Value>>, ToolError> {
+    match input {
+        serde_json::Value::Object(m) => Ok(Some(m.clone())),
+        serde_json::Value::Null => Ok(None),
+        _ => Err(ToolError::BadInput("arguments must be an object".into())),
+    }
+}
+
+type Answer = Result<Result<CallToolResult, ServiceError>, tokio::time::error::Elapsed>;
+
+impl Server {
+    /// Calls `tool` with `input` under the call timeout; records the call.
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        input: &serde_json::Value,
+    ) -> Result<String, ToolError> {
+        let name = &self.spec.name;
+        let args = arguments(input)?;
+        if !self.check_alive() {
+            return Err(self.unavailable(tool));
+        }
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = args;
+        let started = Instant::now();
+        let answer =
+            tokio::time::timeout(self.spec.call_timeout, self.peer.call_tool(params)).await;
+        let took = ms(started.elapsed());
+        let (outcome, out) = self.outcome(tool, answer);
+        self.shared
+            .rec
+            .mcp(|r, s| McpEvent::called(r, s, name, tool, took, outcome));
+        out
+    }
+
+    /// A call to a server that is not running: recorded as `unavailable`, answered
+    /// with why it is not.
+    fn unavailable(&self, tool: &str) -> ToolError {
+        let name = &self.spec.name;
+        let why = lock(&self.dead).clone().unwrap_or_default();
+        self.shared
+            .rec
+            .mcp(|r, s| McpEvent::called(r, s, name, tool, 0, "unavailable"));
+        ToolError::Failed(format!("MCP server {name} is not running: {why}"))
+    }
+
+    /// The recorded outcome (`ok`, `error`, `timeout`) and the answer to the model.
+    /// A transport that went away during the call marks the server dead.
+    fn outcome(&self, tool: &str, answer: Answer) -> (&'static str, Result<String, ToolError>) {
+        let name = &self.spec.name;
+        match answer {
+            Err(_) => (
+                "timeout",
+                Err(ToolError::Failed(format!(
+                    "MCP tool {tool} of server {name} timed out after {}; the server was asked to cancel it",
+                    humantime::format_duration(self.spec.call_timeout)
+                ))),
+            ),
+            Ok(Ok(r)) => {
+                let value = serde_json::to_value(&r).unwrap_or_default();
+                let text = crate::mcp::tool::render_result(&value);
+                if r.is_error == Some(true) {
+                    ("error", Err(ToolError::Failed(text)))
+                } else {
+                    ("ok", Ok(text))
+                }
+            }
+            Ok(Err(e)) => {
+                let closed = matches!(
+                    e,
+                    ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                ) || self.peer.is_transport_closed();
+                if closed {
+                    self.mark_dead(&format!("the server went away during a call: {e}"));
+                }
+                (
+                    "error",
+                    Err(ToolError::Failed(format!("MCP server {name}: {e}"))),
+                )
+            }
+        }
+    }
+}

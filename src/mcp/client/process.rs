@@ -1,0 +1,135 @@
+//! The process behind a stdio server and the bounded tail of its stderr.
+
+use std::collections::VecDeque;
+use std::io::Read;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crate::sandbox::SandboxChild;
+
+use super::lock;
+
+/// Bytes of a stdio server's stderr kept (the tail).
+pub(super) const STDERR_TAIL: usize = 4096;
+/// Bytes of that tail quoted in a failure record.
+const STDERR_QUOTED: usize = 1024;
+/// How long a failure record waits for an ended process's stderr.
+const STDERR_SETTLE: Duration = Duration::from_secs(2);
+
+/// The process behind a stdio server.
+pub(super) enum Proc {
+    Sandboxed(SandboxChild),
+    Plain(std::process::Child),
+}
+
+impl Proc {
+    pub(super) fn pid(&self) -> Option<u32> {
+        match self {
+            Self::Sandboxed(c) => Some(c.id()),
+            Self::Plain(c) => Some(c.id()),
+        }
+    }
+
+    /// How it ended, if it has.
+    pub(super) fn exit(&mut self) -> Option<String> {
+        match self {
+            Self::Sandboxed(c) => match c.try_wait() {
+                Ok(Some(o)) => Some(match (o.exit_code, o.signal) {
+                    (_, Some(sig)) => format!("killed by signal {sig}"),
+                    (Some(code), None) => format!("exit code {code}"),
+                    (None, None) => "ended".into(),
+                }),
+                _ => None,
+            },
+            Self::Plain(c) => match c.try_wait() {
+                Ok(Some(st)) => Some(st.to_string()),
+                _ => None,
+            },
+        }
+    }
+
+    pub(super) fn kill(&mut self) {
+        match self {
+            Self::Sandboxed(c) => c.kill(),
+            Self::Plain(c) => {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+/// The tail of a server's stderr, filled by a drain thread until end-of-file.
+#[derive(Default)]
+pub(super) struct Stderr {
+    tail: Mutex<Tail>,
+    closed: Condvar,
+}
+
+#[derive(Default)]
+struct Tail {
+    bytes: VecDeque<u8>,
+    closed: bool,
+}
+
+impl Stderr {
+    fn push(&self, bytes: &[u8]) {
+        let mut t = lock(&self.tail);
+        t.bytes.extend(bytes);
+        let extra = t.bytes.len().saturating_sub(STDERR_TAIL);
+        t.bytes.drain(..extra);
+    }
+
+    fn close(&self) {
+        lock(&self.tail).closed = true;
+        self.closed.notify_all();
+    }
+
+    pub(super) fn text(&self, max: usize) -> String {
+        let t = lock(&self.tail);
+        let skip = t.bytes.len().saturating_sub(max);
+        let bytes: Vec<u8> = t.bytes.iter().skip(skip).copied().collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Waits, at most `limit`, for the pipe to close, so a failure record quotes all
+    /// a process that ended said (its last write may still be in the pipe).
+    fn settle(&self, limit: Duration) {
+        let guard = lock(&self.tail);
+        let _ = self
+            .closed
+            .wait_timeout_while(guard, limit, |t| !t.closed)
+            .map_err(|e| e.into_inner());
+    }
+
+    /// `why`, then how the process ended (if known), then the tail of what it said
+    /// (once the pipe has settled): the text of a failure record.
+    pub(super) fn failure(&self, why: &str, exit: Option<String>) -> String {
+        self.settle(STDERR_SETTLE);
+        let mut s = why.to_string();
+        if let Some(e) = exit {
+            s.push_str(&format!(" ({e})"));
+        }
+        let tail = self.text(STDERR_QUOTED);
+        if !tail.trim().is_empty() {
+            s.push_str(&format!("; stderr tail: {}", tail.trim()));
+        }
+        s
+    }
+}
+
+/// Drains a blocking stderr pipe into the tail on its own thread (ends at EOF).
+pub(super) fn drain_stderr<R: Read + Send + 'static>(mut r: R, tail: Arc<Stderr>) {
+    let _ = std::thread::Builder::new()
+        .name("mcp-stderr".into())
+        .spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = r.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                tail.push(&buf[..n]);
+            }
+            tail.close();
+        });
+}

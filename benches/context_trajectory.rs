@@ -114,6 +114,7 @@ fn main() {
         ContextSettings {
             max_tokens: None,
             assemble: false,
+            ..ContextSettings::default()
         },
     );
     let f = trajectory::figures(&full.requests);
@@ -138,6 +139,7 @@ fn main() {
             ContextSettings {
                 max_tokens: budget,
                 assemble: true,
+                ..ContextSettings::default()
             },
         );
         let o = trajectory::figures(&ours.requests);

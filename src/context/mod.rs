@@ -17,31 +17,7 @@ pub mod tokens;
 
 /// A tool call and its result, as the ledger and the assembler tests write histories.
 #[cfg(test)]
-pub(crate) mod test_messages {
-    use crate::provider::{ContentBlock, Message, Role};
-
-    pub(crate) fn call(id: &str, name: &str, input: serde_json::Value) -> Message {
-        Message {
-            role: Role::Assistant,
-            content: vec![ContentBlock::ToolUse {
-                id: id.into(),
-                name: name.into(),
-                input,
-            }],
-        }
-    }
-
-    pub(crate) fn result(id: &str, content: &str) -> Message {
-        Message {
-            role: Role::User,
-            content: vec![ContentBlock::ToolResult {
-                tool_use_id: id.into(),
-                content: content.into(),
-                is_error: false,
-            }],
-        }
-    }
-}
+pub(crate) mod test_messages;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -87,7 +63,7 @@ impl ContextRunner {
         };
         Self {
             settings: settings.clone(),
-            family: Family::of(&provider.kind, &provider.model),
+            family: Family::counting(&provider.kind, &provider.model, settings.tokens),
             budget,
             state: ContextState::default(),
             seen: BTreeSet::new(),

@@ -115,6 +115,15 @@ impl Family {
         }
     }
 
+    /// The family `counting` asks for: [`Family::of`], except that `estimate` never
+    /// takes an exact encoder (an OpenAI model is then estimated as one).
+    pub fn counting(kind: &str, model: &str, counting: crate::contract::TokenCounting) -> Self {
+        match (Self::of(kind, model), counting) {
+            (f, crate::contract::TokenCounting::Estimate) if f.is_exact() => Self::Openai,
+            (f, _) => f,
+        }
+    }
+
     /// The exact family of an OpenAI model `tiktoken-rs`'s table knows.
     #[cfg(feature = "exact-tokens")]
     fn exact_of(model: &str) -> Option<Self> {
@@ -438,6 +447,21 @@ mod tests {
             Family::Anthropic
         );
         assert_eq!(Family::of("scripted", "scripted"), Family::Other);
+    }
+
+    #[test]
+    fn estimate_counting_never_takes_an_exact_encoder() {
+        use crate::contract::TokenCounting;
+        let auto = Family::counting("openai", "gpt-4o", TokenCounting::Auto);
+        assert_eq!(auto.is_exact(), cfg!(feature = "exact-tokens"));
+        assert_eq!(
+            Family::counting("openai", "gpt-4o", TokenCounting::Estimate),
+            Family::Openai
+        );
+        assert_eq!(
+            Family::counting("anthropic", "claude-sonnet-4-5", TokenCounting::Estimate),
+            Family::Anthropic
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use context::ContextSettings;
+pub use context::{ContextSettings, TokenCounting};
 use policy::{Override, Rule, TaskPolicy};
 pub use price::{ModelPrice, PriceTable};
 pub use retry::RetryPolicy;

@@ -98,6 +98,7 @@ pub(super) fn contract(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans
     let context = raw
         .context
         .map(|c| context(c, &mut spans))
+        .transpose()?
         .unwrap_or_default();
     let contract = TaskContract {
         agents,
@@ -304,7 +305,7 @@ fn policy(p: Spanned<RawPolicy>, spans: &mut Spans) -> TaskPolicy {
 }
 
 /// `[context]`.
-fn context(c: Spanned<RawContext>, spans: &mut Spans) -> ContextSettings {
+fn context(c: Spanned<RawContext>, spans: &mut Spans) -> Result<ContextSettings, ConvertError> {
     spans.note("context", c.span());
     let c = c.into_inner();
     let mut context = ContextSettings::default();
@@ -315,5 +316,12 @@ fn context(c: Spanned<RawContext>, spans: &mut Spans) -> ContextSettings {
     if let Some(a) = c.assemble {
         context.assemble = a;
     }
-    context
+    if let Some(t) = c.tokens {
+        spans.note("context.tokens", t.span());
+        context.tokens = t
+            .get_ref()
+            .parse()
+            .map_err(|m| ("context.tokens".to_string(), Some(t.span()), m))?;
+    }
+    Ok(context)
 }

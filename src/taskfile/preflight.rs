@@ -3,7 +3,7 @@
 //! policy's globs compile. They run after [`TaskContract::check`], for task files
 //! (with file and line) and for contracts built in code alike.
 
-use crate::contract::{ContractError, ProviderKind, TaskContract, Verification};
+use crate::contract::{ContractError, ProviderKind, TaskContract, TokenCounting, Verification};
 
 fn field(key: &str, message: String) -> ContractError {
     ContractError::Field {
@@ -25,7 +25,26 @@ impl TaskContract {
     }
 }
 
+/// What this build lacks that the contract needs: the crate feature by key.
+fn missing_feature(c: &TaskContract) -> Option<(&'static str, &'static str)> {
+    if !c.mcp.is_empty() && !cfg!(feature = "mcp") {
+        return Some(("mcp[0]", "mcp"));
+    }
+    if c.context.tokens == TokenCounting::Exact && !cfg!(feature = "exact-tokens") {
+        return Some(("context.tokens", "exact-tokens"));
+    }
+    None
+}
+
 fn preflight(c: &TaskContract) -> Result<(), ContractError> {
+    if let Some((key, feature)) = missing_feature(c) {
+        return Err(field(
+            key,
+            format!(
+                "this build of io-harness lacks the `{feature}` feature it needs (build it with `--features {feature}`)"
+            ),
+        ));
+    }
     match std::fs::metadata(&c.root) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {

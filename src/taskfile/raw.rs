@@ -80,6 +80,7 @@ pub(super) struct RawAgents {
 pub(super) struct RawContext {
     pub(super) max_tokens: Option<Spanned<u64>>,
     pub(super) assemble: Option<bool>,
+    pub(super) tokens: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -110,6 +110,7 @@ async fn the_trajectory_stays_under_budget_sends_no_stale_read_and_costs_a_third
     let (store, r) = trajectory_run(ContextSettings {
         max_tokens: Some(BUDGET),
         assemble: true,
+        ..ContextSettings::default()
     })
     .await;
     assert_eq!(r.outcome, RunOutcome::Success);
@@ -172,6 +173,7 @@ async fn the_trajectory_stays_under_budget_sends_no_stale_read_and_costs_a_third
     let (naive_store, naive) = trajectory_run(ContextSettings {
         max_tokens: None,
         assemble: false,
+        ..ContextSettings::default()
     })
     .await;
     assert_eq!(naive.outcome, r.outcome, "the same outcome");
@@ -584,6 +586,7 @@ async fn every_context_event_kind_is_produced_by_a_test() {
     let (store, r) = trajectory_run(ContextSettings {
         max_tokens: Some(BUDGET),
         assemble: true,
+        ..ContextSettings::default()
     })
     .await;
     collect(&store, r.run_id);
@@ -651,6 +654,7 @@ async fn budget_run(provider: &dyn Provider, cancel_at: Option<u32>) -> (Store, 
     contract.context = ContextSettings {
         max_tokens: Some(BUDGET),
         assemble: true,
+        ..ContextSettings::default()
     };
     let store = Store::memory().unwrap();
     let Some(at) = cancel_at else {
@@ -791,6 +795,7 @@ async fn calibration_corpus() -> (Vec<String>, Vec<String>) {
     let (store, r) = trajectory_run(ContextSettings {
         max_tokens: None,
         assemble: false,
+        ..ContextSettings::default()
     })
     .await;
     let last = step_requests(&store, r.run_id).pop().unwrap();

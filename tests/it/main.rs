@@ -5,7 +5,6 @@ mod context;
 #[cfg(feature = "failpoints")]
 mod crash;
 mod egress;
-mod features;
 mod gates;
 mod gates_workspace;
 #[cfg(feature = "mcp")]

@@ -829,7 +829,9 @@ async fn a_required_server_that_dies_mid_run_ends_the_run() {
             server: "everything".into()
         }
     );
-    assert!(r.steps >= 2 && r.steps <= 3, "{}", r.steps);
+    // The death is seen before step 2 when the transport has noticed it by then (the
+    // store's writes now yield the runtime), else by step 2's call: never later.
+    assert!((1..=3).contains(&r.steps), "{}", r.steps);
     let ev = store.mcp_events(r.run_id).unwrap();
     assert_eq!(
         ev.iter().filter(|e| e.kind == "failed").count(),

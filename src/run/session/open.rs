@@ -280,6 +280,7 @@ impl<'a> Session<'a> {
         let contract = &origin.contract;
         crate::run::mcp_start::require_available(contract)?;
         check_price(contract, &provider.identity())?;
+        check_exact_tokens(contract, &provider.identity())?;
         store.redact_secrets(&provider.secrets());
         let Grounds {
             sandbox,
@@ -383,4 +384,25 @@ async fn first_session(
         ),
         carryover: Carryover::default(),
     }
+}
+
+/// `[context] tokens = "exact"` needs a model whose encoder this build has.
+fn check_exact_tokens(
+    contract: &TaskContract,
+    id: &crate::provider::ProviderIdentity,
+) -> Result<(), RunError> {
+    use crate::contract::{ContractError, TokenCounting};
+    if contract.context.tokens != TokenCounting::Exact
+        || crate::context::Family::of(&id.kind, &id.model).is_exact()
+    {
+        return Ok(());
+    }
+    Err(ContractError::Field {
+        key: "context.tokens".into(),
+        message: format!(
+            "\"exact\" needs a model with a known encoder; {} ({}) has none here: use \"auto\" or \"estimate\"",
+            id.model, id.kind
+        ),
+    }
+    .into())
 }

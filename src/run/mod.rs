@@ -33,7 +33,10 @@ use crate::provider::Provider;
 use crate::store::{Store, StoreError};
 use crate::tools::ToolRegistry;
 
+mod failure;
+
 pub use events::{CancelToken, Flow, Observer, RunEvent};
+pub use failure::{PolicyFailure, SandboxFailure};
 pub use liveness::is_live;
 #[cfg(feature = "mcp")]
 pub use mcp_start::list_servers;
@@ -79,16 +82,16 @@ pub enum RunError {
         run_id: i64,
     },
     /// No sandbox could be had (`usage` when a required backend is unavailable).
-    #[error("sandbox: {message}")]
+    #[error("sandbox: {source}")]
     Sandbox {
         /// Why.
-        message: String,
+        source: SandboxFailure,
         /// Whether it is the contract's demand that cannot be met (exit 2).
         usage: bool,
     },
     /// The policy could not be built (a bad rule, an unreadable project file).
     #[error("policy: {0}")]
-    Policy(String),
+    Policy(#[source] PolicyFailure),
     /// A sub-agent's spec asks for more than its parent may give (a wider policy, a
     /// depth past the limit, a budget with nothing left, a root outside the
     /// workspace). Nothing was started.
@@ -100,14 +103,14 @@ pub enum RunError {
         reason: String,
     },
     /// Stored data could not be decoded.
-    #[error("run {run_id}: stored {what} is unreadable: {message}")]
+    #[error("run {run_id}: stored {what} is unreadable: {source}")]
     Corrupt {
         /// The run.
         run_id: i64,
         /// Which record.
         what: &'static str,
-        /// Why.
-        message: String,
+        /// Why it does not decode.
+        source: serde_json::Error,
     },
     /// The contract needs a part of the harness this build was compiled without
     /// (`[[mcp]]` servers without the `mcp` feature). Nothing was started (exit 2).

@@ -4,9 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::RunError;
+use super::{PolicyFailure, RunError, SandboxFailure};
 use crate::contract::TaskContract;
-use crate::policy::{Act, Action, Decision, Isolation, Policy, PolicyGate, ProjectPolicy};
+use crate::policy::{
+    Act, Action, Decision, Isolation, Policy, PolicyError, PolicyGate, ProjectPolicy,
+};
 use crate::sandbox::{self, Backend, Sandbox};
 
 /// The contract's required backend, or the strongest that works here. A required
@@ -18,16 +20,19 @@ pub(crate) fn choose_sandbox(contract: &TaskContract) -> Result<Arc<dyn Sandbox>
                 label
                     .parse()
                     .map_err(|e: sandbox::UnknownBackend| RunError::Sandbox {
-                        message: e.to_string(),
+                        source: e.into(),
                         usage: true,
                     })?;
-            sandbox::require(backend).map_err(|e| RunError::Sandbox {
-                message: format!("[sandbox] require = \"{label}\": {e}"),
+            sandbox::require(backend).map_err(|source| RunError::Sandbox {
+                source: SandboxFailure::Required {
+                    label: label.clone(),
+                    source,
+                },
                 usage: true,
             })?
         }
         None => sandbox::select().map_err(|e| RunError::Sandbox {
-            message: e.to_string(),
+            source: SandboxFailure::Select(e),
             usage: false,
         })?,
     };
@@ -45,15 +50,16 @@ pub(crate) fn build_policy(
         Backend::LinuxNamespaces | Backend::MacosSandboxExec => Isolation::Native,
         _ => Isolation::Weaker,
     };
-    let policy_err = |e: &dyn std::fmt::Display| RunError::Policy(e.to_string());
+    let policy_err = |e: PolicyError| RunError::Policy(e.into());
     let mut policy = Policy::for_contract(contract)
-        .map_err(|e| policy_err(&e))?
+        .map_err(policy_err)?
         .with_exec_isolation(isolation);
-    let project = ProjectPolicy::load(work).map_err(|e| policy_err(&e))?;
+    let project =
+        ProjectPolicy::load(work).map_err(|e| RunError::Policy(PolicyFailure::Project(e)))?;
     for ignored in &project.ignored {
         tracing::warn!(rule = ?ignored.rule, reason = %ignored.reason, "project policy rule ignored");
     }
-    policy = policy.with_project(&project).map_err(|e| policy_err(&e))?;
+    policy = policy.with_project(&project).map_err(policy_err)?;
     Ok(policy)
 }
 
@@ -112,10 +118,11 @@ pub(crate) fn check_endpoints(
         let operator_rule = d.rule != "default";
         match d.decision {
             Decision::Deny if operator_rule => {
-                return Err(RunError::Policy(format!(
-                    "the provider endpoint {} is denied by rule {} in layer {}",
-                    action.target, d.rule, d.layer
-                )));
+                return Err(RunError::Policy(PolicyFailure::EndpointDenied {
+                    target: action.target,
+                    rule: d.rule,
+                    layer: d.layer,
+                }));
             }
             Decision::Allow if operator_rule => out.push(d),
             _ => out.push(crate::policy::PolicyDecision {

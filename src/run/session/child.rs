@@ -36,9 +36,11 @@ pub(in crate::run) async fn spawn_from_record(
         (Some(p), _) => p.clone(),
         (None, Some(json)) => Arc::new(policy_from_layers(json)?),
         (None, None) => {
-            return Err(RunError::Policy(format!(
-                "run {parent_run_id} has no policy on record; pass its policy in the options"
-            )));
+            return Err(RunError::Policy(
+                crate::run::PolicyFailure::NoStoredPolicy {
+                    run_id: parent_run_id,
+                },
+            ));
         }
     };
     let depth = parent.link.as_ref().map_or(0, |l| l.depth);

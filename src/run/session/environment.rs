@@ -49,8 +49,8 @@ impl RunPolicy {
 /// A policy rebuilt from the layers a run keeps on record.
 pub(in crate::run) fn policy_from_layers(json: &str) -> Result<Policy, RunError> {
     let layers: PolicyLayers =
-        serde_json::from_str(json).map_err(|e| RunError::Policy(format!("stored layers: {e}")))?;
-    Policy::from_layers(layers).map_err(|e| RunError::Policy(e.to_string()))
+        serde_json::from_str(json).map_err(|e| RunError::Policy(e.into()))?;
+    Policy::from_layers(layers).map_err(|e| RunError::Policy(e.into()))
 }
 
 /// [`setup::check_endpoints`] over the primary provider and the fallbacks.

@@ -157,7 +157,7 @@ impl Origin {
         let contract_json = serde_json::to_string(c).map_err(|e| RunError::Corrupt {
             run_id: 0,
             what: "contract",
-            message: e.to_string(),
+            source: e,
         })?;
         let new = NewRun {
             goal: c.goal.clone(),

@@ -85,7 +85,7 @@ fn replayed_messages(
         Some(json) => serde_json::from_str(json).map_err(|e| RunError::Corrupt {
             run_id,
             what: "initial messages",
-            message: e.to_string(),
+            source: e,
         })?,
         None => vec![Message::user(prompt::first_message(contract, ws, &[]).0)],
     };
@@ -94,7 +94,7 @@ fn replayed_messages(
             serde_json::from_str(&s.messages_json).map_err(|e| RunError::Corrupt {
                 run_id,
                 what: "step messages",
-                message: e.to_string(),
+                source: e,
             })?;
         messages.extend(added);
     }
@@ -129,7 +129,7 @@ async fn interrupted_reply(
             serde_json::from_str(&a.reply_json).map_err(|e| RunError::Corrupt {
                 run_id,
                 what: "approval reply",
-                message: e.to_string(),
+                source: e,
             })?;
         replay = Some(reply);
     }
@@ -139,7 +139,7 @@ async fn interrupted_reply(
         replay = Some(serde_json::from_str(&json).map_err(|e| RunError::Corrupt {
             run_id,
             what: "spawn reply",
-            message: e.to_string(),
+            source: e,
         })?);
     }
     Ok(replay)

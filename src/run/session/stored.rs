@@ -46,7 +46,7 @@ impl StoredRun {
             Some(s) => serde_json::from_str(&s.state_json).map_err(|e| RunError::Corrupt {
                 run_id: self.rec.id,
                 what: "step state",
-                message: e.to_string(),
+                source: e,
             }),
             None => Ok(LoopState::default()),
         }
@@ -91,7 +91,7 @@ pub(in crate::run) fn contract_of(rec: &RunRecord) -> Result<TaskContract, RunEr
     serde_json::from_str(json).map_err(|e| RunError::Corrupt {
         run_id: rec.id,
         what: "contract",
-        message: e.to_string(),
+        source: e,
     })
 }
 

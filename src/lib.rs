@@ -29,33 +29,51 @@
 //! # });
 //! ```
 //!
+//! # What an embedder needs
+//!
+//! The items at the crate root are the whole of a run: a [`TaskContract`] (built in
+//! code, or [`TaskContract::from_file`]), a [`Provider`], a [`Store`], then [`run()`],
+//! [`resume`] or [`run_with`] with [`RunOptions`] (an [`Observer`] of [`RunEvent`]s that
+//! can cancel, an [`Approver`] for `ask` decisions, a [`Policy`] of your own). The
+//! outcome is a [`RunResult`] whose [`RunOutcome`] maps to the CLI's exit codes; a run
+//! that cannot start is a [`RunError`] (a [`ContractError`] for a bad contract). The
+//! modules below hold the rest, for programs that go deeper.
+//!
 //! # The parts, in the order a run meets them
 //!
-//! - [`contract`]: the [`TaskContract`] — goal, workspace, [`Verification`], budgets,
-//!   providers, sandbox, policy — built in code or loaded from a task file, validated
-//!   before anything runs.
+//! - [`contract`]: the [`TaskContract`] as plain data — goal, workspace,
+//!   [`Verification`], budgets, providers, sandbox, policy — with a `check()` per
+//!   section; task files are loaded into it, every error naming file, line and key.
 //! - [`provider`]: the object-safe [`Provider`] trait, the OpenAI, OpenRouter and
 //!   Anthropic clients over HTTP+SSE, `Scripted` and `Record`, retry and fallback.
-//! - [`mod@run`]: the loop ([`run()`], [`resume`], [`run_with`] with [`RunOptions`]), its
-//!   [`RunOutcome`]s and exit codes, observers, budgets, stall detection and
-//!   sub-agents (`spawn_agent`: contained child runs with carved budgets).
-//! - [`context`]: the request each turn sends, assembled from the full history under a
-//!   token budget (stubs for superseded observations, re-reads of stale ones).
-//! - [`tools`]: the workspace tools, confined to the root race-free, and the registry
-//!   that passes every call through the policy.
-//! - [`mcp`]: tools served by MCP servers (stdio through the sandbox, or streamable
-//!   HTTP), offered as `mcp__<server>__<tool>` under the same policy and record.
 //! - [`policy`]: layered rules deciding `read`, `write`, `exec` and `net`, and the
 //!   approval gate.
-//! - [`sandbox`]: the per-command isolation — native Linux namespaces with Landlock and
-//!   seccomp, or the portable floor — reporting the layers it really applied.
 //! - [`exec`]: runs a run's commands in its sandbox and records each one.
+//! - [`tools`]: the workspace tools, confined to the root race-free
+//!   (`io-harness-confine`), and the registry that passes every call through the policy.
 //! - [`verify`]: checks the criteria against the workspace the agent produced.
+//! - [`context`]: the request each turn sends, assembled from the full history under a
+//!   token budget (stubs for superseded observations, re-reads of stale ones).
+//! - [`mcp`]: tools served by MCP servers (stdio through the sandbox, or streamable
+//!   HTTP), offered as `mcp__<server>__<tool>` under the same policy and record
+//!   (feature `mcp`).
+//! - [`mod@run`]: the engine ([`run()`], [`resume`], [`run_with`]), its outcomes,
+//!   observers, budgets, stall detection and sub-agents.
 //! - [`store`]: the SQLite record (runs, steps, events, journal, memory) that resume and
 //!   `io-harness show` read.
 //! - [`audit`]: the JSONL log of sandbox sessions beside the store.
-//! - [`egress`]: the allowlisting proxy that is a sandbox's only way out under
-//!   `network = "allowlist"`, bridged into its private network namespace.
+//! - [`sandbox`] (crate `io-harness-sandbox`): the per-command isolation — native Linux
+//!   namespaces with Landlock and seccomp, or the portable floor — reporting the layers
+//!   it really applied.
+//! - [`egress`] (crate `io-harness-egress`): the allowlisting proxy that is a sandbox's
+//!   only way out under `network = "allowlist"`.
+//!
+//! # Features
+//!
+//! `cli` (the `io-harness` binary), `mcp` (the MCP client and `rmcp`) and `exact-tokens`
+//! (exact OpenAI token counts with `tiktoken-rs`) are on by default. Without one, a
+//! contract that needs it is refused before anything runs, naming the key and the
+//! feature.
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs)]
 
@@ -76,8 +94,12 @@ mod taskfile;
 pub mod tools;
 pub mod verify;
 
-pub use contract::{TaskContract, Verification};
-pub use provider::{Provider, ProviderErrorKind};
-pub use run::{RunOptions, RunOutcome, RunResult, resume, run, run_with};
+pub use contract::{ContractError, TaskContract, Verification};
+pub use policy::{Approver, Decision, Policy};
+pub use provider::{Provider, ProviderErrorKind, RetryPolicy};
+pub use run::{
+    CancelToken, Observer, RunError, RunEvent, RunOptions, RunOutcome, RunResult, StallPolicy,
+    resume, run, run_with,
+};
 pub use sandbox::{Backend, Cap, RunSpec, Sandbox, SandboxLimits, SandboxOutcome};
-pub use store::{McpEvent, SandboxEvent, Store};
+pub use store::{McpEvent, SandboxEvent, Store, StoreError};

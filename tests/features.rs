@@ -25,18 +25,15 @@ fn the_build_reports_its_features() {
     );
 }
 
+/// A task file declaring one stdio server at line 4.
+const WITH_A_SERVER: &str =
+    "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[[mcp]]\nname = \"fs\"\ncommand = \"node\"\n";
+
 #[test]
 fn a_task_file_declaring_mcp_servers_parses_in_any_build() {
-    let dir = tempfile::tempdir().unwrap();
-    let task = dir.path().join("task.toml");
-    std::fs::write(
-        &task,
-        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[[mcp]]\nname = \"fs\"\ncommand = \"node\"\n",
-    )
-    .unwrap();
     // The description of servers exists in every build; a loader of a build without
     // the feature may refuse the file, naming the key and the feature.
-    match TaskContract::from_file(&task) {
+    match load(WITH_A_SERVER) {
         Ok(c) => assert_eq!(c.mcp.len(), 1),
         Err(e) if !io_harness::mcp::AVAILABLE => {
             let msg = e.to_string();
@@ -83,9 +80,7 @@ fn invalid(text: &str) -> (usize, String, String) {
 #[cfg(not(feature = "mcp"))]
 #[test]
 fn without_the_mcp_feature_a_task_file_declaring_servers_is_refused_naming_file_line_and_key() {
-    let (line, key, message) = invalid(
-        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[[mcp]]\nname = \"fs\"\ncommand = \"node\"\n",
-    );
+    let (line, key, message) = invalid(WITH_A_SERVER);
     assert_eq!((line, key.as_str()), (4, "mcp[0]"), "{message}");
     assert!(message.contains("`mcp` feature"), "{message}");
 }
@@ -157,11 +152,7 @@ async fn with_the_mcp_feature_a_failing_server_is_no_start_refusal() {
 fn without_the_mcp_feature_mcp_list_is_a_usage_error_naming_the_feature() {
     let dir = tempfile::tempdir().unwrap();
     let task = dir.path().join("task.toml");
-    std::fs::write(
-        &task,
-        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[[mcp]]\nname = \"fs\"\ncommand = \"node\"\n",
-    )
-    .unwrap();
+    std::fs::write(&task, WITH_A_SERVER).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_io-harness"))
         .args(["mcp", "list", task.to_str().unwrap()])
         .env("XDG_DATA_HOME", dir.path().join("data"))

@@ -314,7 +314,7 @@ impl Executor {
         }
         let egress = EgressRecord::of(&spec, &outcome, proxy.as_ref());
         drop(proxy);
-        self.record(&spec, purpose, &outcome, &egress);
+        self.record(&spec, purpose, &outcome, &egress).await;
         Ok(outcome)
     }
 
@@ -329,8 +329,10 @@ impl Executor {
         self.run_id
     }
 
-    /// Best effort: a record that cannot be written must not fail the command.
-    fn record(
+    /// Best effort: a record that cannot be written must not fail the command. The
+    /// rows and the audit line are built here; the writes (SQLite, the audit file and
+    /// its lock) run on the blocking pool, never on an async worker thread.
+    async fn record(
         &self,
         spec: &RunSpec,
         purpose: Purpose,
@@ -349,11 +351,6 @@ impl Executor {
             events.push(SandboxEvent::cap_hit(self.run_id, step, cap.label()));
         }
         events.push(SandboxEvent::destroy(self.run_id, step));
-        for e in &events {
-            if let Err(err) = self.store.record_sandbox_event(e) {
-                tracing::warn!(error = %err, "could not record a sandbox event");
-            }
-        }
         let facts = SessionFacts {
             run_id: self.run_id,
             step,
@@ -363,13 +360,29 @@ impl Executor {
             out,
             egress,
         };
-        if let Err(err) = self.store.record_sandbox_session(&facts.row()) {
-            tracing::warn!(error = %err, "could not record a sandbox session");
-        }
-        if let Some(log) = &self.audit
-            && let Err(err) = log.append(&facts.audit_line(Some((self.run_id, step))))
-        {
-            tracing::warn!(error = %err, "could not append to the audit log");
+        let row = facts.row();
+        let line = self
+            .audit
+            .as_ref()
+            .map(|log| (log.clone(), facts.audit_line(Some((self.run_id, step)))));
+        let store = self.store.clone();
+        let write = move || {
+            for e in &events {
+                if let Err(err) = store.record_sandbox_event(e) {
+                    tracing::warn!(error = %err, "could not record a sandbox event");
+                }
+            }
+            if let Err(err) = store.record_sandbox_session(&row) {
+                tracing::warn!(error = %err, "could not record a sandbox session");
+            }
+            if let Some((log, line)) = line
+                && let Err(err) = log.append(&line)
+            {
+                tracing::warn!(error = %err, "could not append to the audit log");
+            }
+        };
+        if let Err(e) = tokio::task::spawn_blocking(write).await {
+            tracing::warn!(error = %e, "the record of a sandbox session was not written");
         }
     }
 }

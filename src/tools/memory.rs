@@ -4,6 +4,7 @@
 //! are `exec` with their qualified name). A note is refused when it carries content of
 //! a file the policy denies reading, so memory is no way around a mask.
 
+use crate::store::AsyncStore;
 use std::path::PathBuf;
 
 use futures_util::future::BoxFuture;
@@ -114,9 +115,15 @@ impl Tool for Remember {
                     )
                 )));
             }
-            let evicted = m
-                .store
-                .memory_put(&m.workspace, &a.key, &a.value, Some(m.run_id))?;
+            let (workspace, key, value, run_id) = (
+                m.workspace.clone(),
+                a.key.clone(),
+                a.value.clone(),
+                m.run_id,
+            );
+            let evicted = AsyncStore::new(m.store.clone())
+                .call(move |s| s.memory_put(&workspace, &key, &value, Some(run_id)))
+                .await?;
             let mut content = format!("remembered {:?}", a.key);
             if !evicted.is_empty() {
                 content.push_str(&format!(
@@ -164,7 +171,10 @@ impl Tool for Forget {
         Box::pin(async move {
             let m = memory(ctx)?;
             let a: ForgetArgs = super::fs::parse(input)?;
-            let existed = m.store.memory_delete(&m.workspace, &a.key)?;
+            let (workspace, key) = (m.workspace.clone(), a.key.clone());
+            let existed = AsyncStore::new(m.store.clone())
+                .call(move |s| s.memory_delete(&workspace, &key))
+                .await?;
             Ok(ToolOutput {
                 content: if existed {
                     format!("forgot {:?}", a.key)

@@ -16,4 +16,5 @@ mod run;
 mod sandboxed;
 mod store;
 mod subagents;
+mod timing;
 mod tools;

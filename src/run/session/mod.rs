@@ -99,6 +99,10 @@ struct Progress {
     state: LoopState,
     /// When this session opened: the wall time of this session.
     session_start: Instant,
+    /// The wall time of earlier sessions, as stored when this one opened. Fixed for
+    /// the session: each commit stores `earlier + this session's time`, never the
+    /// stored figure plus the session's time again (that grew quadratically).
+    earlier: Duration,
     stall: StallDetector,
 }
 
@@ -156,6 +160,7 @@ impl Progress {
     fn starting(totals: Totals, state: LoopState, stall: StallDetector) -> Self {
         Self {
             totals,
+            earlier: Duration::from_millis(state.elapsed_ms),
             state,
             session_start: Instant::now(),
             stall,
@@ -164,7 +169,7 @@ impl Progress {
 
     /// Wall time of the run: earlier sessions' and this one's.
     fn elapsed(&self) -> Duration {
-        Duration::from_millis(self.state.elapsed_ms) + self.session_start.elapsed()
+        self.earlier + self.session_start.elapsed()
     }
 }
 

@@ -1,0 +1,69 @@
+//! Time as a user meets it: a local model server that answers after a real delay, and
+//! budgets measured against the wall clock (no paused tokio time here).
+
+use std::time::{Duration, Instant};
+
+use io_harness::provider::Anthropic;
+use io_harness::{RunOutcome, Store, TaskContract, Verification, run};
+use serde_json::{Value, json};
+
+use crate::providers::fake_server::{FakeServer, Reply, whole};
+use crate::providers::{anthropic_stream, config, message_start};
+
+/// A `list_dir` turn in Anthropic's wire format, sent after `delay`.
+fn slow_list_dir(id: &str, delay: Duration) -> Reply {
+    let usage = json!({"input_tokens": 100, "output_tokens": 1});
+    let turn = anthropic_stream(&[
+        message_start("claude-sonnet-4-5-20250929", usage),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": id, "name": "list_dir", "input": {}}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": json!({"path": "."}).to_string()}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 9}}),
+        json!({"type": "message_stop"}),
+    ]);
+    Reply::sse(whole(&turn)).paced(delay)
+}
+
+/// Regression (issue 13.1): each commit added the whole session's time again, so with
+/// steps of a real 0.4 s the stored elapsed time ran 0.4, 1.2, 2.4 s… and a 2 s budget
+/// ended after three steps, at about 1.2 s of real time. Now the budget lasts its
+/// real length and the stored figure is the wall time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_time_budget_measures_wall_time_with_a_slow_model() {
+    let delay = Duration::from_millis(400);
+    let replies = (0..12)
+        .map(|i| slow_list_dir(&format!("toolu_{i}"), delay))
+        .collect();
+    let server = FakeServer::start(replies).await;
+    let provider = Anthropic::new(config(&server.url(), "claude-sonnet-4-5")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let contract = TaskContract::workspace(
+        "list the directory",
+        dir.path(),
+        Verification::file_contains("never.txt", "x"),
+    )
+    .max_agent_depth(0)
+    .max_duration(Duration::from_secs(2));
+    let store = Store::memory().unwrap();
+    let started = Instant::now();
+    let r = run(&contract, &provider, &store).await.unwrap();
+    let real = started.elapsed();
+    assert_eq!(r.outcome, RunOutcome::TimeBudgetExceeded, "{r:?}");
+    assert!(
+        real >= Duration::from_millis(1_600),
+        "a 2 s budget ended after {real:?} of real time"
+    );
+    assert!(
+        r.steps >= 4,
+        "only {} steps of 0.4 s in a 2 s budget",
+        r.steps
+    );
+    let steps = store.steps(r.run_id).unwrap();
+    let last = steps.last().expect("a committed step");
+    let state: Value = serde_json::from_str(&last.state_json).unwrap();
+    let stored = Duration::from_millis(state["elapsed_ms"].as_u64().unwrap());
+    assert!(
+        stored <= real.mul_f64(1.2) + Duration::from_millis(500),
+        "stored elapsed {stored:?} against {real:?} of real time"
+    );
+}

@@ -66,6 +66,14 @@ enum Op {
         slot: usize,
         target: CString,
     },
+    /// The mask in `slot` over `target`, a file to hide. A file that vanished
+    /// between the plan and the mount (a host socket whose server went away) needs no
+    /// mask, so `ENOENT` is no failure; a file created there later is as visible as
+    /// a socket bound after the spawn.
+    Mask {
+        slot: usize,
+        target: CString,
+    },
     BindReadOnly {
         path: CString,
     },
@@ -200,12 +208,24 @@ impl Builder {
             };
             self.tmpfs(path, libc::MS_NOSUID | libc::MS_NODEV, mode);
         } else {
-            self.mask_file(path);
+            // A host file (a socket, a key) that is gone by mount time needs no mask.
+            let slot = self.mask_slot();
+            self.push(Op::Mask {
+                slot,
+                target: c(path),
+            });
         }
     }
-    fn mask_file(&mut self, path: &Path) {
+
+    /// A read-only clone of the mask source, ready to be moved over a file.
+    fn mask_slot(&mut self) -> usize {
         let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-        let slot = self.clone_tree(Path::new(MASK_SOURCE), false, attrs);
+        self.clone_tree(Path::new(MASK_SOURCE), false, attrs)
+    }
+
+    /// Masks a file the policy denies: it must exist, or the layer fails.
+    fn mask_file(&mut self, path: &Path) {
+        let slot = self.mask_slot();
         self.push(Op::Place {
             slot,
             target: c(path),
@@ -510,6 +530,15 @@ fn apply_op(op: &Op, slots: &mut [RawFd]) -> Result<(), Errno> {
             sys::close(fd);
             r
         }
+        Op::Mask { slot, target } => {
+            let fd = slots[*slot];
+            let r = match sys::move_mount_fd(fd, target) {
+                Err(libc::ENOENT) => Ok(()),
+                other => other,
+            };
+            sys::close(fd);
+            r
+        }
         Op::BindReadOnly { path } => {
             let fd = sys::open_tree(
                 path,
@@ -554,6 +583,32 @@ mod tests {
         assert!(visible(Path::new("/tmp/w/src"), &hides, &places));
         assert!(!visible(Path::new("/tmp/w/secret/key"), &hides, &places));
         assert!(visible(Path::new("/tmp/w"), &hides, &places));
+    }
+
+    /// Regression (seen in CI): a host socket found when the plan was made and gone
+    /// by mount time (its test server closed) failed the whole sandbox with `ENOENT`.
+    /// Host files are hidden by a tolerant `Mask`; the policy's masks stay strict.
+    #[test]
+    fn a_hidden_host_file_is_a_tolerant_mask_and_a_policy_mask_is_strict() {
+        let inputs = MountInputs {
+            workdir: PathBuf::from("/srv/w"),
+            hide: vec![PathBuf::from("/var/lib/x/gone.sock")],
+            masked: vec![PathBuf::from("/srv/w/.env")],
+            dirs: ["/srv/w"].iter().map(PathBuf::from).collect(),
+            ..MountInputs::default()
+        };
+        let plan = MountPlan::build(&inputs);
+        let ops: Vec<String> = plan.steps.iter().map(|s| format!("{:?}", s.op)).collect();
+        assert!(
+            ops.iter()
+                .any(|o| o.starts_with("Mask {") && o.contains("gone.sock")),
+            "{ops:#?}"
+        );
+        assert!(
+            ops.iter()
+                .any(|o| o.starts_with("Place {") && o.contains("/srv/w/.env")),
+            "{ops:#?}"
+        );
     }
 
     #[test]

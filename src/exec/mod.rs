@@ -124,6 +124,23 @@ pub(crate) fn text_busy_pause(attempt: u32) -> Duration {
     Duration::from_millis(10 << attempt.min(6))
 }
 
+/// Host paths no sandbox of a run may see: the store's files and the audit log
+/// (for commands and gates here, and for sandboxed MCP servers).
+pub(crate) fn hidden_paths(store: &Store, audit: Option<&AuditLog>) -> Vec<PathBuf> {
+    let mut hidden = Vec::new();
+    if let Some(db) = store.path() {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = db.clone().into_os_string();
+            p.push(suffix);
+            hidden.push(PathBuf::from(p));
+        }
+    }
+    if let Some(a) = audit {
+        hidden.push(a.dir().to_path_buf());
+    }
+    hidden
+}
+
 /// Why a command was run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
@@ -167,17 +184,7 @@ impl Executor {
         audit: Option<AuditLog>,
         masked: Vec<PathBuf>,
     ) -> Self {
-        let mut hidden = Vec::new();
-        if let Some(db) = store.path() {
-            for suffix in ["", "-wal", "-shm"] {
-                let mut p = db.clone().into_os_string();
-                p.push(suffix);
-                hidden.push(PathBuf::from(p));
-            }
-        }
-        if let Some(a) = &audit {
-            hidden.push(a.dir().to_path_buf());
-        }
+        let hidden = hidden_paths(&store, audit.as_ref());
         Self {
             sandbox,
             settings,

@@ -46,8 +46,6 @@ pub use crate::contract::mcp::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServerSpec, McpTransport,
 };
 #[cfg(feature = "mcp")]
-pub(crate) use client::hidden_paths;
-#[cfg(feature = "mcp")]
 pub use client::{McpEnv, McpServers, ServerListing, ToolListing};
 #[cfg(feature = "mcp")]
 pub use tool::{McpTool, adapt_schema, qualified_name};

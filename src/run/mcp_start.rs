@@ -54,7 +54,7 @@ pub(super) async fn connect(
             .as_ref()
             .map(|e| e.masked().to_vec())
             .unwrap_or_default(),
-        hidden: crate::mcp::hidden_paths(store, opts.audit.as_ref()),
+        hidden: crate::exec::hidden_paths(store, opts.audit.as_ref()),
         step,
         audit: opts.audit.clone(),
     };

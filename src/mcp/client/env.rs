@@ -66,19 +66,3 @@ pub struct ServerListing {
     /// Why it is not available, if it is not.
     pub failure: Option<String>,
 }
-
-/// Host paths a sandboxed server must not see: the store's files and the audit log.
-pub(crate) fn hidden_paths(store: &Store, audit: Option<&crate::audit::AuditLog>) -> Vec<PathBuf> {
-    let mut hidden = Vec::new();
-    if let Some(db) = store.path() {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = db.clone().into_os_string();
-            p.push(suffix);
-            hidden.push(PathBuf::from(p));
-        }
-    }
-    if let Some(a) = audit {
-        hidden.push(a.dir().to_path_buf());
-    }
-    hidden
-}

@@ -26,7 +26,6 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::mcp::{McpServerSpec, McpTransport};
 
-pub(crate) use env::hidden_paths;
 pub use env::{McpEnv, ServerListing, ToolListing};
 pub(crate) use server::Server;
 pub use servers::McpServers;

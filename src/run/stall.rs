@@ -47,6 +47,20 @@ pub(crate) struct SeenCall<'a> {
     pub output: &'a str,
 }
 
+impl<'a> SeenCall<'a> {
+    /// The calls of a step as recorded, seen by the detector (live and on resume).
+    pub(crate) fn all(calls: &'a [crate::store::ToolCallRecord]) -> Vec<Self> {
+        calls
+            .iter()
+            .map(|c| SeenCall {
+                name: &c.name,
+                input_json: &c.input_json,
+                output: &c.output,
+            })
+            .collect()
+    }
+}
+
 /// Stable hasher: the fingerprints must be equal across processes (resume).
 fn fingerprint<T: Hash + ?Sized>(v: &T) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();

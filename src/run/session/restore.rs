@@ -172,16 +172,7 @@ async fn uncertain_commands(store: &AsyncStore, journal: &[ToolIntentRecord]) ->
 fn stall_memory(steps: &[StepRecord]) -> StallDetector {
     let mut stall = StallDetector::default();
     for s in steps {
-        let seen: Vec<SeenCall<'_>> = s
-            .tool_calls
-            .iter()
-            .map(|c| SeenCall {
-                name: &c.name,
-                input_json: &c.input_json,
-                output: &c.output,
-            })
-            .collect();
-        stall.remember(&seen);
+        stall.remember(&SeenCall::all(&s.tool_calls));
     }
     stall
 }

@@ -181,15 +181,7 @@ impl Session<'_> {
             return false;
         }
         let changed = round.effects.iter().flatten().any(|f| f.before != f.after);
-        let seen: Vec<SeenCall<'_>> = round
-            .records
-            .iter()
-            .map(|c| SeenCall {
-                name: &c.name,
-                input_json: &c.input_json,
-                output: &c.output,
-            })
-            .collect();
+        let seen = SeenCall::all(&round.records);
         match self.progress.stall.observe(
             &self.run.contract.stall,
             &mut self.progress.state.stall,

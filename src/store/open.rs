@@ -31,7 +31,7 @@ impl Store {
         // First, so that even switching the journal mode waits for other openers.
         conn.busy_timeout(BUSY_TIMEOUT)?;
         let mode: String =
-            conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+            while_busy(|| conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)))?;
         if !mode.eq_ignore_ascii_case("wal") {
             // Some filesystems (network mounts) cannot hold the WAL index; the rollback
             // journal is slower under concurrency but just as durable.
@@ -54,6 +54,25 @@ impl Store {
     /// opened).
     pub fn schema_version(&self) -> Result<u32> {
         schema::version(&self.conn())
+    }
+}
+
+/// Retries `f` while SQLite answers `SQLITE_BUSY`, for at most [`BUSY_TIMEOUT`].
+/// Switching a file to WAL takes an exclusive lock without consulting the busy
+/// handler, so several processes opening a new store at once can see `BUSY` there
+/// (eight threads opening one new file failed this way, rarely, under load).
+fn while_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match f() {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            other => return other,
+        }
     }
 }
 

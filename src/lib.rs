@@ -57,6 +57,8 @@
 //! - [`mcp`]: tools served by MCP servers (stdio through the sandbox, or streamable
 //!   HTTP), offered as `mcp__<server>__<tool>` under the same policy and record
 //!   (feature `mcp`).
+//! - [`halt`]: the run's cancel token and deadline as one value every wait observes
+//!   (model call, command, gate, MCP call, approval prompt).
 //! - [`mod@run`]: the engine ([`run()`], [`resume`], [`run_with`]), its outcomes,
 //!   observers, budgets, stall detection and sub-agents.
 //! - [`store`]: the SQLite record (runs, steps, events, journal, memory) that resume and
@@ -84,6 +86,7 @@ mod digest;
 pub use io_harness_egress as egress;
 pub mod exec;
 mod failpoint;
+pub mod halt;
 pub mod mcp;
 pub mod policy;
 pub mod provider;

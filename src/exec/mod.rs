@@ -7,6 +7,13 @@
 //! backend that really ran, a `sandbox_sessions` row with the layers applied, and one
 //! audit-log line. A launch that failed records none of these: nothing ran.
 //!
+//! # Stopping
+//! Every command observes the run's [`Halt`] (set with [`Executor::set_halt`]): when
+//! the run is cancelled or its time budget runs out, the sandbox is killed at once and
+//! the command is recorded as `stopped` with the reason (`cancelled`, `time_budget`),
+//! never as a cap it did not hit. A caller that drops the future waiting on a command
+//! stops it too: the sandbox never outlives its waiter.
+//!
 //! # Egress (`network = "allowlist"`)
 //! Each command gets its own [`EgressProxy`] admitting the contract's `allow_hosts`
 //! (names in `[sandbox] resolve` pinned), reached from inside through the sandbox's
@@ -21,16 +28,17 @@ pub(crate) mod output;
 mod report;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::audit::AuditLog;
 use crate::contract::{NetworkSetting, SandboxSettings};
 use crate::egress::{EgressProxy, EgressReport, bridge};
+use crate::halt::{Halt, HaltReason};
 use crate::sandbox::{
     Backend, NetworkPosture, ProxyBridge, RunSpec, Sandbox, SandboxError, SandboxLimits,
-    SandboxOutcome,
+    SandboxOutcome, StopSignal,
 };
 use crate::store::{SandboxEvent, Store};
 
@@ -170,6 +178,8 @@ pub struct Executor {
     audit: Option<AuditLog>,
     hidden: Vec<PathBuf>,
     masked: Vec<PathBuf>,
+    /// The run's cancel token and deadline (none until the session sets it).
+    halt: Mutex<Halt>,
 }
 
 impl Executor {
@@ -195,7 +205,20 @@ impl Executor {
             audit,
             hidden,
             masked,
+            halt: Mutex::new(Halt::default()),
         }
+    }
+
+    /// The cancel token and deadline every later command observes.
+    pub fn set_halt(&self, halt: Halt) {
+        *self.halt.lock().unwrap_or_else(PoisonError::into_inner) = halt;
+    }
+
+    fn halt(&self) -> Halt {
+        self.halt
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The backend commands would run under.
@@ -296,16 +319,15 @@ impl Executor {
         spec.workdir = workdir.to_path_buf();
         spec.read_only_paths.extend(read_only.iter().cloned());
         let proxy = self.start_egress(&mut spec).await?;
+        let halt = self.halt();
+        let stop = StopSignal::new().map_err(SandboxError::spawn("stop signal"))?;
+        spec.stop = Some(stop.clone());
+        let mut stopped_by = None;
         let mut attempt = 0;
         let outcome = loop {
-            let sandbox = self.sandbox.clone();
-            let spec2 = spec.clone();
-            let ran = tokio::task::spawn_blocking(move || sandbox.run(&spec2))
-                .await
-                .map_err(|e| SandboxError::Spawn {
-                    stage: "blocking task",
-                    source: std::io::Error::other(e.to_string()),
-                })?;
+            let ran = self
+                .run_stoppable(&spec, &halt, &stop, &mut stopped_by)
+                .await?;
             match ran {
                 Err(SandboxError::Exec { ref source, .. })
                     if text_busy(source) && attempt < TEXT_BUSY_RETRIES =>
@@ -321,8 +343,44 @@ impl Executor {
         }
         let egress = EgressRecord::of(&spec, &outcome, proxy.as_ref());
         drop(proxy);
-        self.record(&spec, purpose, &outcome, &egress).await;
+        let stopped_by = stopped_by.filter(|_| outcome.stopped);
+        self.record(&spec, purpose, &outcome, &egress, stopped_by)
+            .await;
         Ok(outcome)
+    }
+
+    /// One launch on the blocking pool, stopped when `halt` comes first (`stopped_by`
+    /// then says why) or when this future is dropped.
+    async fn run_stoppable(
+        &self,
+        spec: &RunSpec,
+        halt: &Halt,
+        stop: &StopSignal,
+        stopped_by: &mut Option<HaltReason>,
+    ) -> Result<Result<SandboxOutcome, SandboxError>, SandboxError> {
+        if let Some(why) = halt.reached_now() {
+            // Launched anyway, and killed at its first poll: the record shows a
+            // command that was asked for and stopped, not one that silently vanished.
+            stopped_by.get_or_insert(why);
+            stop.stop();
+        }
+        let sandbox = self.sandbox.clone();
+        let spec2 = spec.clone();
+        let on_drop = stop.on_drop();
+        let mut job = tokio::task::spawn_blocking(move || sandbox.run(&spec2));
+        let joined = tokio::select! {
+            r = &mut job => r,
+            why = halt.reached() => {
+                stopped_by.get_or_insert(why);
+                stop.stop();
+                job.await
+            }
+        };
+        on_drop.disarm();
+        joined.map_err(|e| SandboxError::Spawn {
+            stage: "blocking task",
+            source: std::io::Error::other(e.to_string()),
+        })
     }
 
     /// With `network = "allowlist"`: a proxy for this command, and the spec pointed
@@ -345,6 +403,7 @@ impl Executor {
         purpose: Purpose,
         out: &SandboxOutcome,
         egress: &EgressRecord,
+        stopped_by: Option<HaltReason>,
     ) {
         let step = self.step.load(Ordering::SeqCst);
         let backend = out.backend.label();
@@ -356,6 +415,9 @@ impl Executor {
         // Only an enforced cap is ever reported hit.
         if let Some(cap) = out.cap_hit.filter(|c| out.layers.enforces(*c)) {
             events.push(SandboxEvent::cap_hit(self.run_id, step, cap.label()));
+        }
+        if let Some(why) = stopped_by {
+            events.push(SandboxEvent::stopped(self.run_id, step, why.label()));
         }
         events.push(SandboxEvent::destroy(self.run_id, step));
         let facts = SessionFacts {

@@ -8,6 +8,12 @@
 //! tagged `"agent": "<name>"` in a script file (or given with
 //! [`Scripted::with_agent`]) are played to the sub-agent of that name, whatever its
 //! depth; untagged turns are the root run's. Names are one flat namespace per script.
+//!
+//! A call marked `"idempotent": true` is one the script says is safe to run twice.
+//! When the harness reports such a call interrupted (a resume after a crash tells the
+//! model a command was cut off, effects unknown), the script issues it again, as a
+//! model that knows the command would, before going on; that extra turn (its text is
+//! [`RERUN_TEXT`]) is not a turn of the script. Unmarked calls are never re-issued.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,7 +41,13 @@ pub struct ScriptCall {
     /// Arguments.
     #[serde(default)]
     pub input: serde_json::Value,
+    /// Safe to run again: re-issued when the harness reports it interrupted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idempotent: bool,
 }
+
+/// The text of the turn that re-issues interrupted idempotent calls.
+pub const RERUN_TEXT: &str = "Re-running the interrupted call.";
 
 /// One recorded model turn: a line of a script file (JSON Lines).
 ///
@@ -83,6 +95,7 @@ impl ScriptTurn {
                 id: None,
                 name: name.into(),
                 input,
+                idempotent: false,
             }],
             ..Self::default()
         }
@@ -94,7 +107,16 @@ impl ScriptTurn {
             id: None,
             name: name.into(),
             input,
+            idempotent: false,
         });
+        self
+    }
+
+    /// Marks every call of this turn idempotent (see the module docs).
+    pub fn idempotent(mut self) -> Self {
+        for c in &mut self.tool_calls {
+            c.idempotent = true;
+        }
         self
     }
 
@@ -219,6 +241,59 @@ impl Scripted {
     }
 }
 
+impl Scripted {
+    /// Whether the script marks a call of this name and arguments idempotent.
+    fn idempotent(&self, name: &str, input: &serde_json::Value) -> bool {
+        self.turns
+            .iter()
+            .flat_map(|t| &t.tool_calls)
+            .any(|c| c.idempotent && c.name == name && &c.input == input)
+    }
+
+    /// The turn re-issuing the idempotent calls the last message reports interrupted.
+    fn rerun(&self, request: &CompletionRequest) -> Option<Completion> {
+        let (last, before) = request.messages.split_last()?;
+        let asked = before.iter().rev().find(|m| m.role == Role::Assistant)?;
+        let cut: Vec<&str> = last
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::ToolResult {
+                    tool_use_id,
+                    content,
+                    ..
+                } if content.starts_with(crate::halt::INTERRUPTED_PREFIX) => {
+                    Some(tool_use_id.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        let mut content = vec![ContentBlock::Text {
+            text: RERUN_TEXT.into(),
+        }];
+        for b in &asked.content {
+            if let ContentBlock::ToolUse { id, name, input } = b
+                && cut.contains(&id.as_str())
+                && self.idempotent(name, input)
+            {
+                content.push(ContentBlock::ToolUse {
+                    id: format!("rerun_{id}"),
+                    name: name.clone(),
+                    input: input.clone(),
+                });
+            }
+        }
+        (content.len() > 1).then(|| Completion {
+            content,
+            stop_reason: StopReason::ToolUse,
+            usage: Usage::default(),
+            cost: Cost::UNKNOWN,
+            model: "scripted".into(),
+            request_body: serde_json::to_vec(request).ok(),
+        })
+    }
+}
+
 impl Provider for Scripted {
     fn identity(&self) -> ProviderIdentity {
         ProviderIdentity {
@@ -243,10 +318,13 @@ impl Provider for Scripted {
         request: &'a CompletionRequest,
     ) -> BoxFuture<'a, Result<Completion, ProviderError>> {
         Box::pin(async move {
+            if let Some(rerun) = self.rerun(request) {
+                return Ok(rerun);
+            }
             let n = request
                 .messages
                 .iter()
-                .filter(|m| m.role == Role::Assistant)
+                .filter(|m| m.role == Role::Assistant && m.text() != RERUN_TEXT)
                 .count();
             let turn = self.turns.get(n).ok_or_else(|| {
                 ProviderError::new(

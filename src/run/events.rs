@@ -1,9 +1,6 @@
 //! Run events for observers (C19): the CLI's live progress line and `--json` stream
 //! are observers like any embedder's.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use serde::Serialize;
 
 use super::outcome::RunOutcome;
@@ -170,40 +167,4 @@ impl<F: Fn(&RunEvent) -> Flow + Send + Sync> Observer for F {
     }
 }
 
-/// A cancellation flag shared between the run and whoever may stop it (a Ctrl-C
-/// handler, another task). Cancelling aborts an in-flight model call; a tool call
-/// already running finishes and its step is committed first.
-#[derive(Debug, Clone, Default)]
-pub struct CancelToken {
-    flag: Arc<AtomicBool>,
-    notify: Arc<tokio::sync::Notify>,
-}
-
-impl CancelToken {
-    /// A fresh token.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Requests cancellation.
-    pub fn cancel(&self) {
-        self.flag.store(true, Ordering::SeqCst);
-        self.notify.notify_waiters();
-    }
-
-    /// Whether cancellation was requested.
-    pub fn is_cancelled(&self) -> bool {
-        self.flag.load(Ordering::SeqCst)
-    }
-
-    /// Resolves once cancellation is requested.
-    pub async fn cancelled(&self) {
-        loop {
-            let notified = self.notify.notified();
-            if self.is_cancelled() {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
+pub use crate::halt::CancelToken;

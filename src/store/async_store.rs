@@ -31,7 +31,7 @@
 use super::{
     AgentLink, ApprovalRecord, ChildRun, ContextEvent, MemoryNote, NewRun, PolicyEvent,
     ProviderAttempt, Result, RunFinish, RunRecord, SandboxEvent, StepRecord, Store, StoreError,
-    ToolIntent, ToolIntentRecord,
+    StoredReply, ToolIntent, ToolIntentRecord,
 };
 
 /// A [`Store`] whose calls run off the async worker threads. Cheap to clone: clones
@@ -162,9 +162,36 @@ impl AsyncStore {
     }
 
     /// [`Store::journal_complete`].
-    pub async fn journal_complete(&self, id: i64, ok: bool, effects_json: String) -> Result<()> {
-        self.call(move |s| s.journal_complete(id, ok, &effects_json))
+    pub async fn journal_complete(
+        &self,
+        id: i64,
+        ok: bool,
+        effects_json: String,
+        output: String,
+    ) -> Result<()> {
+        self.call(move |s| s.journal_complete(id, ok, &effects_json, &output))
             .await
+    }
+
+    /// [`Store::journal_discard`].
+    pub async fn journal_discard(&self, id: i64) -> Result<()> {
+        self.call(move |s| s.journal_discard(id)).await
+    }
+
+    /// [`Store::journal_uncertain`].
+    pub async fn journal_uncertain(&self, id: i64) -> Result<()> {
+        self.call(move |s| s.journal_uncertain(id)).await
+    }
+
+    /// [`Store::record_reply`].
+    pub async fn record_reply(&self, run_id: i64, step: u32, reply: StoredReply) -> Result<()> {
+        self.call(move |s| s.record_reply(run_id, step, &reply))
+            .await
+    }
+
+    /// [`Store::reply`].
+    pub async fn reply(&self, run_id: i64, step: u32) -> Result<Option<StoredReply>> {
+        self.call(move |s| s.reply(run_id, step)).await
     }
 
     /// [`Store::journal_uncertain`] for each id, in order, best effort as

@@ -36,17 +36,32 @@ impl Store {
         Ok(id)
     }
 
-    /// Completes an intent: `done` when `ok`, else `failed`, with its file effects.
-    /// Fails with [`StoreError::NoSuchIntent`] for an unknown id.
-    pub fn journal_complete(&self, id: i64, ok: bool, effects_json: &str) -> Result<()> {
+    /// Completes an intent: `done` when `ok`, else `failed`, with its file effects and
+    /// the result the model is given (so a resume answers the call from the record
+    /// instead of running it again). Fails with [`StoreError::NoSuchIntent`] for an
+    /// unknown id.
+    pub fn journal_complete(
+        &self,
+        id: i64,
+        ok: bool,
+        effects_json: &str,
+        output: &str,
+    ) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let status = if ok { "done" } else { "failed" };
         let changed = tx.execute(
-            "UPDATE tool_intents SET status = ?2, effects_json = ?3, updated_at_ms = ?4
+            "UPDATE tool_intents SET status = ?2, effects_json = ?3, output = ?4,
+                                     updated_at_ms = ?5
              WHERE id = ?1",
-            params![id, status, red.text(effects_json), now_ms()],
+            params![
+                id,
+                status,
+                red.text(effects_json),
+                red.text(output),
+                now_ms()
+            ],
         )?;
         if changed == 0 {
             return Err(StoreError::NoSuchIntent(id));
@@ -73,12 +88,28 @@ impl Store {
         Ok(())
     }
 
+    /// Removes a `pending` intent whose call did not run after all (the policy asked
+    /// and nobody had answered yet): a resume must not take it for a call that ran.
+    pub fn journal_discard(&self, id: i64) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        let changed = tx.execute(
+            "DELETE FROM tool_intents WHERE id = ?1 AND status = 'pending'",
+            params![id],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NoSuchIntent(id));
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     /// The journal of a run, in the order the intents were written.
     pub fn journal(&self, run_id: i64) -> Result<Vec<ToolIntentRecord>> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
             "SELECT id, run_id, step, call_id, tool, input_json, actions_json, status,
-                    effects_json
+                    effects_json, output
              FROM tool_intents WHERE run_id = ?1 ORDER BY id",
         )?;
         let rows = stmt.query_map([run_id], |r| {
@@ -94,6 +125,7 @@ impl Store {
                 },
                 status: r.get(7)?,
                 effects_json: r.get(8)?,
+                output: r.get(9)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

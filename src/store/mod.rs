@@ -55,6 +55,7 @@ mod memory;
 mod open;
 mod records;
 mod redact;
+mod replies;
 mod runs;
 mod sandbox_event;
 mod schema;
@@ -69,6 +70,7 @@ pub use records::{
     ApprovalRecord, NewRun, PolicyEvent, ProviderAttempt, RunFinish, RunRecord, SandboxSession,
     StepRecord, ToolCallRecord, ToolIntent, ToolIntentRecord,
 };
+pub use replies::StoredReply;
 pub use runs::{AgentLink, ChildRun};
 pub use sandbox_event::SandboxEvent;
 pub use schema::SCHEMA_VERSION;

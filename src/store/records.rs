@@ -219,6 +219,9 @@ pub struct ToolIntentRecord {
     pub status: String,
     /// File effects (hashes before/after), JSON, once done.
     pub effects_json: Option<String>,
+    /// The result the model was given, once done or failed (absent in journals
+    /// written before it was kept).
+    pub output: Option<String>,
 }
 
 /// How a run ended, for [`Store::finish_run`](crate::store::Store::finish_run).

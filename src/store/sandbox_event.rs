@@ -68,7 +68,8 @@ pub struct SandboxEvent {
     pub run_id: i64,
     /// The step it occurred on.
     pub step: u32,
-    /// `"create"`, `"exec"`, `"cap_hit"`, `"destroy"`, `"gate_phase_failed"` (whose
+    /// `"create"`, `"exec"`, `"cap_hit"`, `"stopped"` (the run stopped it: detail
+    /// `cancelled` or `time_budget`), `"destroy"`, `"gate_phase_failed"` (whose
     /// detail names the phase), or `"gate_output"` (whose detail is what a failing gate
     /// command printed).
     ///
@@ -79,7 +80,8 @@ pub struct SandboxEvent {
     /// The backend that isolated the run (e.g. `"linux-namespaces"`,
     /// `"macos-sandbox-exec"`, `"portable-floor"`).
     pub backend: Option<String>,
-    /// The argv for an `"exec"`, the breached cap for a `"cap_hit"`, the phase for a
+    /// The argv for an `"exec"`, the breached cap for a `"cap_hit"`, the reason for a
+    /// `"stopped"`, the phase for a
     /// `"gate_phase_failed"`, or the bounded output of a failing gate command for a
     /// `"gate_output"`. Never the agent's file contents and never credentials — the
     /// command line, or what the caller's own criterion printed.
@@ -116,6 +118,12 @@ impl SandboxEvent {
     /// A resource cap killed the run.
     pub fn cap_hit(run_id: i64, step: u32, cap: &str) -> Self {
         Self::new(run_id, step, "cap_hit", None, Some(cap))
+    }
+
+    /// The run stopped the command before it ended (`reason`: `cancelled` or
+    /// `time_budget`): killed with everything it started, no cap hit.
+    pub fn stopped(run_id: i64, step: u32, reason: &str) -> Self {
+        Self::new(run_id, step, "stopped", None, Some(reason))
     }
 
     /// The sandbox was torn down (workdir removed, processes reaped).

@@ -31,7 +31,23 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_AGENTS,
     V_MCP_EVENTS,
     V_CONTEXT_EVENTS,
+    V_STEP_REPLIES,
 ];
+
+/// A step's reply on record before its tools run (resume replays it), and a journaled
+/// call's result (resume reuses it instead of running the call again).
+const V_STEP_REPLIES: &str = "
+CREATE TABLE step_replies (
+    run_id         INTEGER NOT NULL REFERENCES runs(id),
+    step           INTEGER NOT NULL,
+    reply_json     TEXT NOT NULL,
+    provider       TEXT,
+    model_ms       INTEGER NOT NULL,
+    created_at_ms  INTEGER NOT NULL,
+    PRIMARY KEY (run_id, step)
+);
+ALTER TABLE tool_intents ADD COLUMN output TEXT;
+";
 
 /// Sandbox egress per session (SPEC C15): the resolved allowlist in force, and what the
 /// egress proxy reported — refusals, admitted connections and the first refused hosts.

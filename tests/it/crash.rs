@@ -187,8 +187,8 @@ fn sigkill_at_a_random_moment() {
     case.assert_final();
 }
 
-/// A command cut off by a crash cannot be reconciled: the journal says `uncertain`
-/// and the model is told on resume.
+/// A command cut off by a crash cannot be reconciled: the journal says `uncertain`,
+/// the command is not run again, and the model is told in the call's own result.
 #[test]
 fn an_interrupted_command_is_uncertain_and_the_model_is_told() {
     let dir = tempfile::tempdir().unwrap();
@@ -233,10 +233,13 @@ fn an_interrupted_command_is_uncertain_and_the_model_is_told() {
     );
     let show = cmd(&["show", "1", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
-    let first = v["steps"][0]["messages_json"].as_str().unwrap();
-    assert!(
-        first.contains("was interrupted while `run_command` ran"),
-        "{first}"
+    // The reply was on record: the same call is answered, not asked for again, and
+    // not run again.
+    let first = v["steps"][0]["tool_calls"][0]["output"].as_str().unwrap();
+    assert!(first.starts_with("interrupted: "), "{first}");
+    assert_eq!(
+        std::fs::read_to_string(p.join("t/ws/runs.txt")).unwrap(),
+        "ran\n"
     );
     let store = io_harness::Store::open(p.join("store.db")).unwrap();
     let statuses: Vec<String> = store

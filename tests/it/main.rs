@@ -7,6 +7,8 @@ mod crash;
 mod egress;
 mod gates;
 mod gates_workspace;
+mod halt;
+mod kill;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod memory;

@@ -159,6 +159,18 @@ impl DirEntry {
     }
 }
 
+/// A tag no other handle (in this process or another) gives its temporary files:
+/// the process id and the time the handle opened.
+fn temp_tag() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static OPENED: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = OPENED.fetch_add(1, Ordering::Relaxed);
+    format!("{}-{:x}{n}", std::process::id(), nanos & 0xffff_ffff)
+}
+
 /// Whether a resolution may follow symlinks that stay beneath the root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Follow {
@@ -173,6 +185,8 @@ pub enum Follow {
 pub struct Workspace {
     root: PathBuf,
     inner: imp::Root,
+    /// Names this handle's temporary files (see [`Workspace::temp_path_for`]).
+    temp_tag: String,
 }
 
 impl Workspace {
@@ -181,6 +195,7 @@ impl Workspace {
         Ok(Self {
             root: root.to_path_buf(),
             inner: imp::Root::open(root, false)?,
+            temp_tag: temp_tag(),
         })
     }
 
@@ -191,6 +206,7 @@ impl Workspace {
         Ok(Self {
             root: root.to_path_buf(),
             inner: imp::Root::open(root, true)?,
+            temp_tag: temp_tag(),
         })
     }
 
@@ -235,12 +251,54 @@ impl Workspace {
     /// Writes `bytes` to a file beneath the root, creating missing parent directories
     /// and replacing an existing file atomically (its permission bits kept). Refuses
     /// if any component of the path is a symlink.
+    ///
+    /// The temporary file is named [`Workspace::temp_path_for`] `rel` (another name
+    /// only when that one exists already), so a caller that journals the name before
+    /// the write can remove what a crash mid-write left, and nothing else.
     pub fn write(&self, rel: &str, bytes: &[u8]) -> Result<(), Error> {
         let rel = normalize(rel)?;
         if rel == "." {
             return Err(Error::RootNotAFile);
         }
-        self.inner.write(&rel, bytes)
+        let temp = self.temp_name(&rel);
+        self.inner.write(&rel, bytes, &temp)
+    }
+
+    /// The workspace-relative path of the temporary file a [`Workspace::write`] of
+    /// `rel` through this handle creates beside its target: known before the write,
+    /// so it can be put on record first.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let ws = io_harness_confine::Workspace::open(dir.path()).unwrap();
+    /// let temp = ws.temp_path_for("src/lib.rs").unwrap();
+    /// assert!(temp.starts_with("src/.io-harness-") && temp.ends_with(".tmp"));
+    /// assert_eq!(temp, ws.temp_path_for("src/./lib.rs").unwrap());
+    /// ```
+    pub fn temp_path_for(&self, rel: &str) -> Result<String, ConfineError> {
+        let rel = normalize(rel)?;
+        let name = self.temp_name(&rel);
+        Ok(match rel.rsplit_once('/') {
+            Some((parent, _)) => format!("{parent}/{name}"),
+            None => name,
+        })
+    }
+
+    /// Removes the file (or symlink) `rel` itself, never what it points to, and
+    /// never a directory: how a journaled temporary file left by a crash is cleaned.
+    pub fn remove_file(&self, rel: &str) -> Result<(), Error> {
+        let rel = normalize(rel)?;
+        if rel == "." {
+            return Err(Error::RootNotAFile);
+        }
+        self.inner.remove_file(&rel)
+    }
+
+    fn temp_name(&self, rel: &str) -> String {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        rel.hash(&mut h);
+        format!(".io-harness-{}-{:016x}.tmp", self.temp_tag, h.finish())
     }
 
     /// Size and kind of what `rel` resolves to.

@@ -186,10 +186,23 @@ impl Root {
         Ok(cur)
     }
 
+    /// Unlinks the entry `rel` (a file or a symlink, never followed; a directory is
+    /// refused by the kernel).
+    pub(crate) fn remove_file(&self, rel: &str) -> Result<(), Error> {
+        let (parent, name) = rel.rsplit_once('/').unwrap_or((".", rel));
+        let dir = self.resolve(parent, DIR, Follow::Never)?;
+        let c = cstr(rel, OsStr::new(name))?;
+        match sys::unlinkat(dir.as_fd(), &c) {
+            Ok(()) => Ok(()),
+            Err(Errno::NOENT) => Err(Error::NotFound(rel.to_string())),
+            Err(e) => Err(Error::io(rel, e)),
+        }
+    }
+
     /// Writes via a temporary file in the target's directory and `renameat` over the
     /// target. The rename replaces whatever entry is at the final name — a symlink
     /// planted after the check included — and never follows it.
-    pub(crate) fn write(&self, rel: &str, bytes: &[u8]) -> Result<(), Error> {
+    pub(crate) fn write(&self, rel: &str, bytes: &[u8], temp: &str) -> Result<(), Error> {
         let (parent, name) = rel.rsplit_once('/').unwrap_or((".", rel));
         let dir = self.ensure_dir(parent)?;
         let cname = cstr(rel, OsStr::new(name))?;
@@ -203,7 +216,7 @@ impl Root {
             Err(Errno::NOENT) => None,
             Err(e) => return Err(Error::io(rel, e)),
         };
-        let (tmp, fd) = create_temp(dir.as_fd()).map_err(|e| Error::io(rel, e))?;
+        let (tmp, fd) = create_temp(dir.as_fd(), temp).map_err(|e| Error::io(rel, e))?;
         let written = (|| -> io::Result<()> {
             let mut f = File::from(fd);
             f.write_all(bytes)?;
@@ -211,6 +224,13 @@ impl Root {
                 sys::fchmod(f.as_fd(), mode)?;
             }
             f.sync_data()?;
+            #[cfg(feature = "failpoints")]
+            if std::env::var_os("IO_HARNESS_FAILPOINT")
+                .is_some_and(|v| v == "confine.before_rename")
+            {
+                eprintln!("failpoint confine.before_rename hit; aborting");
+                std::process::abort();
+            }
             Ok(sys::renameat(dir.as_fd(), &tmp, dir.as_fd(), &cname)?)
         })();
         if let Err(e) = written {
@@ -227,9 +247,16 @@ impl Root {
 }
 
 /// Creates a fresh temporary file in `dir` (`O_EXCL`, so nothing existing — a
-/// symlink included — is ever opened).
-fn create_temp(dir: BorrowedFd<'_>) -> Result<(CString, OwnedFd), Errno> {
+/// symlink included — is ever opened): named `preferred` when that name is free.
+fn create_temp(dir: BorrowedFd<'_>, preferred: &str) -> Result<(CString, OwnedFd), Errno> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
+    let name = sys::cstring(OsStr::new(preferred))?;
+    match sys::openat(dir, &name, flags, 0o666) {
+        Ok(fd) => return Ok((name, fd)),
+        Err(Errno::EXIST) => {}
+        Err(e) => return Err(e),
+    }
     let pid = std::process::id();
     for _ in 0..64 {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);

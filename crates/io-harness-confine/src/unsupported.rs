@@ -39,7 +39,11 @@ impl Root {
         match self.0 {}
     }
 
-    pub(crate) fn write(&self, _rel: &str, _bytes: &[u8]) -> Result<(), Error> {
+    pub(crate) fn write(&self, _rel: &str, _bytes: &[u8], _temp: &str) -> Result<(), Error> {
+        match self.0 {}
+    }
+
+    pub(crate) fn remove_file(&self, _rel: &str) -> Result<(), Error> {
         match self.0 {}
     }
 }

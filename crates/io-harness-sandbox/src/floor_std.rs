@@ -16,7 +16,7 @@ use super::env::{DEFAULT_PATH, EnvBase, build_env};
 use super::handle::{ChildControl, SandboxChild};
 use super::{
     Backend, Cap, Captured, LayerReport, LimitReport, RunSpec, SandboxError, SandboxOutcome,
-    Teardown,
+    StopSignal, Teardown,
 };
 
 /// Builds the final argv from the private directory and the spec's argv (the
@@ -172,16 +172,19 @@ fn outcome(
     backend: Backend,
     status: std::process::ExitStatus,
     started: Instant,
-    wall: bool,
+    end: End,
     stdout: Captured,
     stderr: Captured,
 ) -> SandboxOutcome {
+    let wall = end == End::Wall;
     #[cfg(unix)]
     let signal = std::os::unix::process::ExitStatusExt::signal(&status);
     #[cfg(not(unix))]
     let signal = None;
     let cap_hit = if wall {
         Some(Cap::Wall)
+    } else if end == End::Stopped {
+        None
     } else if cfg!(unix) && signal == Some(24) {
         Some(Cap::Cpu) // SIGXCPU
     } else if stdout.truncated || stderr.truncated {
@@ -198,21 +201,37 @@ fn outcome(
         cap_hit,
         duration: started.elapsed(),
         layers: layers(),
+        stopped: end == End::Stopped,
     }
 }
 
-/// Wait for `child` until `deadline`; kill the tree at it.
+/// How a waited-on child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Exited,
+    /// Killed at the wall-clock cap.
+    Wall,
+    /// Killed by the caller's stop signal.
+    Stopped,
+}
+
+/// Wait for `child` until `deadline` or a stop; kill the tree at either.
 fn wait_until(
     child: &mut Child,
     deadline: Option<Instant>,
-) -> Result<(std::process::ExitStatus, bool), SandboxError> {
-    let mut wall = false;
+    stop: Option<&StopSignal>,
+) -> Result<(std::process::ExitStatus, End), SandboxError> {
+    let mut end = End::Exited;
     loop {
         if let Some(s) = child.try_wait().map_err(SandboxError::io("wait"))? {
-            return Ok((s, wall));
+            return Ok((s, end));
         }
-        if !wall && deadline.is_some_and(|d| Instant::now() >= d) {
-            wall = true;
+        if end == End::Exited && stop.is_some_and(StopSignal::is_stopped) {
+            end = End::Stopped;
+            kill_tree(child);
+        }
+        if end == End::Exited && deadline.is_some_and(|d| Instant::now() >= d) {
+            end = End::Wall;
             kill_tree(child);
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -240,14 +259,14 @@ pub(crate) fn run(
             let _ = w.write_all(&data);
         });
     }
-    let (status, wall) = wait_until(&mut s.child, s.deadline)?;
+    let (status, end) = wait_until(&mut s.child, s.deadline, spec.stop.as_ref())?;
     kill_tree(&mut s.child);
     let join = |h: Option<std::thread::JoinHandle<Captured>>| {
         h.and_then(|h| h.join().ok()).unwrap_or_default()
     };
     let (stdout, stderr) = (join(out), join(err));
     drop(s.private);
-    Ok(outcome(backend, status, s.started, wall, stdout, stderr))
+    Ok(outcome(backend, status, s.started, end, stdout, stderr))
 }
 
 struct StdControl {
@@ -274,15 +293,17 @@ impl ChildControl for StdControl {
         kill_tree(&mut self.child);
     }
     fn wait(&mut self) -> Result<SandboxOutcome, SandboxError> {
-        let (status, wall) = wait_until(&mut self.child, self.deadline)?;
+        let (status, mut end) = wait_until(&mut self.child, self.deadline, None)?;
         self.watchdog.take();
-        let wall = wall || self.deadline.is_some_and(|d| Instant::now() >= d);
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            end = End::Wall;
+        }
         kill_tree(&mut self.child);
         Ok(outcome(
             self.backend,
             status,
             self.started,
-            wall,
+            end,
             Captured::default(),
             Captured::default(),
         ))

@@ -79,6 +79,7 @@ pub mod macos;
 mod outcome;
 mod select;
 mod spec;
+mod stop;
 pub mod windows;
 
 #[cfg(target_os = "linux")]
@@ -100,6 +101,7 @@ pub use outcome::{
 };
 pub use select::{ProbeReport, probe, require, select};
 pub use spec::{Cap, NetworkPosture, ProxyBridge, RunSpec, SandboxLimits};
+pub use stop::{StopOnDrop, StopSignal};
 #[cfg(not(target_os = "linux"))]
 pub use unsupported::NativeSandbox;
 

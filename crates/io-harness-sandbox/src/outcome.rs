@@ -54,6 +54,9 @@ pub struct SandboxOutcome {
     pub duration: Duration,
     /// What isolation was really applied.
     pub layers: LayerReport,
+    /// The caller's [`crate::StopSignal`] ended it (killed, with everything it
+    /// started): no cap was hit, and its exit status says only that it was killed.
+    pub stopped: bool,
 }
 
 impl SandboxOutcome {
@@ -69,12 +72,13 @@ impl SandboxOutcome {
             cap_hit: None,
             duration: Duration::ZERO,
             layers,
+            stopped: false,
         }
     }
 
-    /// Exited with status 0 and no cap was hit.
+    /// Exited with status 0, no cap was hit and it was not stopped.
     pub fn success(&self) -> bool {
-        self.exit_code == Some(0) && self.cap_hit.is_none()
+        self.exit_code == Some(0) && self.cap_hit.is_none() && !self.stopped
     }
 }
 

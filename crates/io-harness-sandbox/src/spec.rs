@@ -170,6 +170,9 @@ pub struct RunSpec {
     /// instead — the outcome then names the floor. Off by default: a failing
     /// native backend is an error, never a silent downgrade.
     pub allow_weaker: bool,
+    /// Fired by the caller to end the command early ([`crate::StopSignal`]); `None`
+    /// runs it to its end or its caps.
+    pub stop: Option<crate::StopSignal>,
 }
 
 impl RunSpec {
@@ -191,6 +194,7 @@ impl RunSpec {
             hidden_paths: Vec::new(),
             stdin: Vec::new(),
             allow_weaker: false,
+            stop: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Answering the policy's asks: a decision on record, an approver, or a deferral.
 
 use super::Session;
+use crate::halt::HaltReason;
 use crate::policy::{Action, Approval, ApprovalRequest};
 use crate::provider::Completion;
 use crate::run::outcome::RunOutcome;
@@ -72,7 +73,17 @@ impl Session<'_> {
             ),
         };
         let answer = match &self.opts.approver {
-            Some(a) => a.decide(&request).await,
+            // The prompt waits under the halt: Ctrl-C ends it (the call is asked
+            // again on resume); the deadline defers it, on record for `approve`.
+            Some(a) => match self.halt.guard(a.decide(&request)).await {
+                Ok(answer) => answer,
+                Err(HaltReason::Cancelled) => return Err(RunOutcome::Cancelled),
+                Err(HaltReason::Deadline) => {
+                    self.defer(step, id, name, input_json, asked, reply, &request_id)
+                        .await;
+                    return Err(RunOutcome::TimeBudgetExceeded);
+                }
+            },
             None => Approval::Defer,
         };
         match answer {
@@ -82,24 +93,40 @@ impl Session<'_> {
             }),
             Approval::Deny { reason } => Ok(AskAnswer::Denied(reason)),
             Approval::Defer => {
-                let record = ApprovalRecord {
-                    run_id: self.run.id,
-                    request_id: request_id.clone(),
-                    step,
-                    call_id: id.to_string(),
-                    tool: name.to_string(),
-                    input_json: input_json.to_string(),
-                    action_json: serde_json::to_string(&asked[0]).unwrap_or_default(),
-                    reply_json: serde_json::to_string(reply).unwrap_or_default(),
-                    status: "pending".into(),
-                    reason: None,
-                    remember: false,
-                };
-                if let Err(e) = self.store.record_approval_request(record).await {
-                    tracing::error!(error = %e, "could not record the approval request");
-                }
+                self.defer(step, id, name, input_json, asked, reply, &request_id)
+                    .await;
                 Err(RunOutcome::AwaitingApproval { request_id })
             }
+        }
+    }
+
+    /// Puts an unanswered ask on record as `pending`, for `io-harness approve`.
+    #[allow(clippy::too_many_arguments)]
+    async fn defer(
+        &self,
+        step: u32,
+        id: &str,
+        name: &str,
+        input_json: &str,
+        asked: &[Action],
+        reply: &Completion,
+        request_id: &str,
+    ) {
+        let record = ApprovalRecord {
+            run_id: self.run.id,
+            request_id: request_id.to_string(),
+            step,
+            call_id: id.to_string(),
+            tool: name.to_string(),
+            input_json: input_json.to_string(),
+            action_json: serde_json::to_string(&asked[0]).unwrap_or_default(),
+            reply_json: serde_json::to_string(reply).unwrap_or_default(),
+            status: "pending".into(),
+            reason: None,
+            remember: false,
+        };
+        if let Err(e) = self.store.record_approval_request(record).await {
+            tracing::error!(error = %e, "could not record the approval request");
         }
     }
 }

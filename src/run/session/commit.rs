@@ -73,7 +73,7 @@ impl Session<'_> {
         }
         self.save_policy().await;
         self.conversation.messages.extend(added);
-        self.carryover.applied.clear();
+        self.carryover.journal.clear();
         self.emit(RunEvent::StepCommitted {
             run_id: self.run.id,
             step,

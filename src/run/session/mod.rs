@@ -37,8 +37,6 @@ pub(super) use stored::contract_of;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use journal::AppliedIntent;
-
 use super::RunOptions;
 use super::budget::Totals;
 use super::events::{Flow, RunEvent};
@@ -48,6 +46,7 @@ use super::state::LoopState;
 use super::workdir::WorkDirs;
 use crate::context::ContextRunner;
 use crate::contract::TaskContract;
+use crate::halt::{Halt, HaltReason};
 use crate::mcp::McpServers;
 use crate::policy::{Policy, PolicyGate};
 use crate::provider::{Completion, Message, Provider};
@@ -64,6 +63,10 @@ pub(super) struct Session<'a> {
     conversation: Conversation,
     progress: Progress,
     carryover: Carryover,
+    /// The cancel token and this session's deadline, observed by every wait: the
+    /// model call, each command (through the executor), each gate, MCP call and
+    /// approval prompt.
+    halt: Halt,
 }
 
 /// Which run this session drives, under what terms and where: fixed from open to
@@ -129,19 +132,31 @@ struct RunPolicy {
 /// fresh run, and used up by the first step.
 #[derive(Default)]
 struct Carryover {
-    /// File writes of the interrupted step that had already landed.
-    applied: Vec<AppliedIntent>,
-    /// Said to the model in the first step (commands whose result is unknown).
+    /// The journal of the interrupted step: what its calls already did (see
+    /// `journal`), used up call by call as the replayed reply's calls come.
+    journal: Vec<crate::store::ToolIntentRecord>,
+    /// Said to the model in the first step (commands whose result is unknown), when
+    /// the interrupted step's reply was not on record and the model is asked again.
     notes: Vec<String>,
-    /// The model reply of a step an approval or a spawn interrupted, replayed.
-    replay_reply: Option<Completion>,
+    /// The model reply of the interrupted step, replayed: its calls are the ones the
+    /// journal answers.
+    replay: Option<Replay>,
+}
+
+/// A reply on record for a step that was not committed.
+struct Replay {
+    reply: Completion,
+    /// Which provider had answered, as recorded (or where the reply was kept).
+    served_by: Option<String>,
+    model_ms: u64,
 }
 
 /// Why a step ended the run without being committed.
 enum StepEnd {
     /// An outcome reached before the commit (cancel, time, provider failure).
     Outcome(super::RunOutcome),
-    /// The store refused the commit.
+    /// The store refused a write the step cannot go on without (the commit, the
+    /// reply, an intent).
     Store(crate::store::StoreError),
 }
 
@@ -192,3 +207,15 @@ impl Session<'_> {
         self.run.id
     }
 }
+
+/// The outcome a halted wait ends the run with.
+fn halted(why: HaltReason) -> super::RunOutcome {
+    match why {
+        HaltReason::Cancelled => super::RunOutcome::Cancelled,
+        HaltReason::Deadline => super::RunOutcome::TimeBudgetExceeded,
+    }
+}
+
+/// How long a wait that observes the halt itself (a command, which records why it
+/// stopped) gets to finish after the halt before it is dropped.
+const HALT_GRACE: Duration = Duration::from_millis(500);

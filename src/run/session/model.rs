@@ -11,7 +11,6 @@ use crate::provider::{
     ChainAttempt, ChainError, Completion, CompletionRequest, Provider, ProviderError,
     complete_chain,
 };
-use crate::run::budget;
 use crate::run::events::RunEvent;
 use crate::run::outcome::RunOutcome;
 use crate::run::setup;
@@ -83,8 +82,7 @@ impl Session<'_> {
         step: u32,
         request: &CompletionRequest,
     ) -> Result<(Completion, Option<String>), StepEnd> {
-        let remaining = budget::remaining(&self.run.contract.budget, self.elapsed());
-        let deadline = remaining.map(|d| tokio::time::Instant::now() + d);
+        let deadline = self.halt.deadline();
         let chain: Vec<&dyn Provider> = std::iter::once(self.provider)
             .chain(
                 self.opts
@@ -109,28 +107,21 @@ impl Session<'_> {
             deadline,
             &mut on_attempt,
         );
-        let outcome = tokio::select! {
-            _ = self.opts.cancel.cancelled() => None,
-            r = async {
-                match remaining {
-                    Some(d) => tokio::time::timeout(d, call).await.unwrap_or(Err(ChainError::Deadline)),
-                    None => call.await,
-                }
-            } => Some(r),
-        };
+        // The chain sleeps no retry past the deadline; the halt ends the call itself.
+        let outcome = self.halt.guard(call).await;
         self.record_attempts(step, &names, &attempts).await;
         let (reply, served) = match outcome {
-            None => return Err(StepEnd::Outcome(RunOutcome::Cancelled)),
-            Some(Err(ChainError::Deadline)) => {
+            Err(why) => return Err(StepEnd::Outcome(super::halted(why))),
+            Ok(Err(ChainError::Deadline)) => {
                 return Err(StepEnd::Outcome(RunOutcome::TimeBudgetExceeded));
             }
-            Some(Err(ChainError::Escalated { error, retryable })) => {
+            Ok(Err(ChainError::Escalated { error, retryable })) => {
                 let outcome = self
                     .escalated(step, &names, request, &error, retryable)
                     .await;
                 return Err(StepEnd::Outcome(outcome));
             }
-            Some(Ok(r)) => r,
+            Ok(Ok(r)) => r,
         };
         let served_by = names.get(served).cloned();
         Ok((reply, served_by))

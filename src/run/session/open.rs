@@ -24,6 +24,7 @@ use super::restore::{Restored, restore};
 use super::stored::StoredRun;
 use super::{Carryover, Conversation, Identity, Progress, RunPolicy, Session, ToolEnv, model};
 use crate::contract::TaskContract;
+use crate::halt::Halt;
 use crate::policy::PolicyDecision;
 use crate::provider::{Message, Provider};
 use crate::run::liveness::{self, RunLock};
@@ -331,6 +332,13 @@ impl<'a> Session<'a> {
             Some(stored) => restore(&db, stored, &contract, &ctx.workspace, context).await?,
             None => first_session(&db, run_id, &contract, &ctx.workspace, context).await,
         };
+        let halt = Halt::new(
+            opts.cancel.clone(),
+            crate::run::budget::remaining(&contract.budget, restored.progress.elapsed()),
+        );
+        if let Some(exec) = &ctx.exec {
+            exec.set_halt(halt.clone());
+        }
         Ok(Self {
             run: Identity {
                 id: run_id,
@@ -347,6 +355,7 @@ impl<'a> Session<'a> {
             conversation: restored.conversation,
             progress: restored.progress,
             carryover: restored.carryover,
+            halt,
         })
     }
 }

@@ -1,14 +1,15 @@
 //! A resumed session's conversation and counters, rebuilt from what the store kept:
 //! the first message and every committed step's messages, the last commit's loop
 //! state, the usage of the run and its sub-agents, and — for the step that was cut
-//! off — the reply to replay and the journal of what its calls already did.
+//! off — the reply to replay and the journal of what its calls already did. The
+//! temporary files that step's writes journaled are removed (only those names).
 
-use super::journal::{AppliedIntent, reconcile};
+use super::journal::remove_journaled_temps;
 use super::stored::StoredRun;
-use super::{Carryover, Conversation, Progress};
+use super::{Carryover, Conversation, Progress, Replay};
 use crate::context::ContextRunner;
 use crate::contract::TaskContract;
-use crate::provider::{Completion, Message};
+use crate::provider::Message;
 use crate::run::stall::{SeenCall, StallDetector};
 use crate::run::{RunError, prompt};
 use crate::store::{AsyncStore, StepRecord, ToolIntentRecord};
@@ -41,15 +42,21 @@ pub(super) async fn restore(
         .into_iter()
         .filter(|j| j.intent.step == next_step)
         .collect();
-    let replay_reply = interrupted_reply(store, run_id, next_step).await?;
+    let replay = interrupted_reply(store, run_id, next_step).await?;
     // Children of committed steps count now; those of the interrupted step count when
     // the replayed step adopts them.
     let totals = stored.usage(store, Some(next_step)).await?;
+    let removed = remove_journaled_temps(ws, &journal);
+    if removed > 0 {
+        tracing::info!(
+            run_id,
+            removed,
+            "removed the temporary files of interrupted writes"
+        );
+    }
     let notes = uncertain_commands(store, &journal).await;
-    let applied: Vec<AppliedIntent> = journal
-        .into_iter()
-        .filter_map(|j| reconcile(ws, j))
-        .collect();
+    // With the reply replayed, each cut-off call is answered in its own result.
+    let notes = if replay.is_some() { Vec::new() } else { notes };
     let stall = stall_memory(&stored.steps);
     store.reopen_run(run_id).await?;
     let context = store
@@ -66,9 +73,9 @@ pub(super) async fn restore(
         },
         progress: Progress::starting(totals, state, stall),
         carryover: Carryover {
-            applied,
+            journal,
             notes,
-            replay_reply,
+            replay,
         },
     })
 }
@@ -101,14 +108,16 @@ fn replayed_messages(
     Ok(messages)
 }
 
-/// The reply of the step that was cut off, when it is on record: a step an approval
-/// interrupted (once decided; a pending one refuses the resume), or one that spawned
-/// sub-agents (the same reply finds the same children).
+/// The reply of the step that was cut off, when it is on record: kept as it arrived
+/// (every step since the reply table exists), or by an approval that interrupted it
+/// (once decided; a pending one refuses the resume), or by a spawn (the same reply
+/// finds the same children).
 async fn interrupted_reply(
     store: &AsyncStore,
     run_id: i64,
     next_step: u32,
-) -> Result<Option<Completion>, RunError> {
+) -> Result<Option<Replay>, RunError> {
+    let kept = store.reply(run_id, next_step).await?;
     let mut replay = None;
     for a in store
         .approvals(run_id)
@@ -125,24 +134,38 @@ async fn interrupted_reply(
                 ),
             });
         }
-        let reply: Completion =
-            serde_json::from_str(&a.reply_json).map_err(|e| RunError::Corrupt {
-                run_id,
-                what: "approval reply",
-                source: e,
-            })?;
-        replay = Some(reply);
+        replay = Some(replayed(
+            run_id,
+            &a.reply_json,
+            "approval reply",
+            "the approval record",
+        )?);
+    }
+    if let Some(k) = kept {
+        let mut r = replayed(run_id, &k.reply_json, "step reply", "")?;
+        r.served_by = k.provider;
+        r.model_ms = k.model_ms;
+        return Ok(Some(r));
     }
     if replay.is_none()
         && let Some(json) = store.spawn_reply(run_id, next_step).await?
     {
-        replay = Some(serde_json::from_str(&json).map_err(|e| RunError::Corrupt {
-            run_id,
-            what: "spawn reply",
-            source: e,
-        })?);
+        replay = Some(replayed(run_id, &json, "spawn reply", "the spawn record")?);
     }
     Ok(replay)
+}
+
+fn replayed(run_id: i64, json: &str, what: &'static str, from: &str) -> Result<Replay, RunError> {
+    let reply = serde_json::from_str(json).map_err(|e| RunError::Corrupt {
+        run_id,
+        what,
+        source: e,
+    })?;
+    Ok(Replay {
+        reply,
+        served_by: Some(format!("replayed from {from}")),
+        model_ms: 0,
+    })
 }
 
 /// Commands the crash cut off: nobody can say what they did. Each is marked uncertain

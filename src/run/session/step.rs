@@ -4,13 +4,19 @@
 //!
 //! The order of the phases is the order of a step's effects and store writes, which
 //! the crash tests pin with failpoints (`step.after_reply`, `step.after_tools`,
-//! `verify.before`, `step.before_commit`, `step.after_commit`): nothing of a step is
-//! on record as committed until `commit`, and the intent journal covers the tools'
-//! writes before it.
+//! `verify.before`, `step.before_commit`, `step.after_commit`). A step is two commits:
+//! the model's reply goes on record as soon as it arrives, before any tool runs, and
+//! the step (its results, usage and counters) at `commit`. A session cut off between
+//! the two resumes by replaying that reply, never by asking the model again; the
+//! intent journal says which of its calls already ran.
+//!
+//! Every wait of a step observes the session's [`crate::halt::Halt`]: the model call,
+//! each tool call (a command is stopped at once), the gates and an approval prompt.
+//! A halted step is not committed; the run ends `Cancelled` or `TimeBudgetExceeded`.
 
 use std::time::Instant;
 
-use super::{Session, StepEnd, ms, now_ms};
+use super::{Replay, Session, StepEnd, halted, ms, now_ms};
 use crate::policy::PolicyDecision;
 use crate::provider::{Completion, CompletionRequest, ContentBlock, ThinkingSettings};
 use crate::run::budget;
@@ -18,7 +24,7 @@ use crate::run::events::RunEvent;
 use crate::run::outcome::RunOutcome;
 use crate::run::stall::{SeenCall, StallVerdict};
 use crate::run::{RunError, RunResult};
-use crate::store::{PolicyEvent, ToolCallRecord};
+use crate::store::{PolicyEvent, StoredReply, ToolCallRecord};
 use crate::tools::FileEffect;
 
 /// When a step started: its number and its clocks.
@@ -100,7 +106,8 @@ impl Session<'_> {
         let stalled = self.check_stall(&turn, &mut round);
         let done = turn.calls.is_empty();
         let verified = if !stalled && (done || self.run.contract.verify.every_step) {
-            Some(self.verify(step, &mut round.results).await)
+            let passed = self.verify(step, &mut round.results).await;
+            Some(passed.map_err(|why| StepEnd::Outcome(halted(why)))?)
         } else {
             None
         };
@@ -130,17 +137,34 @@ impl Session<'_> {
         clock
     }
 
-    /// The model's reply: replayed when an approval interrupted this step, else
-    /// asked for.
+    /// The model's reply: replayed when an interrupted session left it on record,
+    /// else asked for and put on record before any of its calls runs.
     async fn model_turn(&mut self, step: u32) -> Result<ModelTurn, StepEnd> {
-        let model_started = Instant::now();
-        let (reply, served_by) = match self.carryover.replay_reply.take() {
-            // Resuming a step an approval interrupted: its reply is on record.
-            Some(r) => (r, Some("replayed from the approval record".to_string())),
-            None => self.call_assembled(step).await?,
+        let (reply, served_by, model_ms) = match self.carryover.replay.take() {
+            Some(Replay {
+                reply,
+                served_by,
+                model_ms,
+            }) => (reply, served_by, model_ms),
+            None => {
+                let model_started = Instant::now();
+                let (reply, served_by) = self.call_assembled(step).await?;
+                let model_ms = ms(model_started.elapsed());
+                let kept = StoredReply {
+                    reply_json: serde_json::to_string(&reply).unwrap_or_default(),
+                    provider: served_by.clone(),
+                    model_ms,
+                };
+                // Without the reply on record a resume would ask the model again and
+                // could get other calls than the ones about to run.
+                self.store
+                    .record_reply(self.run.id, step, kept)
+                    .await
+                    .map_err(StepEnd::Store)?;
+                (reply, served_by, model_ms)
+            }
         };
         crate::failpoint::hit("step.after_reply", step);
-        let model_ms = ms(model_started.elapsed());
         let calls: Vec<(String, String, serde_json::Value)> = reply
             .tool_calls()
             .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
@@ -164,6 +188,11 @@ impl Session<'_> {
     async fn run_tools(&mut self, step: u32, turn: &ModelTurn) -> Result<ToolRound, StepEnd> {
         let mut round = ToolRound::default();
         for (id, name, input) in &turn.calls {
+            // A halt between calls: the calls after it never started, so a resume runs
+            // them; those before are answered from the journal.
+            if let Some(why) = self.halt.reached_now() {
+                return Err(StepEnd::Outcome(halted(why)));
+            }
             let (block, record, decisions, fx) =
                 self.call_tool(step, id, name, input, &turn.reply).await?;
             round.results.push(block);

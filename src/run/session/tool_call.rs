@@ -3,7 +3,7 @@
 use super::approval::{AskAnswer, describe};
 use super::environment::policy_event;
 use super::journal::{JournalAction, file_hash};
-use super::{Session, StepEnd};
+use super::{HALT_GRACE, Session, StepEnd, halted};
 use crate::policy::{Action, Decision, PolicyDecision};
 use crate::provider::{Completion, ContentBlock};
 use crate::run::events::RunEvent;
@@ -40,7 +40,7 @@ impl Session<'_> {
         let input_json = serde_json::to_string(input).unwrap_or_default();
         let dispatched = if name == crate::tools::SPAWN_AGENT {
             self.spawn_agent(step, id, input, reply).await?
-        } else if let Some(done) = self.already_applied(name, &input_json) {
+        } else if let Some(done) = self.from_journal(id, name, &input_json) {
             done
         } else {
             self.dispatch_asking(step, id, name, input, &input_json, reply)
@@ -87,10 +87,7 @@ impl Session<'_> {
         input_json: &str,
         reply: &Completion,
     ) -> Result<crate::tools::Dispatched, StepEnd> {
-        let mut d = self
-            .journaled_dispatch(step, id, name, input, &[])
-            .await
-            .map_err(StepEnd::Store)?;
+        let mut d = self.journaled_dispatch(step, id, name, input, &[]).await?;
         if !d.asked.is_empty() {
             let asked = std::mem::take(&mut d.asked);
             match self
@@ -110,8 +107,7 @@ impl Session<'_> {
                     let first = std::mem::take(&mut d.decisions);
                     d = self
                         .journaled_dispatch(step, id, name, &approved_input, &asked)
-                        .await
-                        .map_err(StepEnd::Store)?;
+                        .await?;
                     d.decisions.splice(0..0, first);
                 }
                 AskAnswer::Denied(reason) => {
@@ -132,9 +128,12 @@ impl Session<'_> {
     }
 
     /// Journals (when the call can change something), dispatches with `approved`
-    /// actions, and completes the journal entry. An intent that cannot be written (a
-    /// full disk) stops the run before the call: a change without its intent on record
-    /// could be applied twice by a resume.
+    /// actions under the run's halt, and completes the journal entry with the result.
+    /// An intent that cannot be written (a full disk) stops the run before the call: a
+    /// change without its intent on record could be applied twice by a resume. A call
+    /// the halt cuts off (a command stopped, an MCP call dropped) stays journaled as
+    /// `uncertain` and ends the step uncommitted: a resume tells the model it was
+    /// interrupted instead of running it again.
     pub(super) async fn journaled_dispatch(
         &self,
         step: u32,
@@ -142,7 +141,8 @@ impl Session<'_> {
         name: &str,
         input: &serde_json::Value,
         approved: &[Action],
-    ) -> Result<crate::tools::Dispatched, crate::store::StoreError> {
+    ) -> Result<crate::tools::Dispatched, StepEnd> {
+        let ws = &self.tools.ctx.workspace;
         let input_json = serde_json::to_string(input).unwrap_or_default();
         let actions: Vec<JournalAction> = self
             .opts
@@ -151,14 +151,22 @@ impl Session<'_> {
             .and_then(|t| t.plan(&self.tools.ctx, input).ok())
             .unwrap_or_default()
             .into_iter()
-            .map(|a| JournalAction {
-                before: (a.act == crate::policy::Act::Write)
-                    .then(|| file_hash(&self.tools.ctx.workspace, &a.target))
-                    .flatten(),
-                act: a.act,
-                target: a.target,
+            .map(|a| {
+                let write = a.act == crate::policy::Act::Write;
+                JournalAction {
+                    before: write.then(|| file_hash(ws, &a.target)).flatten(),
+                    temp: write
+                        .then(|| ws.confined().temp_path_for(&a.target).ok())
+                        .flatten(),
+                    act: a.act,
+                    target: a.target,
+                }
             })
             .collect();
+        // A command or an MCP call: what it does cannot be reconciled from the files.
+        let opaque = actions
+            .iter()
+            .any(|a| !matches!(a.act, crate::policy::Act::Read | crate::policy::Act::Write));
         // Only calls that can change something need an intent on record: a read
         // replayed after a crash does no harm, and skipping its two journal writes is
         // most of a read step's bookkeeping.
@@ -174,27 +182,55 @@ impl Session<'_> {
                         input_json,
                         actions_json: serde_json::to_string(&actions).unwrap_or_default(),
                     })
-                    .await?,
+                    .await
+                    .map_err(StepEnd::Store)?,
             ),
             false => None,
         };
-        let d = self
-            .opts
-            .tools
-            .dispatch_approved(
-                &self.tools.ctx,
-                self.tools.policy.gate.as_ref(),
-                name,
-                input,
-                approved,
-            )
-            .await;
+        let dispatch = self.opts.tools.dispatch_approved(
+            &self.tools.ctx,
+            self.tools.policy.gate.as_ref(),
+            name,
+            input,
+            approved,
+        );
+        let ran = self.halt.guard_with_grace(dispatch, HALT_GRACE).await;
         crate::failpoint::hit("tool.after_apply", step);
+        let d = match ran {
+            Ok(d) if !(opaque && self.halt.reached_now().is_some()) => d,
+            // Cut off: a command the halt stopped, or a call dropped after the grace.
+            cut => {
+                let why = cut.err().or(self.halt.reached_now());
+                if let Some(iid) = intent_id {
+                    self.store
+                        .journal_uncertain(iid)
+                        .await
+                        .map_err(StepEnd::Store)?;
+                }
+                return Err(StepEnd::Outcome(halted(
+                    why.unwrap_or(crate::halt::HaltReason::Cancelled),
+                )));
+            }
+        };
         if let Some(iid) = intent_id {
-            // Best effort: a completion that cannot be written is reconciled on resume
-            // from the before-hashes of the intent.
+            if !d.asked.is_empty() {
+                // It did not run: the policy asked. The approved dispatch journals anew.
+                self.store
+                    .journal_discard(iid)
+                    .await
+                    .map_err(StepEnd::Store)?;
+                return Ok(d);
+            }
+            // A completion that cannot be written is no reason to stop: a resume
+            // reconciles the call from the intent's before-hashes, as after a crash.
             let effects = serde_json::to_string(&d.effects).unwrap_or_default();
-            let _ = self.store.journal_complete(iid, !d.is_error, effects).await;
+            if let Err(e) = self
+                .store
+                .journal_complete(iid, !d.is_error, effects, d.content.clone())
+                .await
+            {
+                tracing::warn!(run_id = self.run.id, step, error = %e, "could not complete a journal entry");
+            }
         }
         Ok(d)
     }

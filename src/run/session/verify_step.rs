@@ -3,6 +3,7 @@
 //! model.
 
 use super::Session;
+use crate::halt::HaltReason;
 use crate::provider::ContentBlock;
 use crate::run::events::RunEvent;
 use crate::store::SandboxEvent;
@@ -10,8 +11,14 @@ use crate::verify;
 
 impl Session<'_> {
     /// Checks the criteria; a failure's observation goes into `results` for the
-    /// model. Returns whether they passed.
-    pub(super) async fn verify(&mut self, step: u32, results: &mut Vec<ContentBlock>) -> bool {
+    /// model. Returns whether they passed, or — when the halt came while a gate ran
+    /// and they did not pass — why the gate was stopped: a stopped gate is no
+    /// verdict, and counts as no failed attempt.
+    pub(super) async fn verify(
+        &mut self,
+        step: u32,
+        results: &mut Vec<ContentBlock>,
+    ) -> Result<bool, HaltReason> {
         crate::failpoint::hit("verify.before", step);
         let report = verify::check(
             &self.run.contract.verify.criteria,
@@ -19,6 +26,11 @@ impl Session<'_> {
             self.tools.ctx.exec.as_deref(),
         )
         .await;
+        if !report.passed()
+            && let Some(why) = self.halt.reached_now()
+        {
+            return Err(why);
+        }
         let mut events = Vec::new();
         for r in report.results.iter().filter(|r| !r.passed) {
             if let Some(phase) = r.phase {
@@ -51,6 +63,6 @@ impl Session<'_> {
                 text: report.observation(),
             });
         }
-        passed
+        Ok(passed)
     }
 }

@@ -248,9 +248,9 @@ fn the_intent_journal_round_trips() {
     let b = store.journal_intent(&intent("b")).unwrap();
     let c = store.journal_intent(&intent("c")).unwrap();
     store
-        .journal_complete(a, true, "{\"a.rs\":[null,\"ab12\"]}")
+        .journal_complete(a, true, "{\"a.rs\":[null,\"ab12\"]}", "wrote a.rs")
         .unwrap();
-    store.journal_complete(b, false, "{}").unwrap();
+    store.journal_complete(b, false, "{}", "failed").unwrap();
     let journal = store.journal(id).unwrap();
     let summary: Vec<(i64, &str, &str, Option<&str>)> = journal
         .iter()
@@ -273,7 +273,7 @@ fn the_intent_journal_round_trips() {
     );
     assert_eq!(journal[2].intent, intent("c"));
     assert!(matches!(
-        store.journal_complete(999, true, "{}"),
+        store.journal_complete(999, true, "{}", ""),
         Err(StoreError::NoSuchIntent(999))
     ));
     let stray = ToolIntent {

@@ -132,7 +132,7 @@ impl Sandbox for NativeSandbox {
             self.disabled,
             run_stdin(spec),
         ) {
-            Ok((session, pipes)) => session.run(pipes, &spec.stdin),
+            Ok((session, pipes)) => session.run(pipes, &spec.stdin, spec.stop.as_ref()),
             Err(e) if spec.allow_weaker && backend_failure(&e) => {
                 tracing::warn!(error = %e, "native sandbox failed; running on the portable floor as allowed");
                 run_floor(spec, 0)
@@ -179,7 +179,7 @@ pub(crate) fn run_floor(spec: &RunSpec, disabled: u32) -> Result<SandboxOutcome,
         disabled,
         run_stdin(spec),
     )?;
-    session.run(pipes, &spec.stdin)
+    session.run(pipes, &spec.stdin, spec.stop.as_ref())
 }
 
 /// Spawn on the Linux floor.
@@ -244,7 +244,7 @@ pub(crate) fn probe(native: bool) -> Result<LayerReport, SandboxError> {
     };
     let prepared = prepare(mode, &spec, 0, false)?;
     let (session, pipes) = Session::start(backend, prepared, spec.limits, Stdin::Null)?;
-    let out = session.run(pipes, &[])?;
+    let out = session.run(pipes, &[], None)?;
     if out.exit_code != Some(0) {
         return Err(SandboxError::Spawn {
             stage: "probe",

@@ -24,7 +24,9 @@ use super::prepare::{Prepared, complete};
 use super::spawn::{self, Launched, Stdin};
 use super::sys;
 use super::watchdog::{MONITOR_TICK, Watchdog};
-use crate::{Backend, Cap, Captured, LayerReport, SandboxError, SandboxLimits, SandboxOutcome};
+use crate::{
+    Backend, Cap, Captured, LayerReport, SandboxError, SandboxLimits, SandboxOutcome, StopSignal,
+};
 
 /// How long to keep draining output after the top process is gone.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
@@ -53,6 +55,8 @@ pub(crate) struct Session {
     private_dir: Option<PathBuf>,
     monitor: bool,
     killed_for: Option<Cap>,
+    /// The caller's stop signal killed it (see [`crate::StopSignal`]).
+    stopped: bool,
     exit: Option<Exit>,
     done: bool,
     /// Enforces wall clock and memory monitor for a spawn handle nobody waits on.
@@ -118,6 +122,7 @@ impl Session {
             private_dir,
             monitor: memory_monitor,
             killed_for: None,
+            stopped: false,
             exit: None,
             done: false,
             watchdog: None,
@@ -386,6 +391,7 @@ impl Session {
         mut self,
         pipes: Pipes,
         input: &[u8],
+        stop: Option<&StopSignal>,
     ) -> Result<SandboxOutcome, SandboxError> {
         let cap = self.limits.output_bytes.map_or(usize::MAX, |b| b as usize);
         let mut out = Sink::new(pipes.stdout, cap);
@@ -406,8 +412,8 @@ impl Session {
             if drain_until.is_some_and(|d| Instant::now() >= d) {
                 break;
             }
-            let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
-            let mut idx = [usize::MAX; 4];
+            let mut fds: Vec<libc::pollfd> = Vec::with_capacity(5);
+            let mut idx = [usize::MAX; 5];
             if let Some(fd) = &out.fd {
                 idx[0] = fds.len();
                 fds.push(pfd(fd.as_raw_fd(), libc::POLLIN));
@@ -423,6 +429,10 @@ impl Session {
             if self.exit.is_none() {
                 idx[3] = fds.len();
                 fds.push(pfd(self.pidfd.as_raw_fd(), libc::POLLIN));
+                if let Some(stop) = stop.filter(|_| !self.stopped) {
+                    idx[4] = fds.len();
+                    fds.push(pfd(stop.fd(), libc::POLLIN));
+                }
             }
             let mut timeout = self.next_timeout();
             if let Some(d) = drain_until {
@@ -448,6 +458,12 @@ impl Session {
                 if written >= input.len() {
                     stdin = None;
                 }
+            }
+            if ready(idx[4]) {
+                // The caller stopped it: killed now, then reaped and drained like any
+                // other end.
+                self.stopped = true;
+                self.kill();
             }
             if ready(idx[3]) {
                 self.reap()?;
@@ -519,13 +535,15 @@ impl Session {
             .and_then(SandboxCgroup::pids_max_hits)
             .unwrap_or(0);
         let cpu_limit_ms = self.limits.cpu_secs.map(|s| s * 1000);
-        let cpu_hit = match signal {
-            Some(libc::SIGXCPU) => true,
-            Some(libc::SIGKILL) => {
-                cpu_limit_ms.is_some_and(|l| exit.cpu_ms.is_some_and(|c| c >= l))
-            }
-            _ => false,
-        };
+        // A stop's SIGKILL is the caller's doing, never a cap.
+        let cpu_hit = !self.stopped
+            && match signal {
+                Some(libc::SIGXCPU) => true,
+                Some(libc::SIGKILL) => {
+                    cpu_limit_ms.is_some_and(|l| exit.cpu_ms.is_some_and(|c| c >= l))
+                }
+                _ => false,
+            };
         let cap_hit = if let Some(c) = self.killed_for {
             Some(c)
         } else if oom > 0 && enforced(Cap::Memory) {
@@ -550,6 +568,7 @@ impl Session {
             cap_hit,
             duration,
             layers: self.layers.clone(),
+            stopped: self.stopped,
         })
     }
 

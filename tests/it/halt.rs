@@ -1,0 +1,276 @@
+//! Every wait observes one deadline and one cancel token (issue 13.2), measured in
+//! real time: a command in the real sandbox, a gate, an approval prompt; Ctrl-C to a
+//! real `io-harness run`; a dropped `run()` future. The commands sleep far past the
+//! budgets, so an implementation that waits for them fails by a wide margin.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use io_harness::policy::{Act, Approval, ApprovalRequest, Approver, Decision, Rule};
+use io_harness::provider::{ScriptTurn, Scripted};
+use io_harness::run::RunOptions;
+use io_harness::{CancelToken, RunOutcome, Store, TaskContract, Verification, run_with};
+use serde_json::json;
+
+/// Whether a process whose command line contains `marker` is alive.
+fn alive(marker: &str) -> bool {
+    let out = Command::new("pgrep").args(["-f", marker]).output().unwrap();
+    !out.stdout.is_empty()
+}
+
+/// Waits (bounded) until `marker`'s process is gone.
+fn gone_within(marker: &str, limit: Duration) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if !alive(marker) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// A unique `sleep` argument, so each test finds its own command.
+fn marker(n: u32) -> String {
+    format!("{}.{n:03}", 40 + std::process::id() % 50)
+}
+
+fn sleeper(secs: &str) -> ScriptTurn {
+    ScriptTurn::tool("run_command", json!({ "argv": ["sleep", secs] }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_running_past_the_time_budget_is_stopped_at_the_deadline_not_at_its_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let secs = marker(1);
+    let c = TaskContract::workspace("wait", dir.path(), Verification::file_contains("x", "x"))
+        .max_agent_depth(0)
+        .max_duration(Duration::from_secs(2));
+    let provider = Scripted::new(vec![sleeper(&secs), ScriptTurn::text("done")]);
+    let store = Store::memory().unwrap();
+    let started = Instant::now();
+    let r = run_with(&c, &provider, &store, RunOptions::default())
+        .await
+        .unwrap();
+    let real = started.elapsed();
+    assert_eq!(r.outcome, RunOutcome::TimeBudgetExceeded, "{r:?}");
+    assert!(
+        real < Duration::from_millis(3_500),
+        "a 2 s budget ended after {real:?} (the command sleeps {secs} s)"
+    );
+    assert!(
+        !alive(&format!("sleep {secs}")),
+        "the sandbox outlived the run"
+    );
+    let events = store.sandbox_events(r.run_id).unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == "stopped" && e.detail.as_deref() == Some("time_budget")),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| e.kind == "cap_hit"),
+        "a command stopped by the run's deadline is no cap hit: {events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_stopped_by_the_deadline_is_no_failed_verification() {
+    let dir = tempfile::tempdir().unwrap();
+    let secs = marker(2);
+    let c = TaskContract::workspace("wait", dir.path(), Verification::command(["sleep", &secs]))
+        .max_agent_depth(0)
+        .max_duration(Duration::from_secs(2));
+    let provider = Scripted::new(vec![ScriptTurn::text("done")]);
+    let store = Store::memory().unwrap();
+    let started = Instant::now();
+    let r = run_with(&c, &provider, &store, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, RunOutcome::TimeBudgetExceeded, "{r:?}");
+    assert!(started.elapsed() < Duration::from_millis(3_500));
+    assert!(!alive(&format!("sleep {secs}")));
+    assert_eq!(r.steps, 0, "the halted step is not committed: {r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_mid_command_stops_the_sandbox_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let secs = marker(3);
+    let c = TaskContract::workspace("wait", dir.path(), Verification::file_contains("x", "x"))
+        .max_agent_depth(0);
+    let provider = Scripted::new(vec![sleeper(&secs), ScriptTurn::text("done")]);
+    let store = Store::memory().unwrap();
+    let cancel = CancelToken::new();
+    let opts = RunOptions::default().cancel_token(cancel.clone());
+    let probe = format!("sleep {secs}");
+    let canceller = tokio::task::spawn_blocking(move || {
+        let t = Instant::now();
+        while !alive(&probe) && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        cancel.cancel();
+        Instant::now()
+    });
+    let r = run_with(&c, &provider, &store, opts).await.unwrap();
+    let ended = Instant::now();
+    let cancelled_at = canceller.await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Cancelled, "{r:?}");
+    let latency = ended - cancelled_at;
+    assert!(latency < Duration::from_secs(1), "cancel took {latency:?}");
+    assert!(gone_within(
+        &format!("sleep {secs}"),
+        Duration::from_millis(500)
+    ));
+    let events = store.sandbox_events(r.run_id).unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == "stopped" && e.detail.as_deref() == Some("cancelled")),
+        "{events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_run_future_mid_command_leaves_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let secs = marker(4);
+    let c = TaskContract::workspace("wait", dir.path(), Verification::file_contains("x", "x"))
+        .max_agent_depth(0);
+    let provider = Scripted::new(vec![sleeper(&secs), ScriptTurn::text("done")]);
+    let store = Store::memory().unwrap();
+    let probe = format!("sleep {secs}");
+    let run = run_with(&c, &provider, &store, RunOptions::default());
+    let waited = tokio::time::timeout(Duration::from_millis(1_500), run).await;
+    assert!(waited.is_err(), "the command sleeps {secs} s");
+    assert!(
+        gone_within(&probe, Duration::from_secs(1)),
+        "the sandbox outlived the dropped future"
+    );
+    // The run stays resumable from its last committed step.
+    let runs = store.runs().unwrap();
+    assert_eq!(runs[0].status, "running");
+}
+
+/// An approver that never answers (a person who walked away).
+struct Silent;
+
+impl Approver for Silent {
+    fn decide(&self, _r: &ApprovalRequest) -> BoxFuture<'_, Approval> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_that_expires_during_an_approval_prompt_defers_the_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = TaskContract::workspace("w", dir.path(), Verification::file_contains("a", "a"))
+        .max_agent_depth(0)
+        .max_duration(Duration::from_secs(1))
+        .policy_rule(Rule::new(Act::Write, "a", Decision::Ask));
+    let provider = Scripted::new(vec![
+        ScriptTurn::tool("write_file", json!({"path": "a", "content": "a"})),
+        ScriptTurn::text("done"),
+    ]);
+    let store = Store::memory().unwrap();
+    let opts = RunOptions {
+        approver: Some(std::sync::Arc::new(Silent)),
+        ..RunOptions::default()
+    };
+    let started = Instant::now();
+    let r = run_with(&c, &provider, &store, opts).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::TimeBudgetExceeded, "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let pending: Vec<_> = store
+        .approvals(r.run_id)
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.status == "pending")
+        .collect();
+    assert_eq!(pending.len(), 1, "the request is kept for `approve`");
+    assert!(!dir.path().join("a").exists());
+}
+
+fn binary(p: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_io-harness"));
+    c.args(args)
+        .env("IO_HARNESS_STORE", p.join("store.db"))
+        .env("XDG_CACHE_HOME", p.join("cache"))
+        .env("XDG_CONFIG_HOME", p.join("config"))
+        .env_remove("IO_HARNESS_FAILPOINT");
+    c
+}
+
+#[test]
+fn ctrl_c_during_a_command_exits_130_within_a_second_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let secs = marker(5);
+    std::fs::create_dir_all(p.join("t/ws")).unwrap();
+    let script = [
+        json!({"tool_calls": [{"name": "run_command", "input": {"argv": ["sleep", secs]}}]})
+            .to_string(),
+        json!({"tool_calls": [{"name": "write_file", "input": {"path": "done.txt", "content": "ok"}}]})
+            .to_string(),
+        r#"{"text": "done"}"#.to_string(),
+    ];
+    std::fs::write(p.join("t/script.jsonl"), script.join("\n") + "\n").unwrap();
+    std::fs::write(
+        p.join("t/task.toml"),
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"done.txt\", needle = \"ok\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    )
+    .unwrap();
+    let task = p.join("t/task.toml");
+    let mut child = binary(p, &["run", task.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let probe = format!("sleep {secs}");
+    let t = Instant::now();
+    while !alive(&probe) && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(alive(&probe), "the command never started");
+    let pid = rustix_pid(child.id());
+    let sent = Instant::now();
+    // SAFETY: `kill(2)` with a pid we spawned and a valid signal number.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(10),
+            "Ctrl-C did not end the run"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let latency = sent.elapsed();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        latency < Duration::from_secs(1),
+        "Ctrl-C to exit took {latency:?}"
+    );
+    eprintln!("ctrl-c to exit: {latency:?}");
+    assert!(gone_within(&probe, Duration::from_millis(500)));
+    let out = binary(p, &["resume", "1", "--json"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The cut-off command was not run again: the model was told.
+    let show = binary(p, &["show", "1", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let first = v["steps"][0]["tool_calls"][0]["output"].as_str().unwrap();
+    assert!(first.starts_with("interrupted: "), "{first}");
+}
+
+fn rustix_pid(id: u32) -> libc::pid_t {
+    libc::pid_t::try_from(id).unwrap()
+}

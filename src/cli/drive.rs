@@ -55,7 +55,8 @@ where
     Ok(result.outcome.exit_code())
 }
 
-/// Ctrl-C cancels the run at its next safe point; a second Ctrl-C exits at once.
+/// Ctrl-C cancels the run: every wait ends at once (a running command is stopped) and
+/// the run ends `Cancelled`, exit 130, resumable; a second Ctrl-C exits at once.
 #[cfg(unix)]
 fn watch_ctrl_c(cancel: CancelToken) {
     // The handler is installed here, before the run starts, not when a spawned task is
@@ -76,7 +77,8 @@ fn watch_ctrl_c(cancel: CancelToken) {
     });
 }
 
-/// Ctrl-C cancels the run at its next safe point; a second Ctrl-C exits at once.
+/// Ctrl-C cancels the run: every wait ends at once (a running command is stopped) and
+/// the run ends `Cancelled`, exit 130, resumable; a second Ctrl-C exits at once.
 #[cfg(not(unix))]
 fn watch_ctrl_c(cancel: CancelToken) {
     tokio::spawn(async move {

@@ -259,6 +259,17 @@ impl RunOptions {
 /// assert!(result.diff.contains("+hello"));
 /// # });
 /// ```
+///
+/// # Cancel safety
+///
+/// Dropping the future is safe and loses nothing that was committed: a command
+/// running in the sandbox is killed (with everything it started) within a second, the
+/// MCP servers with it, and the run stays `running` in the store, resumable from its
+/// last committed step. A step whose reply was already on record is replayed by the
+/// resume, and a call it had started is answered from the intent journal, never run
+/// again. To stop a run and get its outcome instead, cancel its [`CancelToken`]
+/// ([`RunOptions::cancel_token`]): every wait ends at once and the run ends
+/// [`RunOutcome::Cancelled`].
 pub async fn run(
     contract: &TaskContract,
     provider: &dyn Provider,
@@ -268,6 +279,17 @@ pub async fn run(
 }
 
 /// [`run`] with an observer, a cancellation token, tools and a policy.
+///
+/// # Cancel safety
+///
+/// Dropping the future is safe and loses nothing that was committed: a command
+/// running in the sandbox is killed (with everything it started) within a second, the
+/// MCP servers with it, and the run stays `running` in the store, resumable from its
+/// last committed step. A step whose reply was already on record is replayed by the
+/// resume, and a call it had started is answered from the intent journal, never run
+/// again. To stop a run and get its outcome instead, cancel its [`CancelToken`]
+/// ([`RunOptions::cancel_token`]): every wait ends at once and the run ends
+/// [`RunOutcome::Cancelled`].
 pub async fn run_with(
     contract: &TaskContract,
     provider: &dyn Provider,
@@ -283,6 +305,17 @@ pub async fn run_with(
 
 /// Continues an interrupted or resumable run from its last committed step, with the
 /// stored contract and its budgets carried over.
+///
+/// # Cancel safety
+///
+/// Dropping the future is safe and loses nothing that was committed: a command
+/// running in the sandbox is killed (with everything it started) within a second, the
+/// MCP servers with it, and the run stays `running` in the store, resumable from its
+/// last committed step. A step whose reply was already on record is replayed by the
+/// resume, and a call it had started is answered from the intent journal, never run
+/// again. To stop a run and get its outcome instead, cancel its [`CancelToken`]
+/// ([`RunOptions::cancel_token`]): every wait ends at once and the run ends
+/// [`RunOutcome::Cancelled`].
 pub async fn resume(
     store: &Store,
     run_id: i64,

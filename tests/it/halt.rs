@@ -274,3 +274,67 @@ fn ctrl_c_during_a_command_exits_130_within_a_second_and_resumes() {
 fn rustix_pid(id: u32) -> libc::pid_t {
     libc::pid_t::try_from(id).unwrap()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_reaches_a_running_child_and_the_tree_resumes_as_a_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+    let secs = marker(6);
+    let contract = TaskContract::workspace(
+        "get sub/a.txt written",
+        dir.path(),
+        Verification::file_contains("sub/a.txt", "hi"),
+    );
+    let provider = Scripted::new(vec![
+        ScriptTurn::tool(
+            "spawn_agent",
+            json!({
+                "name": "slow",
+                "goal": "wait, then write a.txt",
+                "root": "sub",
+                "verify": {"file_contains": {"file": "a.txt", "needle": "hi"}},
+                "budget": {"max_steps": 4}
+            }),
+        ),
+        ScriptTurn::text("the child did it"),
+    ])
+    .with_agent(
+        "slow",
+        vec![
+            sleeper(&secs),
+            ScriptTurn::tool("write_file", json!({"path": "a.txt", "content": "hi\n"})),
+            ScriptTurn::text("wrote a.txt"),
+        ],
+    );
+    let store = Store::memory().unwrap();
+    let cancel = CancelToken::new();
+    let probe = format!("sleep {secs}");
+    let canceller = {
+        let cancel = cancel.clone();
+        let probe = probe.clone();
+        tokio::task::spawn_blocking(move || {
+            let t = Instant::now();
+            while !alive(&probe) && t.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            cancel.cancel();
+            Instant::now()
+        })
+    };
+    let opts = RunOptions::default().cancel_token(cancel);
+    let r = run_with(&contract, &provider, &store, opts).await.unwrap();
+    let latency = Instant::now() - canceller.await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Cancelled, "{r:?}");
+    assert!(latency < Duration::from_secs(1), "cancel took {latency:?}");
+    assert!(gone_within(&probe, Duration::from_millis(500)));
+    let children = store.children(r.run_id).unwrap();
+    assert_eq!(children[0].run.outcome.as_deref(), Some("cancelled"));
+    let r = io_harness::resume(&store, r.run_id, &provider)
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("sub/a.txt")).unwrap(),
+        "hi\n"
+    );
+}

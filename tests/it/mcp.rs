@@ -1212,3 +1212,36 @@ async fn an_operator_rule_denying_the_program_keeps_a_stdio_server_from_starting
         ("deny", "run")
     );
 }
+
+/// Issue 13.2: an MCP call observes the run's deadline like every other wait; a
+/// 20-second operation under a 2-second budget (and a 30-second call timeout) ends the
+/// run at the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_mcp_call_ends_at_the_run_deadline_not_at_its_call_timeout() {
+    let Some(spec) = everything("ev") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let contract =
+        TaskContract::workspace("wait", dir.path(), Verification::file_contains("x", "x"))
+            .servers_visible()
+            .mcp_server(spec.call_timeout(Duration::from_secs(30)))
+            .max_agent_depth(0)
+            .max_duration(Duration::from_secs(4));
+    let provider = Scripted::new(vec![
+        ScriptTurn::tool(
+            "mcp__ev__trigger-long-running-operation",
+            json!({"duration": 20, "steps": 2}),
+        ),
+        ScriptTurn::text("done"),
+    ]);
+    let store = Store::memory().unwrap();
+    let started = std::time::Instant::now();
+    let r = run(&contract, &provider, &store).await.unwrap();
+    let real = started.elapsed();
+    assert_eq!(r.outcome, RunOutcome::TimeBudgetExceeded, "{r:?}");
+    assert!(
+        real < Duration::from_secs(7),
+        "a 4 s budget ended after {real:?}"
+    );
+}

@@ -43,7 +43,7 @@ fn slow_turn(i: usize, delay: Duration) -> Reply {
 async fn case(per_step: Duration, budget: Duration) {
     let steps = (budget.as_secs_f64() / per_step.as_secs_f64()).ceil() as usize + 3;
     let server = FakeServer::start((0..steps).map(|i| slow_turn(i, per_step)).collect()).await;
-    let mut cfg = HttpConfig::new(&server.url(), "claude-sonnet-4-5", Some("sk-bench".into()));
+    let mut cfg = HttpConfig::new(server.url(), "claude-sonnet-4-5", Some("sk-bench".into()));
     cfg.idle_timeout = Duration::from_secs(60);
     let provider = Anthropic::new(cfg).expect("client");
     let dir = tempfile::tempdir().expect("workspace");

@@ -144,7 +144,7 @@ fn answer(ws: &Workspace, j: &ToolIntentRecord) -> Option<Dispatched> {
 impl Session<'_> {
     /// On the first step after an interruption: the answer the journal gives for call
     /// `id` (by its id in the replayed reply, else by tool and arguments), used up once.
-    pub(super) fn from_journal(
+    pub(super) fn answered_by_journal(
         &mut self,
         id: &str,
         name: &str,

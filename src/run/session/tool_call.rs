@@ -40,7 +40,7 @@ impl Session<'_> {
         let input_json = serde_json::to_string(input).unwrap_or_default();
         let dispatched = if name == crate::tools::SPAWN_AGENT {
             self.spawn_agent(step, id, input, reply).await?
-        } else if let Some(done) = self.from_journal(id, name, &input_json) {
+        } else if let Some(done) = self.answered_by_journal(id, name, &input_json) {
             done
         } else {
             self.dispatch_asking(step, id, name, input, &input_json, reply)

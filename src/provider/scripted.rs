@@ -177,6 +177,14 @@ impl Scripted {
             path: path.to_path_buf(),
             source,
         })?;
+        Self::from_source(path, &text)
+    }
+
+    /// Parses a script's `text` as kept by a run, `path` naming where it was read (the
+    /// provider's identity and errors show it; the file itself is not read). A resume
+    /// replays the script this way from the store, wherever the file is now.
+    pub fn from_source(path: impl AsRef<Path>, text: &str) -> Result<Self, ScriptError> {
+        let path = path.as_ref();
         let mut turns = Vec::new();
         let mut agents: BTreeMap<String, Vec<ScriptTurn>> = BTreeMap::new();
         for (i, line) in text.lines().enumerate() {

@@ -12,6 +12,7 @@ mod mcp;
 mod memory;
 mod policy;
 mod providers;
+mod resume_anywhere;
 mod run;
 mod sandboxed;
 mod store;

@@ -291,6 +291,8 @@ impl Provider for Scripted {
                 },
                 model: turn.model.clone().unwrap_or_else(|| "scripted".into()),
                 request_body: Some(body),
+                price: None,
+                model_call: None,
             })
         })
     }

@@ -18,4 +18,5 @@ mod sandboxed;
 mod store;
 mod subagents;
 mod timing;
+mod tokens;
 mod tools;

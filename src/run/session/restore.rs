@@ -44,7 +44,9 @@ pub(super) async fn restore(
     let replay_reply = interrupted_reply(store, run_id, next_step).await?;
     // Children of committed steps count now; those of the interrupted step count when
     // the replayed step adopts them.
-    let totals = stored.usage(store, Some(next_step)).await?;
+    let totals = stored
+        .resumed_usage(store, next_step, replay_reply.as_ref())
+        .await?;
     let notes = uncertain_commands(store, &journal).await;
     let applied: Vec<AppliedIntent> = journal
         .into_iter()

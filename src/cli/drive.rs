@@ -103,8 +103,12 @@ fn report(r: &RunResult, json: bool, secrets: &[String]) {
         "outcome: {}",
         serde_json::to_string(&r.outcome).unwrap_or_default()
     );
+    let estimated = match (r.estimated_tokens, r.cost_estimated) {
+        (0, false) => String::new(),
+        (n, _) => format!(" ({n} tokens estimated: the provider did not report them)"),
+    };
     println!(
-        "run: {}   steps: {}   tokens: {} (in {}, out {}, cached {})   cost: {}",
+        "run: {}   steps: {}   tokens: {} (in {}, out {}, cached {})   cost: {}{estimated}",
         r.run_id,
         r.steps,
         r.total_tokens,

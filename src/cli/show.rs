@@ -6,8 +6,8 @@ use super::runs::format_ms;
 use super::{CliError, ShowArgs, output, store_path};
 
 use io_harness::store::{
-    AgentLink, ApprovalRecord, ChildRun, ContextEvent, McpEvent, PolicyEvent, ProviderAttempt,
-    RunRecord, SandboxEvent, SandboxSession, StepRecord, ToolCallRecord,
+    AgentLink, ApprovalRecord, ChildRun, ContextEvent, McpEvent, ModelCallRecord, PolicyEvent,
+    ProviderAttempt, RunRecord, SandboxEvent, SandboxSession, StepRecord, ToolCallRecord,
 };
 
 pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
@@ -24,6 +24,7 @@ pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
         policy: store.policy_events(args.run_id)?,
         sandbox: store.sandbox_events(args.run_id)?,
         attempts: store.provider_attempts(args.run_id)?,
+        calls: store.model_calls(args.run_id)?,
         sessions: store.sandbox_sessions(args.run_id)?,
         approvals: store.approvals(args.run_id)?,
         link: store.agent_link(args.run_id)?,
@@ -49,6 +50,8 @@ struct Trace {
     policy: Vec<PolicyEvent>,
     sandbox: Vec<SandboxEvent>,
     attempts: Vec<ProviderAttempt>,
+    /// Every model call as the budget counted it (lost ones count their estimate).
+    calls: Vec<ModelCallRecord>,
     sessions: Vec<SandboxSession>,
     approvals: Vec<ApprovalRecord>,
     link: Option<AgentLink>,
@@ -97,6 +100,7 @@ fn print_json(store: &io_harness::Store, run_id: i64, t: Trace) -> Result<(), Cl
         "policy_events": t.policy,
         "sandbox_events": t.sandbox,
         "provider_attempts": t.attempts,
+        "model_calls": t.calls,
         "mcp_events": t.mcp,
         "context_events": t.context,
     });
@@ -107,6 +111,7 @@ fn print_json(store: &io_harness::Store, run_id: i64, t: Trace) -> Result<(), Cl
 /// The human-readable trace: the run, each step, then what happened around them.
 fn print_text(store: &io_harness::Store, run_id: i64, t: &Trace) -> Result<(), CliError> {
     print_header(&t.run, t.link.as_ref());
+    print_estimates(t);
     for st in &t.steps {
         print_step(t, st);
     }
@@ -173,12 +178,47 @@ fn print_header(run: &RunRecord, link: Option<&AgentLink>) {
     );
 }
 
+/// Which of the totals are the harness's estimate: steps whose provider reported no
+/// usage (or not all of it), and calls whose reply was lost. Silent when all reported.
+fn print_estimates(t: &Trace) {
+    let estimated: Vec<u32> = t
+        .steps
+        .iter()
+        .filter(|st| st.token_source == "estimated")
+        .map(|st| st.step)
+        .collect();
+    let lost: Vec<&ModelCallRecord> = t.calls.iter().filter(|c| c.status == "lost").collect();
+    if !estimated.is_empty() {
+        println!(
+            "estimated: the tokens of {} step(s) ({}) are the harness's estimate (the provider reported no usage)",
+            estimated.len(),
+            estimated
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if !lost.is_empty() {
+        let input: u64 = lost.iter().map(|c| c.estimated_input_tokens).sum();
+        println!(
+            "estimated: {} model call(s) lost their reply; their {input} estimated input tokens count against the budget",
+            lost.len()
+        );
+    }
+}
+
 /// One committed step: its cost, the provider's failed attempts, the context, the
 /// messages, the tool calls, and the policy and sandbox events of the step.
 fn print_step(t: &Trace, st: &StepRecord) {
     let s = output::sanitize;
+    let estimated = if st.token_source == "estimated" {
+        " (estimated)"
+    } else {
+        ""
+    };
     println!(
-        "\n── step {} ({} ms, model {} ms) tokens in {} out {} cost {} [{}]",
+        "\n── step {} ({} ms, model {} ms) tokens in {} out {}{estimated} cost {} [{}]",
         st.step,
         st.duration_ms,
         st.model_ms,
@@ -188,8 +228,12 @@ fn print_step(t: &Trace, st: &StepRecord) {
         st.cost_source
     );
     for a in t.attempts.iter().filter(|a| a.step == st.step) {
+        let lost = match (a.reply_lost, a.estimated_input_tokens) {
+            (true, Some(n)) => format!(" (reply lost: {n} estimated input tokens counted)"),
+            _ => String::new(),
+        };
         println!(
-            "  provider {} attempt {} failed: {}{} → {} after {} ms",
+            "  provider {} attempt {} failed: {}{}{lost} → {} after {} ms",
             s(&a.provider),
             a.attempt,
             a.kind,

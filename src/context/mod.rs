@@ -71,6 +71,12 @@ impl ContextRunner {
         }
     }
 
+    /// The token counter of this run (exact or estimated), for the harness's own
+    /// count of each call.
+    pub fn family(&self) -> Family {
+        self.family
+    }
+
     /// The budget applied per request.
     pub fn budget(&self) -> Option<u64> {
         self.budget
@@ -258,11 +264,7 @@ impl ContextRunner {
             tokens_before: Some(a.tokens_before),
             tokens_after: Some(a.tokens_after),
             budget: a.budget,
-            reported_input_tokens: usage.map(|u| {
-                u.input_tokens
-                    + u.cached_input_tokens.unwrap_or(0)
-                    + u.cache_write_tokens.unwrap_or(0)
-            }),
+            reported_input_tokens: usage.and_then(Usage::reported_input),
             cached_input_tokens: usage.and_then(|u| u.cached_input_tokens),
             cache_write_tokens: usage.and_then(|u| u.cache_write_tokens),
             state_json: serde_json::to_string(&a.state).ok(),

@@ -154,7 +154,9 @@ fn check_criterion(v: &Verification) -> Result<(), ContractError> {
                 return Err(field("verify.timeout", "must be longer than zero"));
             }
         }
-        Verification::Rust { subject, criterion } => {
+        Verification::Rust {
+            subject, criterion, ..
+        } => {
             inside("verify.rust", "subject ", subject)?;
             if !criterion.is_absolute() {
                 return Err(field(

@@ -97,8 +97,13 @@ pub enum Verification {
         subject: PathBuf,
         /// The criterion's test source: an absolute path outside the workspace, so the
         /// agent cannot edit it (a task file's relative path is resolved against the
-        /// file's directory).
+        /// file's directory). Provenance once the run has kept `criterion_source`.
         criterion: PathBuf,
+        /// The criterion's content, kept when the run started: the gate and a resume
+        /// use it, wherever the file is by then (`None` for a contract not yet
+        /// started, or a run stored before contents were kept).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        criterion_source: Option<OperatorFile>,
     },
     /// The workspace form of a Rust gate: `cargo test` on the agent's crate with
     /// criterion test files placed by the harness, in a copy of the workspace outside
@@ -128,10 +133,14 @@ pub enum Verification {
 /// file on disk later does not change what the gate checks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorFile {
-    /// Where it was read (absolute).
+    /// Where it was read (absolute): provenance, never read again.
     pub path: PathBuf,
     /// Its content when the contract was built.
     pub source: String,
+    /// Lowercase hex SHA-256 of `source`, so the record says which version was used
+    /// (`None` in contracts stored before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// A workspace file a command gate depends on, pinned by content hash.
@@ -163,6 +172,7 @@ impl Verification {
         Self::Rust {
             subject: subject.into(),
             criterion: criterion.into(),
+            criterion_source: None,
         }
     }
 
@@ -297,9 +307,15 @@ pub struct ProviderSpec {
     /// Endpoint (OpenAI style includes `/v1`; Anthropic's does not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
-    /// Script file for `scripted` (absolute once resolved).
+    /// Script file for `scripted` (absolute once resolved). Provenance once the run
+    /// has kept `script_source`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<PathBuf>,
+    /// The script's content, kept when the run started, so a resume replays it from
+    /// the store wherever it runs (`None` before the run starts, and in runs stored
+    /// before contents were kept: those read `script` again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_source: Option<OperatorFile>,
     /// Output token cap per turn.
     pub max_output_tokens: u32,
     /// Anthropic extended-thinking budget.
@@ -318,6 +334,7 @@ impl ProviderSpec {
             model: None,
             base_url: None,
             script: None,
+            script_source: None,
             max_output_tokens: 8192,
             thinking_budget: None,
             reasoning_effort: None,

@@ -29,7 +29,7 @@ pub struct ModelPrice {
 /// use io_harness::provider::{ModelPrice, PriceTable, Usage};
 /// let mut table = PriceTable::builtin();
 /// table.insert("my-model", ModelPrice { input: 1.0, output: 2.0, cached_input: None, cache_write: None });
-/// let usage = Usage { input_tokens: 1_000_000, output_tokens: 500_000, ..Usage::default() };
+/// let usage = Usage::reported(1_000_000, 500_000);
 /// assert_eq!(table.cost("my-model", &usage).usd, Some(2.0));
 /// assert_eq!(table.cost("nobody-knows", &usage).usd, None);
 /// ```

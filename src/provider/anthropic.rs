@@ -75,22 +75,29 @@ impl Anthropic {
             .post_sse(&cfg.url("/v1/messages"), body.clone())
             .await?;
         let mut assembler = stream::Assembler::new(KIND);
-        loop {
-            let Some(event) = events.next().await? else {
-                return Err(events.cut_short("`message_stop`"));
-            };
-            if assembler.on_event(&event.event, &event.data)? {
-                break;
+        // Past this point the server accepted the request: a failure loses its reply.
+        let turn = async {
+            loop {
+                let Some(event) = events.next().await? else {
+                    return Err(events.cut_short("`message_stop`"));
+                };
+                if assembler.on_event(&event.event, &event.data)? {
+                    break;
+                }
             }
+            assembler.finish()
         }
-        let turn = assembler.finish()?;
+        .await
+        .map_err(super::error::lost)?;
         Ok(Completion {
             cost: cfg.price(turn.model.as_deref(), model, &turn.usage),
             content: turn.content,
             stop_reason: turn.stop_reason,
             usage: turn.usage,
+            price: cfg.model_price(turn.model.as_deref(), model),
             model: turn.model.unwrap_or_else(|| model.to_string()),
             request_body: Some(body),
+            model_call: None,
         })
     }
 }

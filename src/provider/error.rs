@@ -82,6 +82,18 @@ pub struct ProviderError {
     /// `host:port` it pointed at: a connection nobody decided on, which the run records
     /// as a refused `net` action (C15).
     pub redirect: Option<String>,
+    /// Whether the request reached the server and its reply was lost (the stream broke,
+    /// went idle or could not be read; no answer came at all): its input was likely
+    /// processed and billed, so the run counts the request's estimated input against
+    /// the token budget. `false` for a request refused with an error status or never
+    /// sent.
+    pub reply_lost: bool,
+}
+
+/// `e`, marked as a failure that lost the reply of a request the server accepted.
+pub(crate) fn lost(mut e: ProviderError) -> ProviderError {
+    e.reply_lost = true;
+    e
 }
 
 impl ProviderError {
@@ -95,6 +107,7 @@ impl ProviderError {
             code: None,
             message: message.into(),
             redirect: None,
+            reply_lost: false,
         }
     }
 }

@@ -74,8 +74,15 @@ pub fn build_provider(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Box<dyn Provider>, ProviderFactoryError> {
     let Some(names) = env_names(spec.kind) else {
-        let script = spec.script.as_ref().ok_or(ProviderFactoryError::NoScript)?;
-        return Ok(Box::new(Scripted::from_file(script)?));
+        // The content a run kept wins: the file may have moved since (a resume from
+        // elsewhere, another machine). A spec without it (not yet started, or stored
+        // before contents were kept) reads the file.
+        let scripted = match (&spec.script_source, &spec.script) {
+            (Some(kept), _) => Scripted::from_source(&kept.path, &kept.source)?,
+            (None, Some(path)) => Scripted::from_file(path)?,
+            (None, None) => return Err(ProviderFactoryError::NoScript),
+        };
+        return Ok(Box::new(scripted));
     };
     let kind = spec.kind.as_str();
     let nonempty = |v: Option<String>| v.filter(|s| !s.trim().is_empty());

@@ -75,6 +75,7 @@ pub async fn complete_chain(
                             code: error.code.clone(),
                             delay_ms: 0,
                             server_said: false,
+                            reply_lost: error.reply_lost,
                         },
                         next: "fallback",
                     });

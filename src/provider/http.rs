@@ -29,7 +29,7 @@ pub(crate) use status::{classify_error_object, error_code};
 use status::{classify_status, retry_after};
 
 use super::error::{ProviderError, ProviderErrorKind};
-use super::price::PriceTable;
+use super::price::{ModelPrice, PriceTable};
 use super::types::{Cost, Usage};
 
 /// What every HTTP provider needs.
@@ -77,6 +77,15 @@ impl HttpConfig {
 
     /// The price-table cost of a call: by the model that answered (a dated name
     /// falls back to its undated one), else by the model asked for, else unknown.
+    /// The price [`HttpConfig::price`] applies: the answering model's, else the asked
+    /// one's.
+    pub(crate) fn model_price(&self, answered: Option<&str>, asked: &str) -> Option<ModelPrice> {
+        answered
+            .and_then(|m| self.prices.get(m))
+            .or_else(|| self.prices.get(asked))
+            .copied()
+    }
+
     pub(crate) fn price(&self, answered: Option<&str>, asked: &str, usage: &Usage) -> Cost {
         match answered.map(|m| self.prices.cost(m, usage)) {
             Some(c) if c.usd.is_some() => c,
@@ -170,8 +179,12 @@ impl HttpClient {
             .body(body);
         let response = match tokio::time::timeout(self.cfg.connect_timeout, request.send()).await {
             Err(_) => {
+                // The request went out and nothing came back: the server may well have
+                // processed it.
                 let msg = format!("no response headers within {:?}", self.cfg.connect_timeout);
-                return Err(self.error(ProviderErrorKind::Timeout, msg));
+                let mut e = self.error(ProviderErrorKind::Timeout, msg);
+                e.reply_lost = true;
+                return Err(e);
             }
             Ok(Err(e)) => {
                 // A connection that could not be made (refused, DNS, TLS, or reqwest's

@@ -39,7 +39,8 @@ pub use retry::{
 pub use scripted::{ScriptError, ScriptTurn, Scripted};
 pub use types::{
     Completion, CompletionRequest, ContentBlock, Cost, CostSource, Message, ProviderIdentity,
-    ReasoningEffort, Role, StopReason, ThinkingSettings, ToolSpec, Usage,
+    ReasoningEffort, Role, StopReason, ThinkingSettings, TokenEstimate, TokenSource, ToolSpec,
+    Usage,
 };
 
 use futures_util::future::BoxFuture;

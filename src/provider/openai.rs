@@ -109,15 +109,20 @@ impl ChatClient {
             .post_sse(&cfg.url("/chat/completions"), body.clone())
             .await?;
         let mut assembler = stream::Assembler::new(self.http.provider());
-        loop {
-            let Some(event) = events.next().await? else {
-                return Err(events.cut_short("`data: [DONE]`"));
-            };
-            if assembler.on_data(&event.data)? {
-                break;
+        // Past this point the server accepted the request: a failure loses its reply.
+        let turn = async {
+            loop {
+                let Some(event) = events.next().await? else {
+                    return Err(events.cut_short("`data: [DONE]`"));
+                };
+                if assembler.on_data(&event.data)? {
+                    break;
+                }
             }
+            assembler.finish()
         }
-        let turn = assembler.finish()?;
+        .await
+        .map_err(super::error::lost)?;
         let cost = match turn.reported_cost {
             Some(usd) => Cost {
                 usd: Some(usd),
@@ -130,8 +135,10 @@ impl ChatClient {
             stop_reason: turn.stop_reason,
             usage: turn.usage,
             cost,
+            price: cfg.model_price(turn.model.as_deref(), model),
             model: turn.model.unwrap_or_else(|| model.to_string()),
             request_body: Some(body),
+            model_call: None,
         })
     }
 }

@@ -31,6 +31,9 @@ pub struct RetryAttempt {
     pub delay_ms: u64,
     /// Whether the wait came from the server.
     pub server_said: bool,
+    /// Whether the request reached the server and its reply was lost
+    /// ([`ProviderError::reply_lost`]): its input counts against the token budget.
+    pub reply_lost: bool,
 }
 
 /// Why retrying stopped without a completion.
@@ -127,6 +130,7 @@ pub async fn complete_with_retry(
             kind: error.kind,
             status: error.status,
             code: error.code.clone(),
+            reply_lost: error.reply_lost,
             delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
             server_said: server.is_some(),
         });

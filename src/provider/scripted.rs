@@ -199,6 +199,14 @@ impl Scripted {
             path: path.to_path_buf(),
             source,
         })?;
+        Self::from_source(path, &text)
+    }
+
+    /// Parses a script's `text` as kept by a run, `path` naming where it was read (the
+    /// provider's identity and errors show it; the file itself is not read). A resume
+    /// replays the script this way from the store, wherever the file is now.
+    pub fn from_source(path: impl AsRef<Path>, text: &str) -> Result<Self, ScriptError> {
+        let path = path.as_ref();
         let mut turns = Vec::new();
         let mut agents: BTreeMap<String, Vec<ScriptTurn>> = BTreeMap::new();
         for (i, line) in text.lines().enumerate() {
@@ -290,6 +298,8 @@ impl Scripted {
             cost: Cost::UNKNOWN,
             model: "scripted".into(),
             request_body: serde_json::to_vec(request).ok(),
+            price: None,
+            model_call: None,
         })
     }
 }
@@ -361,6 +371,8 @@ impl Provider for Scripted {
                 },
                 model: turn.model.clone().unwrap_or_else(|| "scripted".into()),
                 request_body: Some(body),
+                price: None,
+                model_call: None,
             })
         })
     }

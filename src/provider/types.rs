@@ -177,29 +177,131 @@ pub enum StopReason {
     Other(String),
 }
 
-/// Token counts of one call, as the provider reported them.
+/// Token counts of one call: what the provider reported, field by field (`None` when it
+/// did not say: a server that streams no usage, as llama.cpp's does, reports nothing,
+/// which is not zero), and the harness's own estimate of the same call.
+///
+/// Budgets count each field as reported when it was, else as estimated
+/// ([`Usage::effective_input`], [`Usage::effective_output`]); the record says which
+/// ([`Usage::source`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Input tokens billed at the normal rate (cached ones excluded where the provider
-    /// separates them).
-    pub input_tokens: u64,
-    /// Output tokens (reasoning included).
-    pub output_tokens: u64,
+    /// separates them), as reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Output tokens (reasoning included), as reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
     /// Input tokens read from the prompt cache; `None` when the provider did not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_tokens: Option<u64>,
     /// Input tokens written to the prompt cache; `None` when the provider did not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_tokens: Option<u64>,
+    /// The harness's estimate of the call, set by the run for every request; `None`
+    /// from a provider alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<TokenEstimate>,
+}
+
+/// The harness's count of one call's tokens: the assembled request's input and the
+/// reply's output, with the run's token counter (exact for OpenAI models, else the
+/// calibrated estimate).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenEstimate {
+    /// Every input token of the request (cached or not).
+    pub input_tokens: u64,
+    /// The reply's tokens.
+    pub output_tokens: u64,
+}
+
+/// Where a token count came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// Every part as the provider reported it.
+    Reported,
+    /// Some part (or all) is the harness's estimate: the provider did not report it,
+    /// or the reply never arrived.
+    Estimated,
+}
+
+impl TokenSource {
+    /// The label the store keeps (`reported`, `estimated`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reported => "reported",
+            Self::Estimated => "estimated",
+        }
+    }
 }
 
 impl Usage {
-    /// Every token the call consumed, for the token budget.
-    pub fn total(&self) -> u64 {
+    /// Usage as a provider reported it: `input` (uncached) and `output` tokens.
+    pub fn reported(input: u64, output: u64) -> Self {
+        Self {
+            input_tokens: Some(input),
+            output_tokens: Some(output),
+            ..Self::default()
+        }
+    }
+
+    /// Every input token as reported (uncached, cache reads and writes), when the
+    /// provider reported its input.
+    pub fn reported_input(&self) -> Option<u64> {
+        self.input_tokens.map(|i| {
+            i + self.cached_input_tokens.unwrap_or(0) + self.cache_write_tokens.unwrap_or(0)
+        })
+    }
+
+    /// Input tokens for the budget: as reported, else the estimate (0 without one).
+    pub fn effective_input(&self) -> u64 {
+        self.reported_input()
+            .unwrap_or_else(|| self.estimate.map_or(0, |e| e.input_tokens))
+    }
+
+    /// Output tokens for the budget: as reported, else the estimate (0 without one).
+    pub fn effective_output(&self) -> u64 {
+        self.output_tokens
+            .unwrap_or_else(|| self.estimate.map_or(0, |e| e.output_tokens))
+    }
+
+    /// Uncached input tokens for the budget and the price: as reported, else the whole
+    /// estimated input (nothing is known to be cached then).
+    pub fn effective_uncached_input(&self) -> u64 {
         self.input_tokens
-            + self.output_tokens
-            + self.cached_input_tokens.unwrap_or(0)
-            + self.cache_write_tokens.unwrap_or(0)
+            .unwrap_or_else(|| self.estimate.map_or(0, |e| e.input_tokens))
+    }
+
+    /// The tokens of the effective counts that are estimates.
+    pub fn estimated_part(&self) -> u64 {
+        let input = if self.input_tokens.is_none() {
+            self.effective_input()
+        } else {
+            0
+        };
+        let output = if self.output_tokens.is_none() {
+            self.effective_output()
+        } else {
+            0
+        };
+        input + output
+    }
+
+    /// `Reported` when the provider reported both input and output.
+    pub fn source(&self) -> TokenSource {
+        if self.input_tokens.is_some() && self.output_tokens.is_some() {
+            TokenSource::Reported
+        } else {
+            TokenSource::Estimated
+        }
+    }
+
+    /// Every token the call consumed, for the token budget: reported where the
+    /// provider said, estimated where it did not.
+    pub fn total(&self) -> u64 {
+        self.effective_input() + self.effective_output()
     }
 }
 
@@ -213,6 +315,9 @@ pub enum CostSource {
     PriceTable,
     /// Replayed from a script that recorded it.
     Script,
+    /// Computed from the price table on token counts of which some are the harness's
+    /// estimate (the provider reported no usage, or not all of it).
+    Estimated,
     /// No price known: the cost is unknown, never zero.
     Unknown,
 }
@@ -251,9 +356,39 @@ pub struct Completion {
     /// part of a script.
     #[serde(skip)]
     pub request_body: Option<Vec<u8>>,
+    /// The price the provider applied (or would have, had it known the tokens), so the
+    /// harness can price its estimate when the provider reported no usage. Not stored.
+    #[serde(skip)]
+    pub price: Option<crate::contract::ModelPrice>,
+    /// The run's record of the model call this reply answers (`model_calls`), so the
+    /// commit that keeps the reply closes it; kept with a reply saved for replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_call: Option<i64>,
 }
 
 impl Completion {
+    /// Takes in the harness's estimate of this call, and when the provider reported no
+    /// usage (or not all of it) and priced it from its table, prices the effective
+    /// counts instead, marked [`CostSource::Estimated`]. A cost the provider reported
+    /// or a script recorded is kept.
+    pub fn with_estimate(mut self, estimate: TokenEstimate) -> Self {
+        self.usage.estimate = Some(estimate);
+        let repriceable = matches!(
+            self.cost.source,
+            CostSource::PriceTable | CostSource::Estimated | CostSource::Unknown
+        );
+        if self.usage.source() == TokenSource::Estimated
+            && repriceable
+            && let Some(p) = self.price
+        {
+            self.cost = Cost {
+                usd: Some(p.cost(&self.usage)),
+                source: CostSource::Estimated,
+            };
+        }
+        self
+    }
+
     /// The concatenated text blocks of the reply.
     pub fn text(&self) -> String {
         concat_text(&self.content)

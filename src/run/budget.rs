@@ -4,10 +4,15 @@ use std::time::Duration;
 
 use super::outcome::RunOutcome;
 use crate::contract::Budget;
-use crate::provider::{Cost, Usage};
-use crate::store::StepRecord;
+use crate::provider::{Cost, CostSource, Usage};
+use crate::store::{LostCall, StepRecord};
 
-/// Running totals of a run, rebuilt from committed steps on resume.
+/// Running totals of a run, rebuilt from committed steps (and the calls whose reply was
+/// lost) on resume.
+///
+/// Token fields are effective counts: as the provider reported them, else the
+/// harness's estimate (`estimated_tokens` says how many of them are estimates), so a
+/// server that reports no usage still runs into `max_tokens`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Totals {
     pub steps: u32,
@@ -15,9 +20,16 @@ pub(crate) struct Totals {
     pub output_tokens: u64,
     pub cached_input_tokens: u64,
     pub other_tokens: u64,
+    /// Of the tokens above, those that are the harness's estimate.
+    pub estimated_tokens: u64,
+    /// Model calls whose reply was lost after the request was sent (a broken stream,
+    /// a cancel or kill in flight): their estimated input is counted.
+    pub lost_calls: u32,
     pub cost_known_usd: f64,
     pub any_cost_known: bool,
     pub cost_unknown_steps: u32,
+    /// Whether some of the known cost was priced on estimated tokens.
+    pub cost_estimated: bool,
     /// Steps taken by sub-agents (theirs and their own sub-agents'): counted against
     /// the step budget, never in the step numbering.
     pub agent_steps: u32,
@@ -26,16 +38,36 @@ pub(crate) struct Totals {
 impl Totals {
     pub fn add(&mut self, usage: &Usage, cost: &Cost) {
         self.steps += 1;
-        self.input_tokens += usage.input_tokens;
-        self.output_tokens += usage.output_tokens;
+        self.input_tokens += usage.effective_uncached_input();
+        self.output_tokens += usage.effective_output();
         self.cached_input_tokens += usage.cached_input_tokens.unwrap_or(0);
         self.other_tokens += usage.cache_write_tokens.unwrap_or(0);
-        match cost.usd {
-            Some(c) => {
-                self.cost_known_usd += c;
-                self.any_cost_known = true;
-            }
-            None => self.cost_unknown_steps += 1,
+        self.estimated_tokens += usage.estimated_part();
+        self.add_cost(cost);
+        if cost.usd.is_none() {
+            self.cost_unknown_steps += 1;
+        }
+    }
+
+    fn add_cost(&mut self, cost: &Cost) {
+        if let Some(c) = cost.usd {
+            self.cost_known_usd += c;
+            self.any_cost_known = true;
+            self.cost_estimated |= cost.source == CostSource::Estimated;
+        }
+    }
+
+    /// Counts a model call whose reply was lost: its request's estimated input, and
+    /// that input's estimated cost when the price is known.
+    pub fn add_lost(&mut self, lost: &LostCall) {
+        self.lost_calls += 1;
+        self.input_tokens += lost.input_tokens;
+        self.estimated_tokens += lost.input_tokens;
+        if let Some(usd) = lost.cost_usd {
+            self.add_cost(&Cost {
+                usd: Some(usd),
+                source: CostSource::Estimated,
+            });
         }
     }
 
@@ -47,25 +79,32 @@ impl Totals {
         self.output_tokens += c.output_tokens;
         self.cached_input_tokens += c.cached_input_tokens;
         self.other_tokens += c.other_tokens;
+        self.estimated_tokens += c.estimated_tokens;
+        self.lost_calls += c.lost_calls;
         self.cost_known_usd += c.cost_known_usd;
         self.any_cost_known |= c.any_cost_known;
+        self.cost_estimated |= c.cost_estimated;
         self.cost_unknown_steps += c.cost_unknown_steps;
     }
 
-    pub fn from_steps(steps: &[StepRecord]) -> Self {
+    /// The totals of committed steps and of the calls whose reply was lost.
+    pub fn from_record(steps: &[StepRecord], lost: &[LostCall]) -> Self {
         let mut t = Self::default();
         for s in steps {
             let usage: Usage = serde_json::from_str(&s.usage_json).unwrap_or(Usage {
-                input_tokens: s.input_tokens,
-                output_tokens: s.output_tokens,
                 cached_input_tokens: s.cached_input_tokens,
-                cache_write_tokens: None,
+                ..Usage::reported(s.input_tokens, s.output_tokens)
             });
+            let source = serde_json::from_value(serde_json::Value::String(s.cost_source.clone()))
+                .unwrap_or(CostSource::Unknown);
             let cost = Cost {
                 usd: s.cost_usd,
-                source: crate::provider::CostSource::Unknown,
+                source,
             };
             t.add(&usage, &cost);
+        }
+        for l in lost {
+            t.add_lost(l);
         }
         t
     }
@@ -145,14 +184,7 @@ mod tests {
             before_step(&b, &t, Duration::from_secs(60), &[]),
             Some(RunOutcome::TimeBudgetExceeded)
         );
-        t.add(
-            &Usage {
-                input_tokens: 600,
-                output_tokens: 400,
-                ..Usage::default()
-            },
-            &Cost::UNKNOWN,
-        );
+        t.add(&Usage::reported(600, 400), &Cost::UNKNOWN);
         assert_eq!(after_step(&b, &t), Some(RunOutcome::TokenBudgetExceeded));
         let mut t = Totals::default();
         t.add(
@@ -177,6 +209,31 @@ mod tests {
             Some(RunOutcome::VerificationFailed {
                 failed: vec!["command x".into()]
             })
+        );
+    }
+
+    #[test]
+    fn unreported_fields_count_their_estimate_and_lost_calls_their_input() {
+        let mut t = Totals::default();
+        let usage = Usage {
+            input_tokens: Some(100),
+            estimate: Some(crate::provider::TokenEstimate {
+                input_tokens: 90,
+                output_tokens: 40,
+            }),
+            ..Usage::default()
+        };
+        t.add(&usage, &Cost::UNKNOWN);
+        assert_eq!((t.input_tokens, t.output_tokens), (100, 40));
+        assert_eq!(t.estimated_tokens, 40, "only the output is an estimate");
+        t.add_lost(&LostCall {
+            input_tokens: 500,
+            cost_usd: Some(0.5),
+        });
+        assert_eq!((t.total_tokens(), t.estimated_tokens), (640, 540));
+        assert_eq!(
+            (t.lost_calls, t.cost_usd(), t.cost_estimated),
+            (1, Some(0.5), true)
         );
     }
 

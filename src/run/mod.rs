@@ -159,12 +159,23 @@ pub struct RunResult {
     pub output_tokens: u64,
     /// Cached input tokens.
     pub cached_input_tokens: u64,
-    /// All tokens.
+    /// All tokens: as reported where the provider reported them, else the harness's
+    /// estimate.
     pub total_tokens: u64,
+    /// How many of `total_tokens` are the harness's estimate (0: all reported).
+    #[serde(default)]
+    pub estimated_tokens: u64,
+    /// Model calls whose reply was lost after the request was sent (a broken stream,
+    /// a cancel or kill in flight); their estimated input is in the totals.
+    #[serde(default)]
+    pub lost_calls: u32,
     /// Known cost; `None` when no call's cost was known.
     pub cost_usd: Option<f64>,
     /// Steps whose cost is unknown (the known total is then a lower bound).
     pub cost_unknown_steps: u32,
+    /// Whether part of `cost_usd` was priced on estimated tokens.
+    #[serde(default)]
+    pub cost_estimated: bool,
     /// Steps its sub-agents took. `steps` counts this run's own; the token and cost
     /// totals above include the sub-agents', and both kinds of step count against
     /// the step budget.

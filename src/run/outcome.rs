@@ -86,9 +86,19 @@ impl RunOutcome {
         }
     }
 
-    /// Whether `resume` may continue a run that ended this way.
+    /// Whether `resume` may continue a run that ended this way: a pending decision, a
+    /// cancel, or a provider failure whose kind may pass (retries ran out on a
+    /// rate limit, an outage, a cut connection), which a later session may get past.
     pub fn is_resumable(&self) -> bool {
-        matches!(self, Self::AwaitingApproval { .. } | Self::Cancelled)
+        matches!(
+            self,
+            Self::AwaitingApproval { .. }
+                | Self::Cancelled
+                | Self::Escalated {
+                    retryable: true,
+                    ..
+                }
+        )
     }
 }
 

@@ -456,7 +456,7 @@ pub(crate) fn rolled_up(store: &Store, run_id: i64) -> Result<Totals, StoreError
         if visited > 100_000 {
             break;
         }
-        let own = Totals::from_steps(&store.steps(id)?);
+        let own = Totals::from_record(&store.steps(id)?, &store.lost_calls(id)?);
         if id == run_id {
             t = own;
         } else {

@@ -67,8 +67,8 @@ pub use context_events::ContextEvent;
 pub use mcp_events::McpEvent;
 pub use memory::{MAX_KEY, MAX_NOTES, MAX_VALUE, MemoryNote};
 pub use records::{
-    ApprovalRecord, NewRun, PolicyEvent, ProviderAttempt, RunFinish, RunRecord, SandboxSession,
-    StepRecord, ToolCallRecord, ToolIntent, ToolIntentRecord,
+    ApprovalRecord, LostCall, ModelCallRecord, NewRun, PolicyEvent, ProviderAttempt, RunFinish,
+    RunRecord, SandboxSession, StepRecord, ToolCallRecord, ToolIntent, ToolIntentRecord,
 };
 pub use replies::StoredReply;
 pub use runs::{AgentLink, ChildRun};

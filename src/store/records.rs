@@ -137,17 +137,34 @@ pub struct StepRecord {
     /// Messages this step appended to the conversation (reply, tool results,
     /// verification observation), JSON array of `Message` — replayed by resume.
     pub messages_json: String,
-    /// Usage, JSON of `Usage`.
+    /// Usage, JSON of `Usage`: the reported fields (absent where the provider said
+    /// nothing) and the harness's estimate.
     pub usage_json: String,
-    /// Tokens, summed for run totals.
+    /// Uncached input tokens as the budget counted them (reported, else estimated; see
+    /// `token_source`), summed for run totals.
     pub input_tokens: u64,
-    /// Output tokens.
+    /// Output tokens as the budget counted them.
     pub output_tokens: u64,
+    /// `reported` when the provider reported input and output, `estimated` when the
+    /// counts above are (in part) the harness's estimate.
+    #[serde(default = "reported")]
+    pub token_source: String,
+    /// The harness's estimate of the request's input tokens (`None` in steps stored
+    /// before estimates were kept).
+    #[serde(default)]
+    pub estimated_input_tokens: Option<u64>,
+    /// The harness's estimate of the reply's tokens.
+    #[serde(default)]
+    pub estimated_output_tokens: Option<u64>,
+    /// The model call this step's reply answered, closed by the commit.
+    #[serde(default)]
+    pub model_call: Option<i64>,
     /// Cached input tokens.
     pub cached_input_tokens: Option<u64>,
     /// Cost when known.
     pub cost_usd: Option<f64>,
-    /// `reported`, `price_table`, `script`, `unknown`.
+    /// `reported`, `price_table`, `script`, `estimated` (priced on estimated tokens),
+    /// `unknown`.
     pub cost_source: String,
     /// Tool calls.
     pub tool_calls: Vec<ToolCallRecord>,
@@ -189,6 +206,53 @@ pub struct ProviderAttempt {
     /// failure (a context overflow is about this number).
     #[serde(default)]
     pub request_bytes: Option<u64>,
+    /// The harness's estimate of the request's input tokens (none are ever reported
+    /// for a failed attempt).
+    #[serde(default)]
+    pub estimated_input_tokens: Option<u64>,
+    /// Whether the request reached the server and its reply was lost (a broken or idle
+    /// stream): its estimated input then counts against the token budget (a
+    /// `model_calls` row with status `lost` holds the count).
+    #[serde(default)]
+    pub reply_lost: bool,
+}
+
+/// One model call of a step as the budget sees it: written before the request goes
+/// out, so a call in flight when the process dies is still counted on resume.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelCallRecord {
+    /// Row id (what a reply carries as `Completion::model_call`).
+    pub id: i64,
+    /// Run.
+    pub run_id: i64,
+    /// Step.
+    pub step: u32,
+    /// `kind/model` of the provider the call went to first.
+    pub provider: String,
+    /// The harness's estimate of the request's input tokens.
+    pub estimated_input_tokens: u64,
+    /// That input at the model's price, when known (an estimate).
+    pub estimated_cost_usd: Option<f64>,
+    /// `sent` (in flight, or answered and not yet committed), `committed` (its reply's
+    /// usage is in the step), `failed` (ended in an error whose attempts are recorded
+    /// in `provider_attempts`), or `lost` (its reply never reached a commit: a
+    /// retried attempt whose stream broke, a cancel or kill while in flight; its
+    /// estimated input counts).
+    pub status: String,
+}
+
+/// What a model call whose reply was lost adds to a run's totals: all of it an
+/// estimate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LostCall {
+    /// The request's estimated input tokens.
+    pub input_tokens: u64,
+    /// Their estimated cost, when the price is known.
+    pub cost_usd: Option<f64>,
+}
+
+fn reported() -> String {
+    "reported".into()
 }
 
 /// A tool call about to happen: written before it runs, completed after.

@@ -32,6 +32,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_MCP_EVENTS,
     V_CONTEXT_EVENTS,
     V_STEP_REPLIES,
+    V_TOKEN_SOURCES,
 ];
 
 /// A step's reply on record before its tools run (resume replays it), and a journaled
@@ -47,6 +48,31 @@ CREATE TABLE step_replies (
     PRIMARY KEY (run_id, step)
 );
 ALTER TABLE tool_intents ADD COLUMN output TEXT;
+";
+
+/// Reported and estimated tokens kept apart (issue #13): a step's counts say whether
+/// they are the provider's or the harness's estimate, with the estimate beside them; a
+/// failed attempt keeps its request's estimate and whether its reply was lost; and
+/// every model call is written before its request goes out (`model_calls`), so a call
+/// whose reply was lost — a broken stream, a cancel or kill in flight — is counted,
+/// by a resumed session too. Old steps read as `reported`, which is what they claimed.
+const V_TOKEN_SOURCES: &str = "
+ALTER TABLE steps ADD COLUMN token_source TEXT NOT NULL DEFAULT 'reported';
+ALTER TABLE steps ADD COLUMN estimated_input_tokens INTEGER;
+ALTER TABLE steps ADD COLUMN estimated_output_tokens INTEGER;
+ALTER TABLE provider_attempts ADD COLUMN estimated_input_tokens INTEGER;
+ALTER TABLE provider_attempts ADD COLUMN reply_lost INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE model_calls (
+    id                     INTEGER PRIMARY KEY,
+    run_id                 INTEGER NOT NULL REFERENCES runs(id),
+    step                   INTEGER NOT NULL,
+    provider               TEXT NOT NULL,
+    estimated_input_tokens INTEGER NOT NULL,
+    estimated_cost_usd     REAL,
+    status                 TEXT NOT NULL,
+    at_ms                  INTEGER NOT NULL
+);
+CREATE INDEX model_calls_run ON model_calls(run_id, step);
 ";
 
 /// Sandbox egress per session (SPEC C15): the resolved allowlist in force, and what the

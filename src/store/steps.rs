@@ -16,7 +16,8 @@ use super::{
 
 const STEP_COLUMNS: &str = "run_id, step, started_at_ms, duration_ms, model_ms, request_hash,
     reply_json, messages_json, usage_json, input_tokens, output_tokens,
-    cached_input_tokens, cost_usd, cost_source, state_json, provider";
+    cached_input_tokens, cost_usd, cost_source, state_json, provider, token_source,
+    estimated_input_tokens, estimated_output_tokens";
 
 impl Store {
     /// Commits a step atomically: the step, its tool calls, its policy events and its
@@ -56,6 +57,13 @@ impl Store {
         for event in &step.policy_events {
             insert_policy_event(&tx, &red, event, at)?;
         }
+        // The reply's usage is now on record: its call is no longer in flight.
+        if let Some(call) = step.model_call {
+            tx.execute(
+                "UPDATE model_calls SET status = 'committed' WHERE id = ?1 AND run_id = ?2",
+                params![call, step.run_id],
+            )?;
+        }
         tx.commit()?;
         Ok(())
     }
@@ -83,7 +91,8 @@ impl Store {
 fn insert_step(tx: &Connection, red: &Redactor, s: &StepRecord, hash: Option<&str>) -> Result<()> {
     let sql = format!(
         "INSERT INTO steps ({STEP_COLUMNS})
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                 ?18, ?19)"
     );
     tx.execute(
         &sql,
@@ -104,6 +113,9 @@ fn insert_step(tx: &Connection, red: &Redactor, s: &StepRecord, hash: Option<&st
             red.text(&s.cost_source),
             red.text(&s.state_json),
             red.opt(s.provider.as_deref()),
+            red.text(&s.token_source),
+            s.estimated_input_tokens.map(sql_u64),
+            s.estimated_output_tokens.map(sql_u64),
         ],
     )?;
     Ok(())
@@ -175,6 +187,10 @@ fn step_record(r: &Row<'_>) -> rusqlite::Result<StepRecord> {
         cost_source: r.get(13)?,
         state_json: r.get(14)?,
         provider: r.get(15)?,
+        token_source: r.get(16)?,
+        estimated_input_tokens: get_opt_u64(r, 17)?,
+        estimated_output_tokens: get_opt_u64(r, 18)?,
+        model_call: None,
         tool_calls: Vec::new(),
         policy_events: Vec::new(),
     })

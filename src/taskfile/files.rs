@@ -2,19 +2,50 @@
 //! content, a command gate's script pinned by hash, and the gate files the policy
 //! protects. These are the contract's only reads of the filesystem, so they live here,
 //! beside the task-file loader, and the contract types stay plain data.
+//!
+//! A run keeps by content every file outside its workspace that a later session needs
+//! (a scripted provider's script, a Rust gate's criterion; [`TaskContract::keep_operator_files`]),
+//! in the contract it stores: a resume then needs only the store, from any directory,
+//! after the checkout moved, or on another machine. Paths stay as provenance.
 
 use std::path::{Path, PathBuf};
 
-use crate::contract::{OperatorFile, PinnedFile, TaskContract, Verification, relative_inside};
+use crate::contract::{
+    ContractError, OperatorFile, PinnedFile, TaskContract, Verification, relative_inside,
+};
+
+/// The largest operator file a run keeps by content (a long recorded script is a few
+/// MiB): the store holds it with the run's contract, so it is bounded like every
+/// other stored text.
+pub const MAX_KEPT_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 impl OperatorFile {
-    /// Reads `path` now (made absolute against the current directory).
+    /// Reads `path` now (made absolute against the current directory), with its hash.
     pub fn read(path: impl Into<PathBuf>) -> std::io::Result<Self> {
         let path = path.into();
         let path = std::path::absolute(&path).unwrap_or(path);
+        let len = std::fs::metadata(&path)?.len();
+        if len > MAX_KEPT_FILE_BYTES {
+            return Err(std::io::Error::other(format!(
+                "{len} bytes, more than the {MAX_KEPT_FILE_BYTES} an operator file may have"
+            )));
+        }
         let source = std::fs::read_to_string(&path)?;
-        Ok(Self { path, source })
+        let sha256 = Some(crate::digest::sha256_hex(source.as_bytes()));
+        Ok(Self {
+            path,
+            source,
+            sha256,
+        })
     }
+}
+
+/// Reads the operator file `path` for the contract key `key`, the error naming both.
+fn keep(key: &str, path: &Path) -> Result<OperatorFile, ContractError> {
+    OperatorFile::read(path).map_err(|e| ContractError::Field {
+        key: key.into(),
+        message: format!("cannot keep {}: {e}", path.display()),
+    })
 }
 
 impl Verification {
@@ -69,6 +100,38 @@ impl Verification {
 }
 
 impl TaskContract {
+    /// Keeps by content the files outside the workspace a later session of the run
+    /// needs: each scripted provider's script and each Rust gate's criterion (a
+    /// workspace-form gate's criteria are kept when built). Done once, when the run
+    /// starts; a file already kept is left as it is, so a resumed or child run keeps
+    /// what its start kept. Fails naming the key when a file cannot be read or is too
+    /// large to keep.
+    pub fn keep_operator_files(&mut self) -> Result<(), ContractError> {
+        for (i, p) in self.providers.iter_mut().enumerate() {
+            if let (Some(path), None) = (&p.script, &p.script_source) {
+                let key = if i == 0 {
+                    "provider.script".to_string()
+                } else {
+                    format!("provider.fallback[{}].script", i - 1)
+                };
+                let kept = keep(&key, path)?;
+                p.script = Some(kept.path.clone());
+                p.script_source = Some(kept);
+            }
+        }
+        for v in &mut self.verify.criteria {
+            if let Verification::Rust {
+                criterion,
+                criterion_source: kept @ None,
+                ..
+            } = v
+            {
+                *kept = Some(keep("verify.rust", criterion)?);
+            }
+        }
+        Ok(())
+    }
+
     /// What the policy takes from this contract ([`crate::policy::TaskInputs`]).
     pub fn policy_inputs(&self) -> crate::policy::TaskInputs<'_> {
         let operator_programs = self

@@ -172,8 +172,16 @@ async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) ->
             timeout,
             pinned,
         } => command_check(label, ws, exec, argv, *expect_exit, *timeout, pinned).await,
-        Verification::Rust { subject, criterion } => {
-            gate_result(label, rust_gate::check(subject, criterion, ws, exec).await)
+        Verification::Rust {
+            subject,
+            criterion,
+            criterion_source,
+        } => {
+            let kept = criterion_source.as_ref().map(|f| f.source.as_str());
+            gate_result(
+                label,
+                rust_gate::check(subject, criterion, kept, ws, exec).await,
+            )
         }
         Verification::CargoTest { manifest, criteria } => {
             gate_result(label, cargo_gate::check(manifest, criteria, ws, exec).await)

@@ -18,8 +18,8 @@ fn write_turn(path: &str, content: &str) -> ScriptTurn {
 
 fn with_usage(mut t: ScriptTurn, input: u64, output: u64, cost: Option<f64>) -> ScriptTurn {
     t.usage = Some(io_harness::provider::Usage {
-        input_tokens: input,
-        output_tokens: output,
+        input_tokens: Some(input),
+        output_tokens: Some(output),
         ..Default::default()
     });
     t.cost_usd = cost;

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 fn usage(mut t: ScriptTurn, tokens: u64, cost: Option<f64>) -> ScriptTurn {
     t.usage = Some(Usage {
-        input_tokens: tokens,
-        output_tokens: 0,
+        input_tokens: Some(tokens),
+        output_tokens: Some(0),
         ..Default::default()
     });
     t.cost_usd = cost;
@@ -179,11 +179,16 @@ async fn a_greedy_child_cannot_exceed_its_slice_and_the_parent_sees_the_remainde
             100,
             None,
         ),
-        ScriptTurn::text("done"),
+        // Reported, as every turn here: an unreported turn would count the harness's
+        // estimate of its request (thousands of tokens) against the 1000.
+        usage(ScriptTurn::text("done"), 10, None),
     ])
     .with_agent("greedy", greedy)
     .with_agent("hungry", hungry)
-    .with_agent("last", vec![ScriptTurn::text("the seed is there")]);
+    .with_agent(
+        "last",
+        vec![usage(ScriptTurn::text("the seed is there"), 10, None)],
+    );
     let store = Store::memory().unwrap();
     let r = run(&contract, &provider, &store).await.unwrap();
     assert_eq!(r.outcome, RunOutcome::Success, "{r:?}");
@@ -223,7 +228,8 @@ async fn a_greedy_child_cannot_exceed_its_slice_and_the_parent_sees_the_remainde
     assert_eq!(children[2].run.outcome.as_deref(), Some("success"));
 
     assert_eq!((r.steps, r.agent_steps), (4, 5));
-    assert_eq!(r.input_tokens, 300 + 20 + 400);
+    // And the parent's last reply and the last child's, 10 each.
+    assert_eq!(r.input_tokens, 300 + 20 + 400 + 10 + 10);
 }
 
 #[tokio::test]

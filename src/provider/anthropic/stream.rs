@@ -206,8 +206,8 @@ impl Assembler {
         let w: WireUsage = serde_json::from_value(u.clone())
             .map_err(|e| self.malformed(format!("bad usage ({e}): {u}")))?;
         let usage = &mut self.usage;
-        usage.input_tokens = w.input_tokens.unwrap_or(usage.input_tokens);
-        usage.output_tokens = w.output_tokens.unwrap_or(usage.output_tokens);
+        usage.input_tokens = w.input_tokens.or(usage.input_tokens);
+        usage.output_tokens = w.output_tokens.or(usage.output_tokens);
         usage.cached_input_tokens = w.cache_read_input_tokens.or(usage.cached_input_tokens);
         usage.cache_write_tokens = w.cache_creation_input_tokens.or(usage.cache_write_tokens);
         Ok(())
@@ -308,5 +308,10 @@ mod tests {
         let t = a.finish().unwrap();
         assert_eq!(t.content, vec![ContentBlock::Text { text: "hi".into() }]);
         assert_eq!(t.stop_reason, StopReason::Other("pause_turn".into()));
+        assert_eq!(
+            (t.usage.input_tokens, t.usage.output_tokens),
+            (None, None),
+            "no usage was reported: none, not zero"
+        );
     }
 }

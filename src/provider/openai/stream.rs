@@ -253,14 +253,18 @@ impl Assembler {
             Some("length") => StopReason::MaxTokens,
             Some(other) => StopReason::Other(other.to_string()),
         };
+        // A stream without a usage chunk (llama.cpp's server, a proxy that drops
+        // `stream_options`) reported nothing: `None`, never a count of zero.
         let u = self.usage.unwrap_or_default();
-        let prompt = u.prompt_tokens.unwrap_or(0);
         let cached = u.prompt_tokens_details.and_then(|d| d.cached_tokens);
         let usage = Usage {
-            input_tokens: prompt.saturating_sub(cached.unwrap_or(0)),
-            output_tokens: u.completion_tokens.unwrap_or(0),
+            input_tokens: u
+                .prompt_tokens
+                .map(|p| p.saturating_sub(cached.unwrap_or(0))),
+            output_tokens: u.completion_tokens,
             cached_input_tokens: cached,
             cache_write_tokens: None,
+            estimate: None,
         };
         let reported_cost = u.cost.filter(|c| c.is_finite() && *c >= 0.0);
         Ok(Assembled {
@@ -335,8 +339,20 @@ mod tests {
                 done.usage.cached_input_tokens,
                 done.usage.output_tokens
             ),
-            (40, Some(60), 7)
+            (Some(40), Some(60), Some(7))
         );
+    }
+
+    #[test]
+    fn a_stream_without_usage_reports_none_not_zero() {
+        let done = run(&[
+            r#"{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ])
+        .unwrap();
+        assert_eq!(done.usage.input_tokens, None);
+        assert_eq!(done.usage.output_tokens, None);
+        assert_eq!(done.usage.source(), crate::provider::TokenSource::Estimated);
     }
 
     #[test]

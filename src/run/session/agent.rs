@@ -49,10 +49,7 @@ impl Session<'_> {
         let b = &self.run.contract.budget;
         let t = &self.progress.totals;
         let u = &reply.usage;
-        let reply_tokens = u.input_tokens
-            + u.output_tokens
-            + u.cached_input_tokens.unwrap_or(0)
-            + u.cache_write_tokens.unwrap_or(0);
+        let reply_tokens = u.total();
         Remaining {
             steps: b.max_steps.saturating_sub(t.steps + t.agent_steps + 1),
             tokens: b

@@ -2,6 +2,13 @@
 //! budget, then the provider chain with retries, under the budgets. A context overflow
 //! is answered once by assembling again, harder; a second one ends the run
 //! `ContextOverflow`.
+//!
+//! Every call is counted by the harness as well as by the provider: the assembled
+//! request's tokens and the reply's, kept beside what the provider reported, so a
+//! server that reports no usage still counts against `max_tokens`. The call is on
+//! record (`model_calls`) before its request goes out; one whose reply is lost — an
+//! attempt whose stream broke, a cancel or a kill in flight — counts its estimated
+//! input, in this session or, for a kill, in the one that resumes the run.
 
 use super::environment::policy_event;
 use super::{Session, StepEnd};
@@ -9,11 +16,12 @@ use crate::context::ContextRunner;
 use crate::contract::TaskContract;
 use crate::provider::{
     ChainAttempt, ChainError, Completion, CompletionRequest, Provider, ProviderError,
-    complete_chain,
+    TokenEstimate, complete_chain,
 };
 use crate::run::events::RunEvent;
 use crate::run::outcome::RunOutcome;
 use crate::run::setup;
+use crate::store::LostCall;
 use crate::store::ProviderAttempt;
 
 /// The context assembler for a run: its settings, and the primary provider's model
@@ -54,7 +62,20 @@ impl Session<'_> {
                 .map(|d| policy_event(self.run.id, step, d))
                 .collect();
             self.store.record_policy_events(events).await;
-            let result = self.call_model(step, &assembly.request).await;
+            let estimated_input = assembly.tokens_after;
+            let family = self.conversation.context.family();
+            let result = self
+                .call_model(step, &assembly.request, estimated_input)
+                .await
+                .map(|(reply, served)| {
+                    let output =
+                        crate::context::tokens::estimate_message(&reply.to_message(), family);
+                    let estimate = TokenEstimate {
+                        input_tokens: estimated_input,
+                        output_tokens: output,
+                    };
+                    (reply.with_estimate(estimate), served)
+                });
             let usage = result.as_ref().ok().map(|(c, _)| c.usage);
             let mut events =
                 self.conversation
@@ -81,6 +102,7 @@ impl Session<'_> {
         &mut self,
         step: u32,
         request: &CompletionRequest,
+        estimated_input: u64,
     ) -> Result<(Completion, Option<String>), StepEnd> {
         let deadline = self.halt.deadline();
         let chain: Vec<&dyn Provider> = std::iter::once(self.provider)
@@ -98,6 +120,12 @@ impl Session<'_> {
                 format!("{}/{}", id.kind, id.model)
             })
             .collect();
+        // What each provider's call adds if its reply is lost.
+        let lost_by: Vec<LostCall> = (0..chain.len())
+            .map(|i| self.lost_call(&chain, i, estimated_input))
+            .collect();
+        let lost = lost_by[0];
+        let call_row = self.open_call(step, &names, &lost).await;
         let mut attempts = Vec::new();
         let mut on_attempt = |a: &ChainAttempt| attempts.push(a.clone());
         let call = complete_chain(
@@ -109,22 +137,108 @@ impl Session<'_> {
         );
         // The chain sleeps no retry past the deadline; the halt ends the call itself.
         let outcome = self.halt.guard(call).await;
-        self.record_attempts(step, &names, &attempts).await;
-        let (reply, served) = match outcome {
-            Err(why) => return Err(StepEnd::Outcome(super::halted(why))),
+        self.record_attempts(step, &names, &attempts, estimated_input)
+            .await;
+        for a in attempts.iter().filter(|a| a.attempt.reply_lost) {
+            let i = a.provider_index.min(lost_by.len() - 1);
+            self.count_lost(step, &names[i], &lost_by[i]).await;
+        }
+        let (mut reply, served) = match outcome {
+            // Dropped in flight (or in a backoff): counted as a lost reply.
+            Err(why) => {
+                self.close_call(call_row, Some(&lost)).await;
+                return Err(StepEnd::Outcome(super::halted(why)));
+            }
             Ok(Err(ChainError::Deadline)) => {
+                self.close_call(call_row, Some(&lost)).await;
                 return Err(StepEnd::Outcome(RunOutcome::TimeBudgetExceeded));
             }
             Ok(Err(ChainError::Escalated { error, retryable })) => {
+                let last = names
+                    .iter()
+                    .position(|n| n.starts_with(&format!("{}/", error.provider)))
+                    .unwrap_or(names.len().saturating_sub(1));
+                self.close_call(call_row, error.reply_lost.then_some(&lost_by[last]))
+                    .await;
                 let outcome = self
-                    .escalated(step, &names, request, &error, retryable)
+                    .escalated(step, &names, request, &error, retryable, estimated_input)
                     .await;
                 return Err(StepEnd::Outcome(outcome));
             }
             Ok(Ok(r)) => r,
         };
+        reply.model_call = call_row;
         let served_by = names.get(served).cloned();
         Ok((reply, served_by))
+    }
+
+    /// What a call to provider `index` of `chain` adds when its reply is lost: the
+    /// request's estimated input, priced when the contract knows the model's price.
+    fn lost_call(&self, chain: &[&dyn Provider], index: usize, input: u64) -> LostCall {
+        let model = chain.get(index).map(|p| p.identity().model);
+        let usage = crate::provider::Usage {
+            estimate: Some(TokenEstimate {
+                input_tokens: input,
+                output_tokens: 0,
+            }),
+            ..Default::default()
+        };
+        let cost_usd = model
+            .and_then(|m| self.run.contract.price_table().get(&m).copied())
+            .map(|p| p.cost(&usage));
+        LostCall {
+            input_tokens: input,
+            cost_usd,
+        }
+    }
+
+    /// Puts the call on record before its request goes out (best effort: a store that
+    /// cannot take it must not stop the call; the budget then misses it only if the
+    /// process dies in flight).
+    async fn open_call(&self, step: u32, names: &[String], lost: &LostCall) -> Option<i64> {
+        let (run_id, provider, l) = (self.run.id, names[0].clone(), *lost);
+        self.store
+            .call(move |s| {
+                s.record_model_call(run_id, step, &provider, l.input_tokens, l.cost_usd, "sent")
+            })
+            .await
+            .map_err(
+                |e| tracing::warn!(run_id, step, error = %e, "could not record the model call"),
+            )
+            .ok()
+    }
+
+    /// Closes a call that produced no reply: `lost` (its estimate counted now) when
+    /// its request may have been processed, else `failed`.
+    async fn close_call(&mut self, call: Option<i64>, lost: Option<&LostCall>) {
+        if let Some(l) = lost {
+            self.progress.totals.add_lost(l);
+        }
+        let Some(id) = call else { return };
+        let status = if lost.is_some() { "lost" } else { "failed" };
+        if let Err(e) = self
+            .store
+            .call(move |s| s.set_model_call_status(id, status))
+            .await
+        {
+            tracing::warn!(run_id = self.run.id, error = %e, "could not close the model call");
+        }
+    }
+
+    /// Counts a retried attempt whose reply was lost, and keeps it on record as a
+    /// lost call so a resumed session counts it too.
+    async fn count_lost(&mut self, step: u32, provider: &str, lost: &LostCall) {
+        self.progress.totals.add_lost(lost);
+        let (run_id, provider, l) = (self.run.id, provider.to_string(), *lost);
+        if let Err(e) = self
+            .store
+            .call(move |s| {
+                s.record_model_call(run_id, step, &provider, l.input_tokens, l.cost_usd, "lost")
+            })
+            .await
+        {
+            tracing::warn!(run_id, step, error = %e, "could not record a lost model call");
+        }
     }
 
     /// A provider failure the chain escalated: the redirect it refused and the
@@ -136,6 +250,7 @@ impl Session<'_> {
         request: &CompletionRequest,
         error: &ProviderError,
         retryable: bool,
+        estimated_input: u64,
     ) -> RunOutcome {
         tracing::warn!(run_id = self.run.id, step, error = %error, "provider call failed");
         if let Some(target) = &error.redirect {
@@ -158,6 +273,8 @@ impl Session<'_> {
             next: "escalate".into(),
             code: error.code.clone(),
             request_bytes: serde_json::to_vec(request).ok().map(|b| b.len() as u64),
+            estimated_input_tokens: Some(estimated_input),
+            reply_lost: error.reply_lost,
         };
         self.store.record_provider_attempts(vec![escalated]).await;
         if error.kind == crate::provider::ProviderErrorKind::ContextOverflow {
@@ -189,6 +306,7 @@ impl Session<'_> {
         step: u32,
         names: &[String],
         attempts: &[ChainAttempt],
+        estimated_input: u64,
     ) {
         for a in attempts {
             let provider = names.get(a.provider_index).cloned().unwrap_or_default();
@@ -203,6 +321,8 @@ impl Session<'_> {
                 next: a.next.to_string(),
                 code: a.attempt.code.clone(),
                 request_bytes: None,
+                estimated_input_tokens: Some(estimated_input),
+                reply_lost: a.attempt.reply_lost,
             };
             self.store.record_provider_attempts(vec![record]).await;
             self.emit(RunEvent::ProviderRetry {

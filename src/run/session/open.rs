@@ -89,6 +89,8 @@ impl Origin {
         let mut contract = contract.clone();
         contract.validate()?;
         contract.resolve_root()?;
+        // Stored with the run: a resume reads them from the store, not the disk.
+        contract.keep_operator_files()?;
         Ok(Self {
             contract,
             link,
@@ -243,8 +245,9 @@ async fn check_resumable(
     }
     if let Some(given) = given {
         let mut g = given.clone();
-        // The stored contract has its root resolved; compare like with like.
-        if g.resolve_root().is_err() || g != stored.contract {
+        // The stored contract has its root resolved and its operator files kept;
+        // compare like with like.
+        if g.resolve_root().is_err() || g.keep_operator_files().is_err() || g != stored.contract {
             return Err(RunError::ContractMismatch { run_id });
         }
     }

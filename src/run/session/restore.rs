@@ -45,7 +45,9 @@ pub(super) async fn restore(
     let replay = interrupted_reply(store, run_id, next_step).await?;
     // Children of committed steps count now; those of the interrupted step count when
     // the replayed step adopts them.
-    let totals = stored.usage(store, Some(next_step)).await?;
+    let totals = stored
+        .resumed_usage(store, next_step, replay.as_ref().map(|r| &r.reply))
+        .await?;
     let removed = remove_journaled_temps(ws, &journal);
     if removed > 0 {
         tracing::info!(

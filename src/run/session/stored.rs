@@ -3,6 +3,7 @@
 //! one place.
 
 use crate::contract::TaskContract;
+use crate::provider::Completion;
 use crate::run::budget::Totals;
 use crate::run::state::LoopState;
 use crate::run::{RunError, subagent};
@@ -59,8 +60,9 @@ impl StoredRun {
         store: &AsyncStore,
         before: Option<u32>,
     ) -> Result<Totals, StoreError> {
-        let mut totals = Totals::from_steps(&self.steps);
         let run_id = self.rec.id;
+        let lost = store.call(move |s| s.lost_calls(run_id)).await?;
+        let mut totals = Totals::from_record(&self.steps, &lost);
         let children = store
             .call(move |s| {
                 let mut used = Vec::new();
@@ -76,6 +78,26 @@ impl StoredRun {
             totals.add_child(c);
         }
         Ok(totals)
+    }
+}
+
+impl StoredRun {
+    /// [`StoredRun::usage`] for a session resuming the run at `next_step` (holding its
+    /// lock): first the model calls the interrupted session left in flight are marked
+    /// lost, so their estimated input counts — all but the one whose reply the resumed
+    /// step replays (`replay`), which its commit closes.
+    pub async fn resumed_usage(
+        &self,
+        store: &AsyncStore,
+        next_step: u32,
+        replay: Option<&Completion>,
+    ) -> Result<Totals, StoreError> {
+        let run_id = self.rec.id;
+        let except = replay.and_then(|r| r.model_call);
+        store
+            .call(move |s| s.mark_cut_off_calls(run_id, except))
+            .await?;
+        self.usage(store, Some(next_step)).await
     }
 }
 

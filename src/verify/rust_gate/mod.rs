@@ -91,10 +91,13 @@ impl GateVerdict {
     }
 }
 
-/// Runs the phases of a Rust gate for `subject` (a workspace path) and `criterion`.
+/// Runs the phases of a Rust gate for `subject` (a workspace path) and `criterion`:
+/// its `kept` content when the run keeps one (the file may have moved since), else
+/// the file as it is now.
 pub async fn check(
     subject: &Path,
     criterion: &Path,
+    kept: Option<&str>,
     ws: &Workspace,
     exec: Option<&Executor>,
 ) -> GateVerdict {
@@ -111,7 +114,8 @@ pub async fn check(
             return GateVerdict::fail(Phase::SubjectCompile, format!("cannot read: {e}"), None);
         }
     };
-    let crit = match std::fs::read_to_string(criterion) {
+    let read = kept.map_or_else(|| std::fs::read_to_string(criterion), |k| Ok(k.to_string()));
+    let crit = match read {
         Ok(c) => c,
         Err(e) => {
             return GateVerdict::fail(

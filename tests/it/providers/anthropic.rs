@@ -97,7 +97,7 @@ async fn anthropic_streams_thinking_text_and_tool_use() {
             u.cached_input_tokens,
             u.cache_write_tokens
         ),
-        (120, 89, Some(3000), Some(2000))
+        (Some(120), Some(89), Some(3000), Some(2000))
     );
     // claude-sonnet-4-5 (the dated name falls back): 3 in, 15 out, 0.3 read, 3.75 write per M.
     assert_eq!(turn.cost.source, CostSource::PriceTable);

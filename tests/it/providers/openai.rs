@@ -70,7 +70,7 @@ async fn openai_streams_text_with_bearer_auth_usage_and_price() {
             turn.usage.cached_input_tokens,
             turn.usage.output_tokens
         ),
-        (400, Some(600), 20)
+        (Some(400), Some(600), Some(20))
     );
     // test-priced: 1 $/M input, 0.5 $/M cached, 2 $/M output.
     assert_eq!(turn.cost.source, CostSource::PriceTable);
@@ -146,7 +146,7 @@ async fn openai_assembles_tool_calls_cut_anywhere() {
     assert_eq!(turn.stop_reason, StopReason::ToolUse);
     assert_eq!(
         (turn.usage.input_tokens, turn.usage.cached_input_tokens),
-        (50, None)
+        (Some(50), None)
     );
     assert_eq!(
         turn.cost.source,

@@ -45,7 +45,7 @@ async fn openrouter_sends_attribution_and_uses_the_reported_cost() {
     assert_eq!(turn.cost.usd, Some(0.00042));
     assert_eq!(
         (turn.usage.input_tokens, turn.usage.cached_input_tokens),
-        (100, Some(0))
+        (Some(100), Some(0))
     );
     assert_eq!(p.identity().kind, "openrouter");
     assert_eq!(p.secrets(), vec![KEY.to_string()]);

@@ -1,0 +1,219 @@
+//! Reported and estimated tokens (issue #13): a server that reports no usage counts
+//! the harness's estimate against the budget, marked as one; a call whose reply was
+//! lost after its request went out counts its estimated input, in the session and
+//! after a kill, in the one that resumes the run.
+
+use std::time::Duration;
+
+use io_harness::contract::ModelPrice;
+use io_harness::provider::{OpenAi, RetryPolicy};
+use io_harness::{RunOutcome, Store, TaskContract, Verification, run};
+use serde_json::json;
+
+use crate::providers::fake_server::{End, FakeServer, Reply, whole};
+use crate::providers::{config, delta, openai_stream, openai_text};
+
+/// The model the provider tests price at 1 $/M input and 2 $/M output.
+const MODEL: &str = "test-priced";
+
+fn price() -> ModelPrice {
+    ModelPrice {
+        input: 1.0,
+        output: 2.0,
+        cached_input: Some(0.5),
+        cache_write: Some(4.0),
+    }
+}
+
+fn client(server: &FakeServer) -> OpenAi {
+    OpenAi::new(config(&format!("{}/v1", server.url()), MODEL)).unwrap()
+}
+
+/// A tool call to write hello.txt, streamed as llama.cpp's server does: no usage chunk.
+fn write_hello_without_usage() -> String {
+    openai_stream(&[
+        delta(json!({"role": "assistant", "content": ""}), None),
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {
+                "name": "write_file", "arguments": "{\"path\":\"hello.txt\",\"content\":\"hello\\n\"}"}}]}),
+            Some("tool_calls"),
+        ),
+    ])
+}
+
+#[tokio::test]
+async fn a_stream_without_usage_counts_the_estimate_against_max_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let server = FakeServer::start(vec![
+        Reply::sse(whole(&write_hello_without_usage())),
+        Reply::sse(whole(&openai_text("done"))),
+    ])
+    .await;
+    // The first request alone (system prompt, goal, tool specs) is well over 1,000
+    // tokens by the harness's count; the server says nothing of it.
+    let c = TaskContract::workspace(
+        "write hello.txt",
+        dir.path(),
+        Verification::file_contains("hello.txt", "hello"),
+    )
+    .max_tokens(1_000)
+    .price(MODEL, price());
+    let r = run(&c, &client(&server), &store).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::TokenBudgetExceeded, "{r:?}");
+    assert_eq!(r.steps, 1);
+    assert_eq!(server.requests().len(), 1, "no second call past the budget");
+    assert!(r.total_tokens >= 1_000, "{}", r.total_tokens);
+    assert_eq!(
+        r.estimated_tokens, r.total_tokens,
+        "every token is an estimate"
+    );
+    // Cost follows the tokens: price × the estimate, marked as such.
+    assert!(r.cost_estimated);
+    let usd = r.cost_usd.unwrap();
+    let want = (r.input_tokens as f64 * 1.0 + r.output_tokens as f64 * 2.0) / 1e6;
+    assert!((usd - want).abs() < 1e-12, "{usd} vs {want}");
+
+    let step = &store.steps(r.run_id).unwrap()[0];
+    assert_eq!(step.token_source, "estimated");
+    assert_eq!(step.cost_source, "estimated");
+    assert_eq!(step.estimated_input_tokens, Some(step.input_tokens));
+    assert!(step.estimated_output_tokens.unwrap() > 0);
+    let usage: serde_json::Value = serde_json::from_str(&step.usage_json).unwrap();
+    assert!(
+        usage.get("input_tokens").is_none() && usage.get("output_tokens").is_none(),
+        "nothing reported is stored as reported: {usage}"
+    );
+}
+
+#[tokio::test]
+async fn reported_usage_is_counted_as_reported_beside_the_estimate() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hello.txt"), "hello\n").unwrap();
+    let store = Store::memory().unwrap();
+    let server = FakeServer::start(vec![Reply::sse(whole(&openai_text("done")))]).await;
+    let c = TaskContract::workspace(
+        "say done",
+        dir.path(),
+        Verification::file_contains("hello.txt", "hello"),
+    );
+    let r = run(&c, &client(&server), &store).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    assert_eq!((r.total_tokens, r.estimated_tokens), (12, 0));
+    assert!(!r.cost_estimated);
+    let step = &store.steps(r.run_id).unwrap()[0];
+    assert_eq!(step.token_source, "reported");
+    assert_eq!(step.cost_source, "price_table");
+    assert!(
+        step.estimated_input_tokens.unwrap() > 100,
+        "the estimate is kept beside"
+    );
+}
+
+#[tokio::test]
+async fn a_reply_lost_after_the_request_counts_its_estimated_input() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hello.txt"), "hello\n").unwrap();
+    let store = Store::memory().unwrap();
+    // The server takes the request and the connection drops mid-reply; the retry gets
+    // a whole reply reporting 10 + 2 tokens.
+    let server = FakeServer::start(vec![
+        Reply::sse(whole(
+            "data: {\"choices\": [{\"index\": 0, \"delta\": {\"content\": \"do",
+        ))
+        .end(End::Cut),
+        Reply::sse(whole(&openai_text("done"))),
+    ])
+    .await;
+    let c = TaskContract::workspace(
+        "say done",
+        dir.path(),
+        Verification::file_contains("hello.txt", "hello"),
+    )
+    .price(MODEL, price())
+    .retry_policy(RetryPolicy {
+        max_attempts: 2,
+        base: Duration::from_millis(5),
+        cap: Duration::from_millis(10),
+        jitter: false,
+    });
+    let r = run(&c, &client(&server), &store).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    assert_eq!(r.lost_calls, 1);
+    let attempts = store.provider_attempts(r.run_id).unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert!(attempts[0].reply_lost, "{attempts:?}");
+    let lost_input = attempts[0].estimated_input_tokens.unwrap();
+    assert!(lost_input > 100);
+    assert_eq!(
+        r.total_tokens,
+        12 + lost_input,
+        "reported 12 plus the lost input"
+    );
+    assert_eq!(r.estimated_tokens, lost_input);
+    assert!(r.cost_estimated, "the lost input is priced, as an estimate");
+    let calls = store.model_calls(r.run_id).unwrap();
+    let statuses: Vec<&str> = calls.iter().map(|c| c.status.as_str()).collect();
+    assert_eq!(statuses, ["committed", "lost"], "{calls:?}");
+}
+
+/// A call in flight when the process dies is on record before its request went out:
+/// the resumed session counts its estimated input, and `show` says it is an estimate.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_call_cut_off_by_a_kill_counts_its_estimated_input_on_resume() {
+    use std::process::Command;
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().join("t");
+    std::fs::create_dir_all(t.join("ws")).unwrap();
+    let script = [
+        r#"{"tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "one\n"}}]}"#,
+        r#"{"text": "done"}"#,
+    ];
+    std::fs::write(t.join("script.jsonl"), script.join("\n") + "\n").unwrap();
+    std::fs::write(
+        t.join("task.toml"),
+        "goal = \"write a\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"a.txt\", needle = \"one\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    )
+    .unwrap();
+    let cmd = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_io-harness"));
+        c.args(args)
+            .env("IO_HARNESS_STORE", tmp.path().join("store.db"))
+            .env("XDG_CACHE_HOME", tmp.path().join("cache"))
+            .env("XDG_DATA_HOME", tmp.path().join("data"))
+            .env_remove("IO_HARNESS_FAILPOINT");
+        c
+    };
+    let task = t.join("task.toml");
+    let out = cmd(&["run", task.to_str().unwrap(), "--json"])
+        .env("IO_HARNESS_FAILPOINT", "step.after_reply:1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), None, "the failpoint aborts");
+    let out = cmd(&["resume", "1", "--json"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .to_string();
+    let end: serde_json::Value = serde_json::from_str(&last).unwrap();
+    let result = &end["result"];
+    assert_eq!(result["lost_calls"], 1, "{result}");
+    // The script reports no usage: every token is the harness's estimate, the lost
+    // call's input included.
+    assert_eq!(
+        result["estimated_tokens"], result["total_tokens"],
+        "{result}"
+    );
+    let show = cmd(&["show", "1"]).output().unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.contains("1 model call(s) lost their reply"), "{text}");
+    assert!(text.contains("(estimated)"), "{text}");
+}

@@ -9,7 +9,7 @@ pub fn execute(args: MemoryArgs) -> Result<i32, CliError> {
     let ws = std::fs::canonicalize(&args.workspace)
         .map_err(|e| CliError::Usage(format!("{}: {e}", args.workspace.display())))?;
     let key = ws.display().to_string();
-    let store = store_path::open(&args.store)?;
+    let store = store_path::open_existing(&args.store)?;
     match (args.action.unwrap_or(MemoryAction::List), &args.key) {
         (MemoryAction::List, None) => list(&store, &key, args.json)?,
         (MemoryAction::Forget, Some(k)) => {
@@ -43,7 +43,7 @@ fn list(store: &io_harness::Store, key: &str, json: bool) -> Result<(), CliError
     if json {
         println!(
             "{}",
-            serde_json::to_string(&notes).map_err(|e| CliError::Failed(e.to_string()))?
+            serde_json::to_string(&notes).map_err(|e| CliError::Internal(e.to_string()))?
         );
     } else if notes.is_empty() {
         println!("no notes for {key}");

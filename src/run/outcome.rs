@@ -5,7 +5,22 @@ use serde::{Deserialize, Serialize};
 use crate::provider::ProviderErrorKind;
 
 /// How a run ended. Declared whole from the start (SPEC §3); new variants may come, so
-/// match with a wildcard.
+/// match with a wildcard. Exit codes and whether `resume` continues the run (as
+/// [`RunOutcome::exit_code`] and [`RunOutcome::is_resumable`] say):
+///
+/// | outcome | exit | resumable |
+/// |---|---|---|
+/// | `Success` | 0 | no |
+/// | `VerificationFailed`, `StepCapReached` | 1 | no |
+/// | `TimeBudgetExceeded`, `TokenBudgetExceeded`, `CostBudgetExceeded`, `Stalled`, `ContextOverflow` | 3 | no |
+/// | `Escalated`, `McpRequiredServerFailed` | 4 | no |
+/// | `AwaitingApproval` | 5 | yes |
+/// | `Cancelled` | 130 | yes |
+///
+/// Two exits are not outcomes but [`RunError`](super::RunError)s: 2, a usage or
+/// configuration error (nothing ran), and 70 ([`EXIT_INTERNAL`]), an internal failure
+/// of the harness (its store failing or replaced underneath, its own I/O), resumable
+/// where the store file still exists ([`RunError::is_resumable`](super::RunError::is_resumable)).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -94,6 +109,12 @@ impl RunOutcome {
 
 /// Exit code for a usage or configuration error (nothing ran).
 pub const EXIT_USAGE: i32 = 2;
+
+/// Exit code for an internal failure of the harness (`EX_SOFTWARE`): its store failing
+/// or replaced underneath, an I/O error of its own. Not an outcome — the run did not
+/// end, its record did — so it is [`RunError::exit_code`](super::RunError::exit_code),
+/// and the run is resumable while its store file exists.
+pub const EXIT_INTERNAL: i32 = 70;
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@
 use rusqlite::params;
 
 use super::{
-    ProviderAttempt, Result, Store, ensure_run, get_opt_u64, get_u64, now_ms, sql_u64, write_tx,
+    ProviderAttempt, Result, Store, ensure_run, get_opt_u64, get_u64, now_ms, sql_u64,
 };
 
 impl Store {
@@ -13,7 +13,7 @@ impl Store {
     pub fn record_provider_attempt(&self, a: &ProviderAttempt) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         ensure_run(&tx, a.run_id)?;
         tx.execute(
             "INSERT INTO provider_attempts (run_id, step, provider, attempt, kind, status, delay_ms, next, at_ms, code, request_bytes)

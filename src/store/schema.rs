@@ -31,7 +31,14 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_AGENTS,
     V_MCP_EVENTS,
     V_CONTEXT_EVENTS,
+    V_AUDIT_FAILURES,
 ];
+
+/// Failed appends to the audit log, per run (SPEC C18: an unwritable log never fails a
+/// run, so the store is where the gap is counted).
+const V_AUDIT_FAILURES: &str = "
+ALTER TABLE runs ADD COLUMN audit_failures INTEGER NOT NULL DEFAULT 0;
+";
 
 /// Sandbox egress per session (SPEC C15): the resolved allowlist in force, and what the
 /// egress proxy reported — refusals, admitted connections and the first refused hosts.

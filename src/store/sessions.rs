@@ -4,7 +4,7 @@
 use rusqlite::params;
 
 use super::{
-    Result, SandboxSession, Store, ensure_run, get_opt_u64, get_u64, now_ms, sql_u64, write_tx,
+    Result, SandboxSession, Store, ensure_run, get_opt_u64, get_u64, now_ms, sql_u64,
 };
 
 impl Store {
@@ -13,7 +13,7 @@ impl Store {
     pub fn record_sandbox_session(&self, s: &SandboxSession) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         ensure_run(&tx, s.run_id)?;
         tx.execute(
             "INSERT INTO sandbox_sessions (run_id, step, purpose, backend, argv_json, layers_json,

@@ -4,7 +4,7 @@
 use super::Session;
 use crate::contract::WorkspaceMode;
 use crate::provider::{Message, Role};
-use crate::run::RunResult;
+use crate::run::{RunError, RunResult};
 use crate::run::events::RunEvent;
 use crate::run::outcome::RunOutcome;
 use crate::run::workdir;
@@ -25,7 +25,12 @@ impl Session<'_> {
     }
 
     /// Closes the MCP servers, records the outcome, cleans up and reports.
-    pub(super) async fn finish(self, outcome: RunOutcome) -> RunResult {
+    ///
+    /// An outcome that cannot be recorded — the write failed, a record of the run was
+    /// lost earlier, or the store file is no longer the one written to (checked after
+    /// the last write, so a store deleted after the last commit is seen) — is no
+    /// result: the run ends with [`RunError::Recording`] and keeps what a resume needs.
+    pub(super) async fn finish(self, outcome: RunOutcome) -> Result<RunResult, RunError> {
         if let Some(m) = &self.tools.mcp {
             m.close();
         }
@@ -39,24 +44,32 @@ impl Session<'_> {
             final_message: Some(final_message.clone()),
             diff: Some(diff.clone()),
         };
-        if let Err(e) = self.store.finish_run(self.run.id, fin).await {
-            tracing::error!(run_id = self.run.id, error = %e, "could not record the outcome");
+        let recorded = match self.store.finish_run(self.run.id, fin).await {
+            Ok(()) => self.store.sync().verify_file(),
+            Err(e) => Err(e),
+        };
+        // The run's gate directory and its dependency caches end with the session.
+        if let Some(exec) = &self.tools.ctx.exec {
+            verify::remove_gate_dir(exec);
+        }
+        if let Err(source) = recorded {
+            tracing::error!(run_id = self.run.id, error = %source, "could not record the outcome");
+            return Err(RunError::Recording {
+                run_id: self.run.id,
+                source,
+            });
         }
         // The in-place baseline is only needed while the run can go on; a copy is the
         // run's product and stays where `show` says it is.
         if self.run.contract.workspace == WorkspaceMode::InPlace && !outcome.is_resumable() {
             let _ = std::fs::remove_dir_all(&dirs.scratch);
         }
-        // The run's gate directory and its dependency caches end with the run.
-        if let Some(exec) = &self.tools.ctx.exec {
-            verify::remove_gate_dir(exec);
-        }
         self.emit(RunEvent::Finished {
             run_id: self.run.id,
             outcome: outcome.clone(),
         });
         let t = &self.progress.totals;
-        RunResult {
+        Ok(RunResult {
             run_id: self.run.id,
             outcome,
             steps: t.steps,
@@ -70,6 +83,6 @@ impl Session<'_> {
             diff,
             final_message,
             work_dir: dirs.work.display().to_string(),
-        }
+        })
     }
 }

@@ -138,8 +138,11 @@ impl Store {
         self.health.lost().remove(&Some(run_id));
     }
 
-    /// [`StoreError::RecordsLost`] if `run_id` lost a write.
+    /// [`StoreError::Replaced`] if the file is gone (whatever was lost then, that is
+    /// the cause, and nothing is left to resume), else [`StoreError::RecordsLost`] if
+    /// `run_id` lost a write.
     pub(super) fn ensure_nothing_lost(&self, run_id: i64) -> super::Result<()> {
+        self.check_file()?;
         match self.lost_records(run_id) {
             None => Ok(()),
             Some(l) => Err(StoreError::RecordsLost {

@@ -7,6 +7,7 @@ mod crash;
 mod egress;
 mod gates;
 mod gates_workspace;
+mod lock;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod memory;
@@ -15,6 +16,7 @@ mod providers;
 mod run;
 mod sandboxed;
 mod store;
+mod store_truth;
 mod subagents;
 mod timing;
 mod tools;

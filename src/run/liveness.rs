@@ -271,3 +271,52 @@ pub(crate) fn hold_for(mode: crate::contract::WorkspaceMode) -> Hold {
         crate::contract::WorkspaceMode::Copy => Hold::Shared,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn busy_holder(r: Result<Option<WorkspaceLock>, LockError>) -> String {
+        match r {
+            Err(LockError::Busy { holder, .. }) => holder,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn copies_share_a_workspace_and_keep_an_in_place_run_out_while_they_copy() {
+        let ws = tempfile::tempdir().unwrap();
+        let a = lock_workspace(ws.path(), Hold::Shared, None).unwrap();
+        let b = lock_workspace(ws.path(), Hold::Shared, None).unwrap();
+        assert!(a.is_some() && b.is_some(), "two copies side by side");
+        let holder = busy_holder(lock_workspace(ws.path(), Hold::Exclusive, None));
+        assert_eq!(holder, "a copy run copying it now");
+        drop((a, b));
+        assert!(
+            lock_workspace(ws.path(), Hold::Exclusive, None)
+                .unwrap()
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn an_exclusive_holder_is_named_and_only_its_own_tree_goes_on_under_it() {
+        let ws = tempfile::tempdir().unwrap();
+        let mut first = lock_workspace(ws.path(), Hold::Exclusive, None)
+            .unwrap()
+            .unwrap();
+        first.name_run(7, 7).unwrap();
+        let pid = std::process::id();
+        for hold in [Hold::Exclusive, Hold::Shared] {
+            let holder = busy_holder(lock_workspace(ws.path(), hold, None));
+            assert_eq!(holder, format!("run 7 (pid {pid})"));
+        }
+        // Another tree is refused; a run of tree 7 is covered by its hold.
+        busy_holder(lock_workspace(ws.path(), Hold::Exclusive, Some(8)));
+        assert!(
+            lock_workspace(ws.path(), Hold::Exclusive, Some(7))
+                .unwrap()
+                .is_none()
+        );
+    }
+}

@@ -129,7 +129,9 @@ pub enum RunError {
     /// is copying it): two runs on one tree would both edit it, each unaware of the
     /// other. Nothing was started (exit 2). `holder` names the first run as its lock
     /// file tells it.
-    #[error("workspace {path} is in use by {holder}; wait for it to finish, or use workspace = \"copy\"")]
+    #[error(
+        "workspace {path} is in use by {holder}; wait for it to finish, or use workspace = \"copy\""
+    )]
     WorkspaceBusy {
         /// The canonical workspace path.
         path: String,

@@ -152,11 +152,43 @@ mod tests {
             ),
             (RunOutcome::Cancelled, 130),
         ];
+        assert!(
+            table.iter().all(|(_, c)| *c != EXIT_INTERNAL),
+            "an internal failure has its own code"
+        );
         for (o, code) in table {
             assert_eq!(o.exit_code(), code, "{o:?}");
             let json = serde_json::to_string(&o).unwrap();
             assert!(json.contains(o.name()), "{json}");
             assert_eq!(serde_json::from_str::<RunOutcome>(&json).unwrap(), o);
         }
+    }
+
+    #[test]
+    fn a_failed_record_exits_70_and_says_whether_it_can_be_resumed() {
+        use crate::run::RunError;
+        use crate::store::StoreError;
+        let lost = RunError::Recording {
+            run_id: 3,
+            source: StoreError::RecordsLost {
+                run_id: 3,
+                count: 1,
+                what: "policy event",
+                first: "disk full".into(),
+            },
+        };
+        assert_eq!((lost.exit_code(), lost.is_resumable()), (70, true));
+        let gone = RunError::Recording {
+            run_id: 3,
+            source: StoreError::Replaced {
+                path: "/s.db".into(),
+            },
+        };
+        assert_eq!((gone.exit_code(), gone.is_resumable()), (70, false));
+        let busy = RunError::WorkspaceBusy {
+            path: "/w".into(),
+            holder: "run 1 (pid 2)".into(),
+        };
+        assert_eq!(busy.exit_code(), EXIT_USAGE);
     }
 }

@@ -3,9 +3,7 @@
 
 use rusqlite::params;
 
-use super::{
-    ProviderAttempt, Result, Store, ensure_run, get_opt_u64, get_u64, now_ms, sql_u64,
-};
+use super::{ProviderAttempt, Result, Store, ensure_run, get_opt_u64, get_u64, now_ms, sql_u64};
 
 impl Store {
     /// Records one failed attempt. Fails with [`super::StoreError::NoSuchRun`] for an

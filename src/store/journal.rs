@@ -5,9 +5,7 @@
 
 use rusqlite::params;
 
-use super::{
-    Result, Store, StoreError, ToolIntent, ToolIntentRecord, ensure_run, now_ms,
-};
+use super::{Result, Store, StoreError, ToolIntent, ToolIntentRecord, ensure_run, now_ms};
 
 impl Store {
     /// Journals an intent as `pending`; returns its id for [`Store::journal_complete`].

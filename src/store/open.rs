@@ -78,15 +78,16 @@ impl Store {
         configure(&mut conn)?;
         // The file SQLite resolved (absolute); none for `:memory:` and temporary
         // databases, which no one can delete from under the handle.
-        let file = match conn.path().filter(|p| !p.is_empty()) {
-            Some(p) => Some(super::health::FileId::of(Path::new(p)).map_err(|source| {
-                StoreError::Io {
-                    path: path.display().to_string(),
-                    source,
-                }
-            })?),
-            None => None,
-        };
+        let file =
+            match conn.path().filter(|p| !p.is_empty()) {
+                Some(p) => Some(super::health::FileId::of(Path::new(p)).map_err(|source| {
+                    StoreError::Io {
+                        path: path.display().to_string(),
+                        source,
+                    }
+                })?),
+                None => None,
+            };
         Ok(Store::from_connection(conn, file))
     }
 

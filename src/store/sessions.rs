@@ -3,9 +3,7 @@
 
 use rusqlite::params;
 
-use super::{
-    Result, SandboxSession, Store, ensure_run, get_opt_u64, get_u64, now_ms, sql_u64,
-};
+use super::{Result, SandboxSession, Store, ensure_run, get_opt_u64, get_u64, now_ms, sql_u64};
 
 impl Store {
     /// Records one sandboxed command. Fails with [`super::StoreError::NoSuchRun`] for an

@@ -33,7 +33,8 @@ fn text(b: &[u8]) -> String {
 /// a.txt) and whose second says it is done.
 fn task(home: &Path, name: &str, mode: &str, command: &str) -> PathBuf {
     std::fs::create_dir_all(home.join("ws")).unwrap();
-    let turn = json!({"tool_calls": [{"name": "run_command", "input": {"argv": ["sh", "-c", command]}}]});
+    let turn =
+        json!({"tool_calls": [{"name": "run_command", "input": {"argv": ["sh", "-c", command]}}]});
     std::fs::write(
         home.join(format!("{name}.jsonl")),
         format!("{turn}\n{{\"text\": \"done\"}}\n"),
@@ -71,7 +72,10 @@ fn second_in_place_run_on_one_workspace_is_refused_naming_the_first() {
     alias = alias.replace("root = \"ws\"", "root = \"./ws/../ws\"");
     std::fs::write(&second_task, alias).unwrap();
     for t in [&second_task, &copy_task] {
-        let out = bin(home).args(["run", t.to_str().unwrap()]).output().unwrap();
+        let out = bin(home)
+            .args(["run", t.to_str().unwrap()])
+            .output()
+            .unwrap();
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{}: {stderr}", t.display());
         assert!(
@@ -107,11 +111,18 @@ fn a_dead_holders_workspace_lock_is_released_by_the_os() {
         .env("IO_HARNESS_FAILPOINT", "step.after_tools:1")
         .output()
         .unwrap();
-    assert_ne!(killed.status.code(), Some(0), "the failpoint aborts the run");
+    assert_ne!(
+        killed.status.code(),
+        Some(0),
+        "the failpoint aborts the run"
+    );
     // Both a fresh run and the resume of the dead one get the workspace.
     let out = bin(home).args(["resume", "1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let out = bin(home).args(["run", t.to_str().unwrap()]).output().unwrap();
+    let out = bin(home)
+        .args(["run", t.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 

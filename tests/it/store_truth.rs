@@ -169,9 +169,13 @@ async fn a_lost_sandbox_event_write_ends_the_run_and_it_resumes_once_the_store_i
 
     sql.execute_batch("DROP TRIGGER refuse;").unwrap();
     let store = Store::open(&db).unwrap();
-    let r = resume(&store, run_id, &Scripted::new(vec![ScriptTurn::text("done")]))
-        .await
-        .unwrap();
+    let r = resume(
+        &store,
+        run_id,
+        &Scripted::new(vec![ScriptTurn::text("done")]),
+    )
+    .await
+    .unwrap();
     assert_eq!(r.outcome, RunOutcome::Success, "{r:?}");
 }
 
@@ -198,7 +202,8 @@ fn text(b: &[u8]) -> String {
 /// says it is done; `a.txt` must contain `hi`.
 fn task_with_command(home: &Path, command: &str) -> PathBuf {
     std::fs::create_dir_all(home.join("ws")).unwrap();
-    let turn = json!({"tool_calls": [{"name": "run_command", "input": {"argv": ["sh", "-c", command]}}]});
+    let turn =
+        json!({"tool_calls": [{"name": "run_command", "input": {"argv": ["sh", "-c", command]}}]});
     std::fs::write(
         home.join("script.jsonl"),
         format!("{turn}\n{{\"text\": \"done\"}}\n"),
@@ -221,7 +226,11 @@ pub(crate) const WAIT_FOR_GO: &str =
 pub(crate) fn wait_for(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while !path.exists() {
-        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -244,7 +253,11 @@ fn store_deleted_mid_run_exits_70_not_success() {
     std::fs::write(home.join("ws/go"), "").unwrap();
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert_eq!(out.status.code(), Some(70), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(70),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     assert!(stderr.contains("deleted or replaced"), "{stderr}");
     assert!(stderr.contains("cannot be resumed"), "{stderr}");
     assert!(!stdout.contains("trace: io-harness show"), "{stdout}");
@@ -279,7 +292,11 @@ fn runs_on_a_missing_store_path_creates_nothing() {
             stderr.contains(&db.display().to_string()) && stderr.contains("no store"),
             "{args:?} must name the path: {stderr}"
         );
-        assert!(!missing_dir.exists(), "{args:?} created {}", missing_dir.display());
+        assert!(
+            !missing_dir.exists(),
+            "{args:?} created {}",
+            missing_dir.display()
+        );
     }
 }
 

@@ -4,10 +4,10 @@
 use super::Session;
 use crate::contract::WorkspaceMode;
 use crate::provider::{Message, Role};
-use crate::run::{RunError, RunResult};
 use crate::run::events::RunEvent;
 use crate::run::outcome::RunOutcome;
 use crate::run::workdir;
+use crate::run::{RunError, RunResult};
 use crate::store::RunFinish;
 use crate::verify;
 

@@ -29,7 +29,8 @@ impl Session<'_> {
     /// An outcome that cannot be recorded — the write failed, a record of the run was
     /// lost earlier, or the store file is no longer the one written to (checked after
     /// the last write, so a store deleted after the last commit is seen) — is no
-    /// result: the run ends with [`RunError::Recording`] and keeps what a resume needs.
+    /// result: the run ends with the store's error (which `run` and `resume` report as
+    /// [`RunError::Recording`]) and keeps what a resume needs.
     pub(super) async fn finish(self, outcome: RunOutcome) -> Result<RunResult, RunError> {
         if let Some(m) = &self.tools.mcp {
             m.close();
@@ -54,10 +55,9 @@ impl Session<'_> {
         }
         if let Err(source) = recorded {
             tracing::error!(run_id = self.run.id, error = %source, "could not record the outcome");
-            return Err(RunError::Recording {
-                run_id: self.run.id,
-                source,
-            });
+            // A store error, as a failed commit's: a sub-agent's ends its parent's step
+            // the same way, and `run`/`resume` name the run (`RunError::Recording`).
+            return Err(RunError::Store(source));
         }
         // The in-place baseline is only needed while the run can go on; a copy is the
         // run's product and stays where `show` says it is.

@@ -396,8 +396,7 @@ async fn first_session(
     // Resume replays the first message from the record: without it there is no run.
     store
         .set_run_initial(run_id, serde_json::to_string(&initial).unwrap_or_default())
-        .await
-        .map_err(|e| RunError::Store(e).in_run(run_id))?;
+        .await?;
     if let Err(e) = store.memory_touch(workspace, offered).await {
         store.sync().note_lost(Some(run_id), "memory note use", &e);
     }

@@ -21,6 +21,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use branch::git_branch;
 pub use record::SessionRecord;
@@ -56,6 +58,10 @@ pub fn default_dir() -> Option<PathBuf> {
 pub struct AuditLog {
     dir: PathBuf,
     max_bytes: u64,
+    /// Whether a failed append was already warned about: shared by the clones a run
+    /// hands to its executor and MCP servers, so a log that stays unwritable warns
+    /// once, not once per session.
+    warned: Arc<AtomicBool>,
 }
 
 impl AuditLog {
@@ -64,6 +70,7 @@ impl AuditLog {
         Self {
             dir: dir.into(),
             max_bytes: MAX_BYTES,
+            warned: Arc::default(),
         }
     }
 
@@ -116,6 +123,17 @@ impl AuditLog {
             .open(self.path())?;
         f.write_all(&line)?;
         f.flush()
+    }
+
+    /// Warns about a failed append the first time one happens on this log (and its
+    /// clones); returns whether this call warned. The caller counts every failure in
+    /// the store: a warning per session would bury the run's own output.
+    pub fn warn_once(&self, err: &io::Error) -> bool {
+        let first = !self.warned.swap(true, Ordering::Relaxed);
+        if first {
+            tracing::warn!(dir = %self.dir.display(), error = %err, "the audit log cannot be written; the run goes on, failures are counted in the store");
+        }
+        first
     }
 
     /// Every record of every generation, oldest first. Lines that do not parse are

@@ -9,11 +9,11 @@ pub fn execute(args: ApproveArgs) -> Result<i32, CliError> {
     if allow && args.reason.is_some() {
         return Err(CliError::Usage("--reason goes with deny".into()));
     }
-    let store = store_path::open(&args.store)?;
+    let store = store_path::open_existing(&args.store)?;
     // The request may belong to a sub-agent of the named run: its ask holds the tree.
     let owner = store
         .approval_in_tree(args.run_id, &args.request_id)
-        .map_err(|e| CliError::Failed(e.to_string()))?
+        .map_err(|e| CliError::Internal(e.to_string()))?
         .unwrap_or(args.run_id);
     let root = store.root_run(owner).unwrap_or(args.run_id);
     store
@@ -26,7 +26,7 @@ pub fn execute(args: ApproveArgs) -> Result<i32, CliError> {
         )
         .map_err(|e| match e {
             io_harness::store::StoreError::NoSuchApproval { .. } => CliError::Usage(e.to_string()),
-            other => CliError::Failed(other.to_string()),
+            other => CliError::Internal(other.to_string()),
         })?;
     let whose = if owner == args.run_id {
         format!("run {owner}")

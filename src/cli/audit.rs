@@ -17,12 +17,12 @@ pub fn execute(args: AuditArgs) -> Result<i32, CliError> {
     let log = AuditLog::new(&dir);
     let records = log
         .read_all()
-        .map_err(|e| CliError::Failed(format!("{}: {e}", dir.display())))?;
+        .map_err(|e| CliError::Internal(format!("{}: {e}", dir.display())))?;
     if args.json {
         for r in &records {
             println!(
                 "{}",
-                serde_json::to_string(r).map_err(|e| CliError::Failed(e.to_string()))?
+                serde_json::to_string(r).map_err(|e| CliError::Internal(e.to_string()))?
             );
         }
         return Ok(0);

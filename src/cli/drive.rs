@@ -33,7 +33,12 @@ pub fn chain(contract: &TaskContract, spec: &ProviderSpec) -> Result<Chain, CliE
 
 /// Runs `call` with progress, Ctrl-C handling and the fallbacks in its options, then
 /// reports. Returns the exit code of the outcome.
-pub async fn drive<'a, F, Fut>(chain: &'a Chain, json: bool, call: F) -> Result<i32, CliError>
+pub async fn drive<'a, F, Fut>(
+    chain: &'a Chain,
+    store: &io_harness::Store,
+    json: bool,
+    call: F,
+) -> Result<i32, CliError>
 where
     F: FnOnce(&'a dyn Provider, RunOptions) -> Fut,
     Fut: Future<Output = Result<RunResult, RunError>>,
@@ -52,7 +57,24 @@ where
     progress.finish_line();
     let result = result?;
     report(&result, json, &chain.secrets);
+    warn_audit_failures(store, result.run_id);
     Ok(result.outcome.exit_code())
+}
+
+/// Says once, at the end, that the audit log missed sessions of the run (SPEC C18: the
+/// log never fails a run, so this is a warning; `show` gives the count too).
+fn warn_audit_failures(store: &io_harness::Store, run_id: i64) {
+    if let Ok(Some(r)) = store.run(run_id)
+        && r.audit_failures > 0
+    {
+        let dir = io_harness::audit::default_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_else(|| "the audit log".into());
+        eprintln!(
+            "warning: {} sandbox session(s) of run {run_id} could not be appended to {dir}",
+            r.audit_failures
+        );
+    }
 }
 
 /// Ctrl-C cancels the run: every wait ends at once (a running command is stopped) and

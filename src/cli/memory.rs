@@ -9,30 +9,32 @@ pub fn execute(args: MemoryArgs) -> Result<i32, CliError> {
     let ws = std::fs::canonicalize(&args.workspace)
         .map_err(|e| CliError::Usage(format!("{}: {e}", args.workspace.display())))?;
     let key = ws.display().to_string();
-    let store = store_path::open(&args.store)?;
-    match (args.action.unwrap_or(MemoryAction::List), &args.key) {
-        (MemoryAction::List, None) => list(&store, &key, args.json)?,
+    let action = args.action.unwrap_or(MemoryAction::List);
+    // The words are checked before the store is opened: a usage error names the usage.
+    if matches!(
+        (action, &args.key),
+        (MemoryAction::List | MemoryAction::Clear, Some(_))
+    ) {
+        // `list KEY`, `clear KEY` (clap refuses `forget` without a KEY).
+        let name = action
+            .to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default();
+        let k = args.key.as_deref().unwrap_or_default();
+        return Err(CliError::Usage(format!(
+            "{name} {k}: expected list, forget KEY or clear"
+        )));
+    }
+    let store = store_path::open_existing(&args.store)?;
+    match (action, &args.key) {
         (MemoryAction::Forget, Some(k)) => {
             if !store.memory_delete(&key, k)? {
                 return Err(CliError::Usage(format!("no note {k:?} for {key}")));
             }
             println!("forgot {k:?}");
         }
-        (MemoryAction::Clear, None) => println!("cleared {} notes", store.memory_clear(&key)?),
-        (action, k) => {
-            // `list KEY`, `clear KEY` (clap refuses `forget` without a KEY).
-            let name = action
-                .to_possible_value()
-                .map(|v| v.get_name().to_string())
-                .unwrap_or_default();
-            let words = match k {
-                Some(k) => format!("{name} {k}"),
-                None => name,
-            };
-            return Err(CliError::Usage(format!(
-                "{words}: expected list, forget KEY or clear"
-            )));
-        }
+        (MemoryAction::Clear, _) => println!("cleared {} notes", store.memory_clear(&key)?),
+        _ => list(&store, &key, args.json)?,
     }
     Ok(0)
 }
@@ -43,7 +45,7 @@ fn list(store: &io_harness::Store, key: &str, json: bool) -> Result<(), CliError
     if json {
         println!(
             "{}",
-            serde_json::to_string(&notes).map_err(|e| CliError::Failed(e.to_string()))?
+            serde_json::to_string(&notes).map_err(|e| CliError::Internal(e.to_string()))?
         );
     } else if notes.is_empty() {
         println!("no notes for {key}");

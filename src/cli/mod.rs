@@ -1,6 +1,7 @@
 //! Command-line front end: clap arguments are parsed here and resolved into library
 //! calls in one file per subcommand. Exit codes come from one table
-//! (`RunOutcome::exit_code`, 2 for usage errors).
+//! (`RunOutcome::exit_code` for a run that ended; `RunError::exit_code` and
+//! `CliError::exit_code` otherwise: 2 for usage errors, 70 for internal failures).
 
 mod approve;
 mod audit;
@@ -278,24 +279,50 @@ enum CliError {
     /// Bad arguments or configuration: nothing ran (exit 2).
     #[error("{0}")]
     Usage(String),
-    /// Something failed while working (exit 1).
+    /// The harness itself failed (its store, its own I/O): exit 70, never 1, which
+    /// says the agent's work was checked and failed.
     #[error("{0}")]
-    Failed(String),
+    Internal(String),
+}
+
+impl CliError {
+    /// The exit code (SPEC §3's table).
+    fn exit_code(&self) -> u8 {
+        match self {
+            Self::Usage(_) => 2,
+            Self::Internal(_) => 70,
+        }
+    }
 }
 
 impl From<io_harness::run::RunError> for CliError {
     fn from(e: io_harness::run::RunError) -> Self {
-        if e.is_usage() {
-            Self::Usage(e.to_string())
+        let mut text = e.to_string();
+        if let Some(run_id) = e.run_id() {
+            if e.is_resumable() {
+                text.push_str(&format!(
+                    "\nrun {run_id} stays resumable from its last committed step: io-harness resume {run_id}"
+                ));
+            } else {
+                text.push_str(&format!(
+                    "\nrun {run_id} cannot be resumed: its store file is gone"
+                ));
+            }
+        }
+        if e.exit_code() == io_harness::run::EXIT_USAGE {
+            Self::Usage(text)
         } else {
-            Self::Failed(e.to_string())
+            Self::Internal(text)
         }
     }
 }
 
 impl From<io_harness::store::StoreError> for CliError {
     fn from(e: io_harness::store::StoreError) -> Self {
-        Self::Failed(e.to_string())
+        match e {
+            io_harness::store::StoreError::Missing { .. } => Self::Usage(e.to_string()),
+            e => Self::Internal(e.to_string()),
+        }
     }
 }
 
@@ -317,7 +344,7 @@ pub fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(70);
         }
     };
     let result = runtime.block_on(async {
@@ -336,13 +363,9 @@ pub fn main() -> ExitCode {
     });
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-        Err(CliError::Usage(m)) => {
-            eprintln!("error: {}", output::sanitize(&m));
-            ExitCode::from(2)
-        }
-        Err(CliError::Failed(m)) => {
-            eprintln!("error: {}", output::sanitize(&m));
-            ExitCode::from(1)
+        Err(e) => {
+            eprintln!("error: {}", output::sanitize(&e.to_string()));
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -5,11 +5,11 @@
 use super::{CliError, ResumeArgs, drive, provider_args, store_path};
 
 pub async fn execute(args: ResumeArgs) -> Result<i32, CliError> {
-    let store = store_path::open(&args.store)?;
+    let store = store_path::open_existing(&args.store)?;
     let contract = io_harness::run::stored_contract(&store, args.run_id)?;
     let spec = provider_args::merge(contract.providers.first(), &args.provider)?;
     let chain = drive::chain(&contract, &spec)?;
-    drive::drive(&chain, args.json, |provider, options| {
+    drive::drive(&chain, &store, args.json, |provider, options| {
         io_harness::run::resume_with(&store, args.run_id, provider, None, options)
     })
     .await

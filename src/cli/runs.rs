@@ -5,7 +5,7 @@
 use super::{CliError, ListArgs, output, store_path};
 
 pub fn execute(args: ListArgs) -> Result<i32, CliError> {
-    let store = store_path::open(&args.store)?;
+    let store = store_path::open_existing(&args.store)?;
     let all = store.runs()?;
     let children = |id: i64| all.iter().filter(|r| r.parent_run_id == Some(id)).count();
     let runs: Vec<&io_harness::store::RunRecord> =
@@ -22,7 +22,7 @@ pub fn execute(args: ListArgs) -> Result<i32, CliError> {
                 v
             })
             .collect();
-        let text = serde_json::to_string(&listed).map_err(|e| CliError::Failed(e.to_string()))?;
+        let text = serde_json::to_string(&listed).map_err(|e| CliError::Internal(e.to_string()))?;
         println!("{text}");
         return Ok(0);
     }

@@ -102,7 +102,7 @@ async fn start_egress(
         .with_pins(pins)
         .start()
         .await
-        .map_err(|e| CliError::Failed(format!("egress proxy: {e}")))?;
+        .map_err(|e| CliError::Internal(format!("egress proxy: {e}")))?;
     let port = bridge::DEFAULT_BRIDGE_PORT;
     spec.proxy = Some(ProxyBridge {
         port,
@@ -123,19 +123,19 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
     }
     let sb = match args.require {
         Some(b) => sandbox::require(b).map_err(|e| CliError::Usage(e.to_string()))?,
-        None => sandbox::select().map_err(|e| CliError::Failed(e.to_string()))?,
+        None => sandbox::select().map_err(|e| CliError::Internal(e.to_string()))?,
     };
     let spec2 = spec.clone();
     let ran = tokio::task::spawn_blocking(move || sb.run(&spec2))
         .await
-        .map_err(|e| CliError::Failed(e.to_string()))?;
+        .map_err(|e| CliError::Internal(e.to_string()))?;
     let out = match ran {
         Ok(o) => o,
         Err(SandboxError::Exec { program, source }) => {
             eprintln!("io-harness sandbox: cannot execute {program}: {source}");
             return Ok(127);
         }
-        Err(e) => return Err(CliError::Failed(e.to_string())),
+        Err(e) => return Err(CliError::Internal(e.to_string())),
     };
     let _ = std::io::stdout().write_all(&out.stdout.bytes);
     let _ = std::io::stderr().write_all(&out.stderr.bytes);
@@ -147,8 +147,14 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
     if spec.network == NetworkPosture::Allowlist {
         report_egress(&egress, &out);
     }
-    if let Some(log) = &audit {
-        let _ = log.append(&session_record(&spec, &workdir, &egress, &out));
+    // The log never fails the command (SPEC C18), but a miss is said.
+    if let Some(log) = &audit
+        && let Err(e) = log.append(&session_record(&spec, &workdir, &egress, &out))
+    {
+        eprintln!(
+            "io-harness sandbox: warning: the audit log {} was not written: {e}",
+            log.dir().display()
+        );
     }
     if let Some(cap) = out.cap_hit {
         eprintln!("io-harness sandbox: stopped by the {} cap", cap.label());
@@ -165,7 +171,7 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
 fn command_spec(args: &SandboxArgs) -> Result<(PathBuf, RunSpec), CliError> {
     let workdir = match args.workdir.clone() {
         Some(d) => d,
-        None => std::env::current_dir().map_err(|e| CliError::Failed(e.to_string()))?,
+        None => std::env::current_dir().map_err(|e| CliError::Internal(e.to_string()))?,
     };
     let workdir = std::fs::canonicalize(&workdir)
         .map_err(|e| CliError::Usage(format!("--workdir {}: {e}", workdir.display())))?;

@@ -11,7 +11,7 @@ use io_harness::store::{
 };
 
 pub fn execute(args: ShowArgs) -> Result<i32, CliError> {
-    let store = store_path::open(&args.store)?;
+    let store = store_path::open_existing(&args.store)?;
     let run = store
         .run(args.run_id)?
         .ok_or_else(|| CliError::Usage(format!("no run with id {}", args.run_id)))?;
@@ -176,6 +176,12 @@ fn print_header(run: &RunRecord, link: Option<&AgentLink>) {
         run.cached_input_tokens,
         output::cost(run.cost_usd, run.cost_unknown_steps)
     );
+    if run.audit_failures > 0 {
+        println!(
+            "audit log: {} sandbox session(s) could not be appended",
+            run.audit_failures
+        );
+    }
 }
 
 /// Which of the totals are the harness's estimate: steps whose provider reported no

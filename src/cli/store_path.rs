@@ -1,6 +1,7 @@
 //! Which store file a command uses: `--store`, then `IO_HARNESS_STORE` (both through
 //! clap), then `$XDG_DATA_HOME/io-harness/store.db`, then
-//! `~/.local/share/io-harness/store.db`.
+//! `~/.local/share/io-harness/store.db`. Only `run` creates the file; every other
+//! command opens an existing one.
 
 use std::path::PathBuf;
 
@@ -21,7 +22,20 @@ pub fn resolve(arg: &StoreArg) -> Result<PathBuf, CliError> {
     ))
 }
 
+/// The store a run records into, created on first use.
 pub fn open(arg: &StoreArg) -> Result<io_harness::Store, CliError> {
     let path = resolve(arg)?;
-    io_harness::Store::open(&path).map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))
+    io_harness::Store::open(&path)
+        .map_err(|e| CliError::Internal(format!("{}: {e}", path.display())))
+}
+
+/// The store a command reads or answers (`runs`, `show`, `approve`, `memory`,
+/// `resume`): it must exist. A mistyped path is a usage error (exit 2) naming it, and
+/// nothing is created there.
+pub fn open_existing(arg: &StoreArg) -> Result<io_harness::Store, CliError> {
+    let path = resolve(arg)?;
+    io_harness::Store::open_existing(&path).map_err(|e| match e {
+        io_harness::store::StoreError::Missing { .. } => CliError::Usage(e.to_string()),
+        e => CliError::Internal(format!("{}: {e}", path.display())),
+    })
 }

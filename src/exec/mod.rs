@@ -435,23 +435,43 @@ impl Executor {
             .as_ref()
             .map(|log| (log.clone(), facts.audit_line(Some((self.run_id, step)))));
         let store = self.store.clone();
+        let run_id = self.run_id;
         let write = move || {
             for e in &events {
                 if let Err(err) = store.record_sandbox_event(e) {
-                    tracing::warn!(error = %err, "could not record a sandbox event");
+                    store.note_lost(Some(run_id), "sandbox event", &err);
                 }
             }
             if let Err(err) = store.record_sandbox_session(&row) {
-                tracing::warn!(error = %err, "could not record a sandbox session");
+                store.note_lost(Some(run_id), "sandbox session", &err);
             }
-            if let Some((log, line)) = line
-                && let Err(err) = log.append(&line)
-            {
-                tracing::warn!(error = %err, "could not append to the audit log");
+            if let Some((log, line)) = line {
+                append_audit(&store, Some(run_id), &log, &line);
             }
         };
         if let Err(e) = tokio::task::spawn_blocking(write).await {
-            tracing::warn!(error = %e, "the record of a sandbox session was not written");
+            let err = crate::store::StoreError::TaskCancelled(e.to_string());
+            self.store.note_lost(Some(run_id), "sandbox session", &err);
         }
+    }
+}
+
+/// Appends a session's line to the audit log. A failure never fails the run (SPEC C18):
+/// it is warned about once per log and counted in the run's record, so the store says
+/// what the log missed. A count that cannot be written is a lost record like any other.
+pub(crate) fn append_audit(
+    store: &Store,
+    run_id: Option<i64>,
+    log: &AuditLog,
+    line: &crate::audit::SessionRecord,
+) {
+    let Err(err) = log.append(line) else {
+        return;
+    };
+    log.warn_once(&err);
+    if let Some(run_id) = run_id
+        && let Err(e) = store.count_audit_failure(run_id)
+    {
+        store.note_lost(Some(run_id), "audit failure count", &e);
     }
 }

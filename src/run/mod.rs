@@ -40,7 +40,7 @@ pub use failure::{PolicyFailure, SandboxFailure};
 pub use liveness::is_live;
 #[cfg(feature = "mcp")]
 pub use mcp_start::list_servers;
-pub use outcome::{EXIT_USAGE, RunOutcome};
+pub use outcome::{EXIT_INTERNAL, EXIT_USAGE, RunOutcome};
 pub use stall::StallPolicy;
 pub use subagent::{AgentBudget, AgentSpec, AgentVerify, FileContent, FileNeedle};
 pub use workdir::{cache_dir, diff_trees};
@@ -112,6 +112,32 @@ pub enum RunError {
         /// Why it does not decode.
         source: serde_json::Error,
     },
+    /// The run started, and then its record failed: the store was deleted or replaced
+    /// underneath, or a write failed (a full disk, a write noted lost). The run ends
+    /// here instead of going on unrecorded or claiming an outcome over a gap; exit 70.
+    /// It stays `running` in the store (`interrupted` once this process ends), so it is
+    /// resumable from its last committed step while the store file still exists
+    /// ([`RunError::is_resumable`]).
+    #[error("run {run_id}: the record failed: {source}")]
+    Recording {
+        /// The run.
+        run_id: i64,
+        /// What the store said.
+        source: StoreError,
+    },
+    /// The workspace is held by another run (an in-place run edits it, or a copy run
+    /// is copying it): two runs on one tree would both edit it, each unaware of the
+    /// other. Nothing was started (exit 2). `holder` names the first run as its lock
+    /// file tells it.
+    #[error(
+        "workspace {path} is in use by {holder}; wait for it to finish, or use workspace = \"copy\""
+    )]
+    WorkspaceBusy {
+        /// The canonical workspace path.
+        path: String,
+        /// The run holding it (`run 7 (pid 1234)`), or what is known of it.
+        holder: String,
+    },
     /// The contract needs a part of the harness this build was compiled without
     /// (`[[mcp]]` servers without the `mcp` feature). Nothing was started (exit 2).
     #[error(
@@ -139,7 +165,43 @@ impl RunError {
                 | Self::SpawnRefused { .. }
                 | Self::Sandbox { usage: true, .. }
                 | Self::FeatureMissing { .. }
+                | Self::WorkspaceBusy { .. }
         )
+    }
+
+    /// The process exit code (SPEC §3): 2 for a usage or configuration error (nothing
+    /// ran), 70 (`EX_SOFTWARE`) for an internal failure of the harness — its store
+    /// failing or replaced, an I/O error of its own. 70 is never 1: 1 says the agent's
+    /// work was checked and failed, which an internal failure cannot say.
+    pub fn exit_code(&self) -> i32 {
+        if self.is_usage() {
+            EXIT_USAGE
+        } else {
+            EXIT_INTERNAL
+        }
+    }
+
+    /// Whether `resume` can continue the run this error ended: a run whose record
+    /// failed while its store file is still the one it wrote to.
+    pub fn is_resumable(&self) -> bool {
+        matches!(self, Self::Recording { source, .. } if !matches!(source, StoreError::Replaced { .. }))
+    }
+
+    /// The run this error ended, when it had started.
+    pub fn run_id(&self) -> Option<i64> {
+        match self {
+            Self::Recording { run_id, .. } => Some(*run_id),
+            _ => None,
+        }
+    }
+
+    /// A failure of the store after the run `run_id` started is a failure of its
+    /// record; anything else is as it was.
+    fn in_run(self, run_id: i64) -> Self {
+        match self {
+            Self::Store(source) if source.is_failure() => Self::Recording { run_id, source },
+            other => other,
+        }
     }
 }
 
@@ -308,10 +370,9 @@ pub async fn run_with(
     options: RunOptions,
 ) -> Result<RunResult, RunError> {
     let kind = session::SessionKind::Fresh { contract };
-    session::Session::open(kind, provider, store, options)
-        .await?
-        .drive()
-        .await
+    let session = session::Session::open(kind, provider, store, options).await?;
+    let run_id = session.run_id();
+    session.drive().await.map_err(|e| e.in_run(run_id))
 }
 
 /// Continues an interrupted or resumable run from its last committed step, with the
@@ -347,10 +408,9 @@ pub async fn resume_with(
         run_id,
         given: contract,
     };
-    session::Session::open(kind, provider, store, options)
-        .await?
-        .drive()
-        .await
+    let session = session::Session::open(kind, provider, store, options).await?;
+    let run_id = session.run_id();
+    session.drive().await.map_err(|e| e.in_run(run_id))
 }
 
 /// The stored contract of a run.

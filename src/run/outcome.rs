@@ -5,7 +5,22 @@ use serde::{Deserialize, Serialize};
 use crate::provider::ProviderErrorKind;
 
 /// How a run ended. Declared whole from the start (SPEC §3); new variants may come, so
-/// match with a wildcard.
+/// match with a wildcard. Exit codes and whether `resume` continues the run (as
+/// [`RunOutcome::exit_code`] and [`RunOutcome::is_resumable`] say):
+///
+/// | outcome | exit | resumable |
+/// |---|---|---|
+/// | `Success` | 0 | no |
+/// | `VerificationFailed`, `StepCapReached` | 1 | no |
+/// | `TimeBudgetExceeded`, `TokenBudgetExceeded`, `CostBudgetExceeded`, `Stalled`, `ContextOverflow` | 3 | no |
+/// | `Escalated`, `McpRequiredServerFailed` | 4 | when `retryable` |
+/// | `AwaitingApproval` | 5 | yes |
+/// | `Cancelled` | 130 | yes |
+///
+/// Two exits are not outcomes but [`RunError`](super::RunError)s: 2, a usage or
+/// configuration error (nothing ran), and 70 ([`EXIT_INTERNAL`]), an internal failure
+/// of the harness (its store failing or replaced underneath, its own I/O), resumable
+/// where the store file still exists ([`RunError::is_resumable`](super::RunError::is_resumable)).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -105,6 +120,12 @@ impl RunOutcome {
 /// Exit code for a usage or configuration error (nothing ran).
 pub const EXIT_USAGE: i32 = 2;
 
+/// Exit code for an internal failure of the harness (`EX_SOFTWARE`): its store failing
+/// or replaced underneath, an I/O error of its own. Not an outcome — the run did not
+/// end, its record did — so it is [`RunError::exit_code`](super::RunError::exit_code),
+/// and the run is resumable while its store file exists.
+pub const EXIT_INTERNAL: i32 = 70;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,11 +162,43 @@ mod tests {
             ),
             (RunOutcome::Cancelled, 130),
         ];
+        assert!(
+            table.iter().all(|(_, c)| *c != EXIT_INTERNAL),
+            "an internal failure has its own code"
+        );
         for (o, code) in table {
             assert_eq!(o.exit_code(), code, "{o:?}");
             let json = serde_json::to_string(&o).unwrap();
             assert!(json.contains(o.name()), "{json}");
             assert_eq!(serde_json::from_str::<RunOutcome>(&json).unwrap(), o);
         }
+    }
+
+    #[test]
+    fn a_failed_record_exits_70_and_says_whether_it_can_be_resumed() {
+        use crate::run::RunError;
+        use crate::store::StoreError;
+        let lost = RunError::Recording {
+            run_id: 3,
+            source: StoreError::RecordsLost {
+                run_id: 3,
+                count: 1,
+                what: "policy event",
+                first: "disk full".into(),
+            },
+        };
+        assert_eq!((lost.exit_code(), lost.is_resumable()), (70, true));
+        let gone = RunError::Recording {
+            run_id: 3,
+            source: StoreError::Replaced {
+                path: "/s.db".into(),
+            },
+        };
+        assert_eq!((gone.exit_code(), gone.is_resumable()), (70, false));
+        let busy = RunError::WorkspaceBusy {
+            path: "/w".into(),
+            holder: "run 1 (pid 2)".into(),
+        };
+        assert_eq!(busy.exit_code(), EXIT_USAGE);
     }
 }

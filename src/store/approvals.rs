@@ -2,7 +2,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::{ApprovalRecord, Result, Store, StoreError, ensure_run, now_ms, write_tx};
+use super::{ApprovalRecord, Result, Store, StoreError, ensure_run, now_ms};
 
 const COLUMNS: &str = "run_id, request_id, step, call_id, tool, input_json, action_json, reply_json, status, reason, remember";
 
@@ -28,7 +28,7 @@ impl Store {
     pub fn record_approval_request(&self, a: &ApprovalRecord) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         ensure_run(&tx, a.run_id)?;
         tx.execute(
             &format!("INSERT INTO approvals ({COLUMNS}, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', NULL, 0, ?9)"),
@@ -60,7 +60,7 @@ impl Store {
     ) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         let changed = tx.execute(
             "UPDATE approvals SET status = ?3, reason = ?4, remember = ?5, decided_at_ms = ?6
              WHERE run_id = ?1 AND request_id = ?2 AND status = 'pending'",

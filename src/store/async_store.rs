@@ -27,6 +27,16 @@
 //!
 //! Outside a tokio runtime a call runs inline: the synchronous API keeps working for an
 //! embedder that drives futures another way.
+//!
+//! # No write is dropped unseen
+//!
+//! Some records are written where the engine goes on whatever happens (policy events,
+//! provider attempts, sandbox and context events, a journal completion, an approval
+//! request about to end the run). Those methods note a failure on the handle
+//! ([`Store::note_lost`]) before returning it, so the run's next commit refuses and the
+//! run ends with the failure named instead of committing over a gap. Writes whose error
+//! the engine always propagates (a run created, a step committed) are not noted: the
+//! run ends there already.
 
 use super::{
     AgentLink, ApprovalRecord, ChildRun, ContextEvent, MemoryNote, NewRun, PolicyEvent,
@@ -98,10 +108,13 @@ impl AsyncStore {
             .await
     }
 
-    /// [`Store::set_run_policy`].
+    /// [`Store::set_run_policy`], noted on failure: a resume must apply exactly the
+    /// layers in force, so a run cannot go on with them unrecorded.
     pub async fn set_run_policy(&self, run_id: i64, policy_json: String) -> Result<()> {
-        self.call(move |s| s.set_run_policy(run_id, &policy_json))
-            .await
+        self.noted(Some(run_id), "policy layers", move |s| {
+            s.set_run_policy(run_id, &policy_json)
+        })
+        .await
     }
 
     /// [`Store::finish_run`].
@@ -161,7 +174,8 @@ impl AsyncStore {
         self.call(move |s| s.journal_intent(&intent)).await
     }
 
-    /// [`Store::journal_complete`].
+    /// [`Store::journal_complete`]; a failure is noted on the handle for the intent's
+    /// run (see the module docs).
     pub async fn journal_complete(
         &self,
         id: i64,
@@ -169,8 +183,11 @@ impl AsyncStore {
         effects_json: String,
         output: String,
     ) -> Result<()> {
-        self.call(move |s| s.journal_complete(id, ok, &effects_json, &output))
-            .await
+        self.call(move |s| {
+            s.journal_complete(id, ok, &effects_json, &output)
+                .inspect_err(|e| s.note_lost(s.intent_run(id), "journal completion", e))
+        })
+        .await
     }
 
     /// [`Store::journal_discard`].
@@ -194,20 +211,43 @@ impl AsyncStore {
         self.call(move |s| s.reply(run_id, step)).await
     }
 
-    /// [`Store::journal_uncertain`] for each id, in order, best effort as
-    /// [`AsyncStore::record_policy_events`].
+    /// [`Store::journal_uncertain`] for each id, in order: a failed one is noted (see
+    /// the module docs) and the rest are still written.
     pub async fn mark_uncertain(&self, ids: Vec<i64>) {
         if ids.is_empty() {
             return;
         }
-        let _ = self
-            .call(move |s| {
-                for id in ids {
-                    let _ = s.journal_uncertain(id);
+        self.best_effort(None, "journal mark", move |s| {
+            for id in ids {
+                if let Err(e) = s.journal_uncertain(id) {
+                    s.note_lost(s.intent_run(id), "journal mark", &e);
                 }
-                Ok(())
-            })
-            .await;
+            }
+            Ok(())
+        })
+        .await;
+    }
+
+    /// Runs a batch of record writes that notes its own failures; a failure of the call
+    /// itself (the runtime shutting down) is noted for `run_id`.
+    async fn best_effort<F>(&self, run_id: Option<i64>, what: &'static str, f: F)
+    where
+        F: FnOnce(&Store) -> Result<()> + Send + 'static,
+    {
+        if let Err(e) = self.call(f).await {
+            self.store.note_lost(run_id, what, &e);
+        }
+    }
+
+    /// Runs one record write, noting its failure for `run_id` before returning it.
+    async fn noted<T, F>(&self, run_id: Option<i64>, what: &'static str, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T> + Send + 'static,
+    {
+        self.call(f)
+            .await
+            .inspect_err(|e| self.store.note_lost(run_id, what, e))
     }
 
     /// [`Store::approvals`].
@@ -215,9 +255,13 @@ impl AsyncStore {
         self.call(move |s| s.approvals(run_id)).await
     }
 
-    /// [`Store::record_approval_request`].
+    /// [`Store::record_approval_request`], noted on failure (the run ends awaiting a
+    /// request that must be on record to be answered).
     pub async fn record_approval_request(&self, a: ApprovalRecord) -> Result<()> {
-        self.call(move |s| s.record_approval_request(&a)).await
+        self.noted(Some(a.run_id), "approval request", move |s| {
+            s.record_approval_request(&a)
+        })
+        .await
     }
 
     /// [`Store::memory_list`].
@@ -230,58 +274,68 @@ impl AsyncStore {
         self.call(move |s| s.memory_touch(&workspace, &keys)).await
     }
 
-    /// [`Store::record_context_events`].
+    /// [`Store::record_context_events`], noted on failure (see the module docs).
     pub async fn record_context_events(&self, events: Vec<ContextEvent>) -> Result<()> {
-        self.call(move |s| s.record_context_events(&events)).await
+        let run_id = events.first().map(|e| e.run_id);
+        self.noted(run_id, "context event", move |s| {
+            s.record_context_events(&events)
+        })
+        .await
     }
 
-    /// [`Store::record_policy_event`] for each event, in order, as one call. Best
-    /// effort, like every record that must not stop a run: a failed event is skipped
-    /// and the rest are still written. Nothing to write costs no call.
+    /// [`Store::record_policy_event`] for each event, in order, as one call. A failed
+    /// event is noted on the handle (the run's next commit refuses, see the module
+    /// docs) and the rest are still written. Nothing to write costs no call.
     pub async fn record_policy_events(&self, events: Vec<PolicyEvent>) {
         if events.is_empty() {
             return;
         }
-        let _ = self
-            .call(move |s| {
-                for e in &events {
-                    let _ = s.record_policy_event(e);
+        let run_id = events.first().map(|e| e.run_id);
+        self.best_effort(run_id, "policy event", move |s| {
+            for e in &events {
+                if let Err(err) = s.record_policy_event(e) {
+                    s.note_lost(Some(e.run_id), "policy event", &err);
                 }
-                Ok(())
-            })
-            .await;
+            }
+            Ok(())
+        })
+        .await;
     }
 
-    /// [`Store::record_provider_attempt`] for each attempt, best effort as
+    /// [`Store::record_provider_attempt`] for each attempt, noted on failure as
     /// [`AsyncStore::record_policy_events`].
     pub async fn record_provider_attempts(&self, attempts: Vec<ProviderAttempt>) {
         if attempts.is_empty() {
             return;
         }
-        let _ = self
-            .call(move |s| {
-                for a in &attempts {
-                    let _ = s.record_provider_attempt(a);
+        let run_id = attempts.first().map(|a| a.run_id);
+        self.best_effort(run_id, "provider attempt", move |s| {
+            for a in &attempts {
+                if let Err(err) = s.record_provider_attempt(a) {
+                    s.note_lost(Some(a.run_id), "provider attempt", &err);
                 }
-                Ok(())
-            })
-            .await;
+            }
+            Ok(())
+        })
+        .await;
     }
 
-    /// [`Store::record_sandbox_event`] for each event, best effort as
+    /// [`Store::record_sandbox_event`] for each event, noted on failure as
     /// [`AsyncStore::record_policy_events`].
     pub async fn record_sandbox_events(&self, events: Vec<SandboxEvent>) {
         if events.is_empty() {
             return;
         }
-        let _ = self
-            .call(move |s| {
-                for e in &events {
-                    let _ = s.record_sandbox_event(e);
+        let run_id = events.first().map(|e| e.run_id);
+        self.best_effort(run_id, "sandbox event", move |s| {
+            for e in &events {
+                if let Err(err) = s.record_sandbox_event(e) {
+                    s.note_lost(Some(e.run_id), "sandbox event", &err);
                 }
-                Ok(())
-            })
-            .await;
+            }
+            Ok(())
+        })
+        .await;
     }
 }
 

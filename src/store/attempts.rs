@@ -10,7 +10,7 @@ use rusqlite::params;
 
 use super::{
     LostCall, ModelCallRecord, ProviderAttempt, Result, Store, ensure_run, get_opt_u64, get_u64,
-    now_ms, sql_u64, write_tx,
+    now_ms, sql_u64,
 };
 
 impl Store {
@@ -19,7 +19,7 @@ impl Store {
     pub fn record_provider_attempt(&self, a: &ProviderAttempt) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         ensure_run(&tx, a.run_id)?;
         tx.execute(
             "INSERT INTO provider_attempts (run_id, step, provider, attempt, kind, status, delay_ms, next, at_ms, code, request_bytes,
@@ -85,7 +85,7 @@ impl Store {
     ) -> Result<i64> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         ensure_run(&tx, run_id)?;
         tx.execute(
             "INSERT INTO model_calls (run_id, step, provider, estimated_input_tokens,
@@ -109,7 +109,7 @@ impl Store {
     /// Sets the status of model call `id` (`failed`, `lost`).
     pub fn set_model_call_status(&self, id: i64, status: &str) -> Result<()> {
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         tx.execute(
             "UPDATE model_calls SET status = ?2 WHERE id = ?1",
             params![id, status],
@@ -124,7 +124,7 @@ impl Store {
     /// closes. Returns how many were marked.
     pub fn mark_cut_off_calls(&self, run_id: i64, except: Option<i64>) -> Result<usize> {
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         let n = tx.execute(
             "UPDATE model_calls SET status = 'lost'
              WHERE run_id = ?1 AND status = 'sent' AND id IS NOT ?2",

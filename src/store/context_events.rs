@@ -17,7 +17,7 @@
 use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
-use super::{Result, Store, blobs, ensure_run, get_opt_u64, now_ms, sql_u64, write_tx};
+use super::{Result, Store, blobs, ensure_run, get_opt_u64, now_ms, sql_u64};
 
 /// One row of the context log.
 ///
@@ -117,7 +117,7 @@ impl Store {
         };
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         ensure_run(&tx, first.run_id)?;
         let at = now_ms();
         for e in events {

@@ -4,7 +4,7 @@
 use rusqlite::{Connection, params};
 
 use super::redact::Redactor;
-use super::{PolicyEvent, Result, SandboxEvent, Store, ensure_run, now_ms, write_tx};
+use super::{PolicyEvent, Result, SandboxEvent, Store, ensure_run, now_ms};
 
 impl Store {
     /// Records a sandbox event. Fails with [`super::StoreError::NoSuchRun`] for an
@@ -12,7 +12,7 @@ impl Store {
     pub fn record_sandbox_event(&self, e: &SandboxEvent) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         ensure_run(&tx, e.run_id)?;
         tx.execute(
             "INSERT INTO sandbox_events (run_id, step, kind, backend, detail, at_ms)
@@ -55,7 +55,7 @@ impl Store {
     pub fn record_policy_event(&self, e: &PolicyEvent) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         ensure_run(&tx, e.run_id)?;
         insert_policy_event(&tx, &red, e, now_ms())?;
         tx.commit()?;

@@ -5,16 +5,14 @@
 
 use rusqlite::params;
 
-use super::{
-    Result, Store, StoreError, ToolIntent, ToolIntentRecord, ensure_run, now_ms, write_tx,
-};
+use super::{Result, Store, StoreError, ToolIntent, ToolIntentRecord, ensure_run, now_ms};
 
 impl Store {
     /// Journals an intent as `pending`; returns its id for [`Store::journal_complete`].
     pub fn journal_intent(&self, intent: &ToolIntent) -> Result<i64> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         ensure_run(&tx, intent.run_id)?;
         let now = now_ms();
         tx.execute(
@@ -49,7 +47,7 @@ impl Store {
     ) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         let status = if ok { "done" } else { "failed" };
         let changed = tx.execute(
             "UPDATE tool_intents SET status = ?2, effects_json = ?3, output = ?4,
@@ -75,7 +73,7 @@ impl Store {
     /// unknown id.
     pub fn journal_uncertain(&self, id: i64) -> Result<()> {
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         let changed = tx.execute(
             "UPDATE tool_intents SET status = 'uncertain', updated_at_ms = ?2
              WHERE id = ?1 AND status = 'pending'",
@@ -92,7 +90,7 @@ impl Store {
     /// and nobody had answered yet): a resume must not take it for a call that ran.
     pub fn journal_discard(&self, id: i64) -> Result<()> {
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         let changed = tx.execute(
             "DELETE FROM tool_intents WHERE id = ?1 AND status = 'pending'",
             params![id],
@@ -102,6 +100,18 @@ impl Store {
         }
         tx.commit()?;
         Ok(())
+    }
+
+    /// The run a journal row belongs to (for naming the run whose write was lost).
+    pub(super) fn intent_run(&self, id: i64) -> Option<i64> {
+        use rusqlite::OptionalExtension;
+        let conn = self.conn();
+        conn.query_row("SELECT run_id FROM tool_intents WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .optional()
+        .ok()
+        .flatten()
     }
 
     /// The journal of a run, in the order the intents were written.

@@ -4,7 +4,7 @@
 use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
-use super::{Result, Store, ensure_run, now_ms, write_tx};
+use super::{Result, Store, ensure_run, now_ms};
 
 /// One event in the life of an MCP server a run used.
 ///
@@ -133,7 +133,7 @@ impl Store {
     pub fn record_mcp_event(&self, e: &McpEvent) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         ensure_run(&tx, e.run_id)?;
         tx.execute(
             "INSERT INTO mcp_events (run_id, step, server, kind, tool, duration_ms, outcome, detail, at_ms)

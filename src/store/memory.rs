@@ -7,7 +7,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::{Result, Store, StoreError, now_ms, write_tx};
+use super::{Result, Store, StoreError, now_ms};
 
 /// Notes kept per workspace.
 pub const MAX_NOTES: usize = 50;
@@ -63,7 +63,7 @@ impl Store {
         }
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         // Strictly after every other note, so the LRU order never picks the new one.
         let newest: i64 = tx.query_row(
             "SELECT COALESCE(MAX(used_at_ms), 0) FROM memory WHERE workspace = ?1",
@@ -126,7 +126,7 @@ impl Store {
     /// Marks notes as used now (they were offered to a run), keeping their order.
     pub fn memory_touch(&self, workspace: &str, keys: &[String]) -> Result<()> {
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         let base = now_ms();
         // Oldest first, so the relative order of the offered notes is preserved.
         for (i, k) in keys.iter().rev().enumerate() {
@@ -142,7 +142,7 @@ impl Store {
     /// Deletes a note; whether it existed.
     pub fn memory_delete(&self, workspace: &str, key: &str) -> Result<bool> {
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         let n = tx.execute(
             "DELETE FROM memory WHERE workspace = ?1 AND key = ?2",
             params![workspace, key],
@@ -154,7 +154,7 @@ impl Store {
     /// Deletes every note of a workspace; how many there were.
     pub fn memory_clear(&self, workspace: &str) -> Result<usize> {
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         let n = tx.execute("DELETE FROM memory WHERE workspace = ?1", [workspace])?;
         tx.commit()?;
         Ok(n)

@@ -49,6 +49,7 @@ mod attempts;
 mod blobs;
 mod context_events;
 mod events;
+mod health;
 mod journal;
 mod mcp_events;
 mod memory;
@@ -64,6 +65,7 @@ mod steps;
 
 pub use async_store::AsyncStore;
 pub use context_events::ContextEvent;
+pub use health::LostRecord;
 pub use mcp_events::McpEvent;
 pub use memory::{MAX_KEY, MAX_NOTES, MAX_VALUE, MemoryNote};
 pub use records::{
@@ -137,6 +139,52 @@ pub enum StoreError {
     /// shutting down).
     #[error("store call did not run: {0}")]
     TaskCancelled(String),
+    /// The path no longer names the file this handle opened: it was deleted, or another
+    /// file was renamed over it. Nothing more is written, because nothing written to the
+    /// orphaned file could ever be read.
+    #[error("store {path} was deleted or replaced while open; nothing more can be recorded")]
+    Replaced {
+        /// The store's path.
+        path: String,
+    },
+    /// A record write of the run failed earlier where the run could not stop at once
+    /// (see [`Store::note_lost`]); a step is not committed over a gap in its record.
+    #[error(
+        "run {run_id}: {count} record write(s) failed (the first, a {what}: {first}); the step is not committed"
+    )]
+    RecordsLost {
+        /// The run.
+        run_id: i64,
+        /// Writes lost.
+        count: u64,
+        /// What the first was.
+        what: &'static str,
+        /// Why it failed.
+        first: String,
+    },
+    /// A command that reads an existing store was pointed at a path with no store;
+    /// nothing was created.
+    #[error("no store at {path} (nothing was created; pass --store or IO_HARNESS_STORE)")]
+    Missing {
+        /// The path.
+        path: String,
+    },
+}
+
+impl StoreError {
+    /// Whether the store itself failed (SQLite, I/O, a replaced file, a lost write), as
+    /// opposed to refusing a request (an unknown run, a step already committed, a note
+    /// out of bounds).
+    pub fn is_failure(&self) -> bool {
+        matches!(
+            self,
+            Self::Sqlite(_)
+                | Self::Io { .. }
+                | Self::TaskCancelled(_)
+                | Self::Replaced { .. }
+                | Self::RecordsLost { .. }
+        )
+    }
 }
 
 /// A store result.
@@ -151,6 +199,10 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
     redactor: Arc<RwLock<Arc<Redactor>>>,
+    /// The file opened (`None` in memory), checked before every write transaction.
+    file: Option<Arc<health::FileId>>,
+    /// Record writes that failed where nothing could stop the run (see `health`).
+    health: Arc<health::Health>,
 }
 
 // The store is handed to the run loop, sub-agents and blocking tasks: it must stay
@@ -182,11 +234,23 @@ impl Store {
             .map(std::path::PathBuf::from)
     }
 
-    fn from_connection(conn: Connection) -> Store {
+    fn from_connection(conn: Connection, file: Option<health::FileId>) -> Store {
         Store {
             conn: Arc::new(Mutex::new(conn)),
             redactor: Arc::new(RwLock::new(Arc::new(Redactor::default()))),
+            file: file.map(Arc::new),
+            health: Arc::default(),
         }
+    }
+
+    /// Starts a write transaction that takes the write lock at `BEGIN`, where
+    /// `busy_timeout` applies (see the module docs), then checks that the path still
+    /// names the file this handle opened ([`StoreError::Replaced`] otherwise): checked
+    /// under the lock, so no write of this handle lands in an orphaned file unseen.
+    fn write_tx<'c>(&self, conn: &'c mut Connection) -> Result<rusqlite::Transaction<'c>> {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        self.check_file()?;
+        Ok(tx)
     }
 
     /// The connection. A panic while it was held cannot leave it mid-transaction (an
@@ -221,12 +285,6 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
-}
-
-/// Starts a write transaction that takes the write lock at `BEGIN`, where
-/// `busy_timeout` applies (see the module docs).
-fn write_tx(conn: &mut Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
-    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
 }
 
 /// Fails with [`StoreError::NoSuchRun`] unless the run exists.

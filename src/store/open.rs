@@ -17,6 +17,10 @@ impl Store {
     /// Opens (creating if needed) a store file, creating its parent directories, and
     /// brings its schema up to date.
     ///
+    /// The handle remembers which file it opened: once the path names another file (the
+    /// store was deleted or renamed over), every write fails with
+    /// [`StoreError::Replaced`] instead of landing where no one can read it.
+    ///
     /// Fails with [`StoreError::TooNew`] for a file written by a newer io-harness.
     pub fn open(path: impl AsRef<Path>) -> Result<Store> {
         let path = path.as_ref();
@@ -27,7 +31,40 @@ impl Store {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(io_err)?;
         }
-        let mut conn = Connection::open(path)?;
+        let conn = Connection::open(path)?;
+        Self::finish_open(conn, path)
+    }
+
+    /// Opens a store file that must exist: for commands that read (or answer) what
+    /// runs recorded, which must never leave an empty store behind a mistyped path.
+    /// Fails with [`StoreError::Missing`] when there is no file at `path`; creates
+    /// nothing, not even a directory.
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Store> {
+        use rusqlite::OpenFlags;
+        let path = path.as_ref();
+        let missing = || StoreError::Missing {
+            path: path.display().to_string(),
+        };
+        if !path.is_file() {
+            return Err(missing());
+        }
+        // Without SQLITE_OPEN_CREATE: a file removed since the check is not recreated.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = match Connection::open_with_flags(path, flags) {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::CannotOpen =>
+            {
+                return Err(missing());
+            }
+            other => other?,
+        };
+        Self::finish_open(conn, path)
+    }
+
+    /// The settings and migrations of a file just opened, and its identity.
+    fn finish_open(mut conn: Connection, path: &Path) -> Result<Store> {
         // First, so that even switching the journal mode waits for other openers.
         conn.busy_timeout(BUSY_TIMEOUT)?;
         let mode: String =
@@ -39,7 +76,19 @@ impl Store {
         }
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         configure(&mut conn)?;
-        Ok(Store::from_connection(conn))
+        // The file SQLite resolved (absolute); none for `:memory:` and temporary
+        // databases, which no one can delete from under the handle.
+        let file =
+            match conn.path().filter(|p| !p.is_empty()) {
+                Some(p) => Some(super::health::FileId::of(Path::new(p)).map_err(|source| {
+                    StoreError::Io {
+                        path: path.display().to_string(),
+                        source,
+                    }
+                })?),
+                None => None,
+            };
+        Ok(Store::from_connection(conn, file))
     }
 
     /// An in-memory store: nothing survives the last clone of the handle. For tests and
@@ -47,7 +96,7 @@ impl Store {
     pub fn memory() -> Result<Store> {
         let mut conn = Connection::open_in_memory()?;
         configure(&mut conn)?;
-        Ok(Store::from_connection(conn))
+        Ok(Store::from_connection(conn, None))
     }
 
     /// The schema version of the open file (always [`super::SCHEMA_VERSION`] once

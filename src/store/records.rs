@@ -93,6 +93,10 @@ pub struct RunRecord {
     pub final_message: Option<String>,
     /// Final unified diff of the workspace.
     pub diff: Option<String>,
+    /// Appends to the audit log that failed during the run (the log never fails a run;
+    /// this says what it missed).
+    #[serde(default)]
+    pub audit_failures: u64,
 }
 
 /// One tool call of a step.

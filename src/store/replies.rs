@@ -5,7 +5,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::{Result, Store, ensure_run, now_ms, write_tx};
+use super::{Result, Store, ensure_run, now_ms};
 
 /// A step's reply as received, before the step is committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +23,7 @@ impl Store {
     pub fn record_reply(&self, run_id: i64, step: u32, reply: &StoredReply) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         ensure_run(&tx, run_id)?;
         tx.execute(
             "INSERT OR REPLACE INTO step_replies (run_id, step, reply_json, provider, model_ms,

@@ -3,7 +3,7 @@
 
 use rusqlite::{OptionalExtension, Row, params};
 
-use super::{NewRun, Result, RunFinish, RunRecord, Store, StoreError, get_u64, now_ms, write_tx};
+use super::{NewRun, Result, RunFinish, RunRecord, Store, StoreError, get_u64, now_ms};
 
 /// A run with its step totals. Every step counts once; `SUM(cost_usd)` skips unknown
 /// costs and is NULL when none is known, which is exactly `RunRecord::cost_usd`.
@@ -17,7 +17,7 @@ SELECT r.id, r.goal, r.root, r.work_dir, r.status, r.outcome, r.outcome_json,
        COALESCE(SUM(s.cached_input_tokens), 0),
        SUM(s.cost_usd),
        COALESCE(SUM(s.id IS NOT NULL AND s.cost_usd IS NULL), 0),
-       r.scratch_dir, r.policy_json, r.initial_json
+       r.scratch_dir, r.policy_json, r.initial_json, r.audit_failures
 FROM runs r LEFT JOIN steps s ON s.run_id = r.id";
 
 impl Store {
@@ -25,7 +25,7 @@ impl Store {
     pub fn start_run(&self, goal: &str, root: &str) -> Result<i64> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         tx.execute(
             "INSERT INTO runs (goal, root, status, started_at_ms) VALUES (?1, ?2, 'running', ?3)",
             params![red.text(goal), red.text(root), now_ms()],
@@ -42,7 +42,7 @@ impl Store {
     pub fn create_run(&self, run: &NewRun) -> Result<i64> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         if let Some(parent) = run.parent_run_id {
             super::ensure_run(&tx, parent)?;
         }
@@ -91,8 +91,24 @@ impl Store {
     fn set_run_text(&self, run_id: i64, update: &'static str, text: &str) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         let changed = tx.execute(update, params![run_id, red.text(text)])?;
+        if changed == 0 {
+            return Err(StoreError::NoSuchRun(run_id));
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Counts one failed append to the audit log for the run (SPEC C18: the log never
+    /// fails a run, but the record says it missed something).
+    pub fn count_audit_failure(&self, run_id: i64) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = self.write_tx(&mut conn)?;
+        let changed = tx.execute(
+            "UPDATE runs SET audit_failures = audit_failures + 1 WHERE id = ?1",
+            [run_id],
+        )?;
         if changed == 0 {
             return Err(StoreError::NoSuchRun(run_id));
         }
@@ -116,11 +132,15 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Marks a run finished with its outcome, final message and diff.
+    /// Marks a run finished with its outcome, final message and diff. Fails with
+    /// [`StoreError::RecordsLost`], writing nothing, when a record write of the run was
+    /// lost: an outcome is not put over a gap in the record (the run stays `running`,
+    /// shown `interrupted` once its process ends, and resumable).
     pub fn finish_run(&self, run_id: i64, fin: &RunFinish) -> Result<()> {
+        self.ensure_nothing_lost(run_id)?;
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         let changed = tx.execute(
             "UPDATE runs SET status = 'finished', outcome = ?2, outcome_json = ?3,
                              final_message = ?4, diff = ?5, finished_at_ms = ?6
@@ -143,9 +163,13 @@ impl Store {
 
     /// Marks a finished-but-resumable run (awaiting approval, out of budget…) running
     /// again: clears everything [`Store::finish_run`] set, keeps its steps. Idempotent.
+    ///
+    /// Forgets the writes of the run this handle lost: the session that reopens it
+    /// replays the uncommitted step they belonged to.
     pub fn reopen_run(&self, run_id: i64) -> Result<()> {
+        self.forget_lost(run_id);
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         let changed = tx.execute(
             "UPDATE runs SET status = 'running', outcome = NULL, outcome_json = NULL,
                              final_message = NULL, diff = NULL, finished_at_ms = NULL
@@ -186,6 +210,7 @@ fn run_record(r: &Row<'_>) -> rusqlite::Result<RunRecord> {
         cached_input_tokens: get_u64(r, 17)?,
         cost_usd: r.get(18)?,
         cost_unknown_steps: r.get(19)?,
+        audit_failures: get_u64(r, 23)?,
     })
 }
 
@@ -223,7 +248,7 @@ impl Store {
     pub fn create_child_run(&self, run: &NewRun, link: &AgentLink) -> Result<i64> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         super::ensure_run(&tx, link.parent_run_id)?;
         tx.execute(
             "INSERT INTO runs (goal, root, work_dir, status, contract_json, provider_json,
@@ -318,7 +343,7 @@ impl Store {
     pub fn record_spawn_reply(&self, run_id: i64, step: u32, reply_json: &str) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         super::ensure_run(&tx, run_id)?;
         tx.execute(
             "INSERT OR IGNORE INTO agent_spawns (run_id, step, reply_json, created_at_ms)

@@ -33,6 +33,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_CONTEXT_EVENTS,
     V_STEP_REPLIES,
     V_TOKEN_SOURCES,
+    V_AUDIT_FAILURES,
 ];
 
 /// A step's reply on record before its tools run (resume replays it), and a journaled
@@ -73,6 +74,12 @@ CREATE TABLE model_calls (
     at_ms                  INTEGER NOT NULL
 );
 CREATE INDEX model_calls_run ON model_calls(run_id, step);
+";
+
+/// Failed appends to the audit log, per run (SPEC C18: an unwritable log never fails a
+/// run, so the store is where the gap is counted).
+const V_AUDIT_FAILURES: &str = "
+ALTER TABLE runs ADD COLUMN audit_failures INTEGER NOT NULL DEFAULT 0;
 ";
 
 /// Sandbox egress per session (SPEC C15): the resolved allowlist in force, and what the

@@ -3,9 +3,7 @@
 
 use rusqlite::params;
 
-use super::{
-    Result, SandboxSession, Store, ensure_run, get_opt_u64, get_u64, now_ms, sql_u64, write_tx,
-};
+use super::{Result, SandboxSession, Store, ensure_run, get_opt_u64, get_u64, now_ms, sql_u64};
 
 impl Store {
     /// Records one sandboxed command. Fails with [`super::StoreError::NoSuchRun`] for an
@@ -13,7 +11,7 @@ impl Store {
     pub fn record_sandbox_session(&self, s: &SandboxSession) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         ensure_run(&tx, s.run_id)?;
         tx.execute(
             "INSERT INTO sandbox_sessions (run_id, step, purpose, backend, argv_json, layers_json,

@@ -11,7 +11,7 @@ use super::events::{insert_policy_event, policy_events_of};
 use super::redact::Redactor;
 use super::{
     Result, StepRecord, Store, StoreError, ToolCallRecord, blobs, ensure_run, get_opt_u64, get_u64,
-    now_ms, sql_u64, write_tx,
+    now_ms, sql_u64,
 };
 
 const STEP_COLUMNS: &str = "run_id, step, started_at_ms, duration_ms, model_ms, request_hash,
@@ -27,10 +27,15 @@ impl Store {
     /// no body, a given `request_hash` must name a blob already stored. Fails with
     /// [`StoreError::StepAlreadyCommitted`] if this `(run_id, step)` exists and with
     /// [`StoreError::NoSuchRun`] for an unknown run.
+    ///
+    /// Fails with [`StoreError::RecordsLost`] when an earlier record write of the run
+    /// failed (see [`Store::note_lost`]): a step is not on record as done while part of
+    /// what it did is missing from the record.
     pub fn commit_step(&self, step: &StepRecord) -> Result<()> {
+        self.ensure_nothing_lost(step.run_id)?;
         let red = self.redactor();
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
+        let tx = self.write_tx(&mut conn)?;
         ensure_run(&tx, step.run_id)?;
         let exists = tx
             .query_row(

@@ -296,7 +296,12 @@ async fn full_disk_case(extra_pages: u32) {
     let store = Store::open(&db).unwrap();
     store.fill_disk_after(extra_pages).unwrap();
     let err = io_harness::run(&c, &provider, &store).await.unwrap_err();
-    assert!(matches!(err, RunError::Store(_)), "{err}");
+    // A store failure after the run started is a failure of its record, resumable.
+    assert!(
+        matches!(err, RunError::Recording { .. }) && err.is_resumable(),
+        "{err}"
+    );
+    assert_eq!(err.exit_code(), 70);
     assert!(err.to_string().contains("full"), "{err}");
     drop(store);
 

@@ -9,6 +9,7 @@ mod gates;
 mod gates_workspace;
 mod halt;
 mod kill;
+mod lock;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod memory;
@@ -18,6 +19,7 @@ mod resume_anywhere;
 mod run;
 mod sandboxed;
 mod store;
+mod store_truth;
 mod subagents;
 mod timing;
 mod tokens;

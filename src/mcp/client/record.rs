@@ -43,7 +43,7 @@ impl Recorder {
         if let Some(s) = &self.store
             && let Err(e) = s.record_mcp_event(&make(self.run_id, self.step()))
         {
-            tracing::warn!(error = %e, "could not record an MCP event");
+            s.note_lost(Some(self.run_id), "MCP event", &e);
         }
     }
 
@@ -51,12 +51,14 @@ impl Recorder {
         if let Some(s) = &self.store
             && let Err(e) = s.record_sandbox_event(&make(self.run_id, self.step()))
         {
-            tracing::warn!(error = %e, "could not record a sandbox event");
+            s.note_lost(Some(self.run_id), "sandbox event", &e);
         }
     }
 
     /// The sandbox session of a server that ended, like a command's: a
-    /// `sandbox_sessions` row (purpose `mcp`) and an audit line. Best effort.
+    /// `sandbox_sessions` row (purpose `mcp`) and an audit line. A write that fails is
+    /// noted on the store (the run stops at its next commit); the audit log only warns
+    /// and counts.
     pub(super) fn session(
         &self,
         spec: &RunSpec,
@@ -77,19 +79,26 @@ impl Recorder {
         if let Some(s) = &self.store
             && let Err(e) = s.record_sandbox_session(&facts.row())
         {
-            tracing::warn!(error = %e, "could not record an MCP server's sandbox session");
+            s.note_lost(Some(self.run_id), "MCP sandbox session", &e);
         }
         if let Some(log) = &self.audit {
             let run = self.store.as_ref().map(|_| (self.run_id, step));
-            if let Err(e) = log.append(&facts.audit_line(run)) {
-                tracing::warn!(error = %e, "could not append to the audit log");
+            let line = facts.audit_line(run);
+            match &self.store {
+                Some(s) => crate::exec::append_audit(s, Some(self.run_id), log, &line),
+                // No record to count the failure in (`mcp list`): the warning is all.
+                None => {
+                    if let Err(e) = log.append(&line) {
+                        log.warn_once(&e);
+                    }
+                }
             }
         }
     }
 
     pub(super) fn policy(&self, d: &PolicyDecision) {
-        if let Some(s) = &self.store {
-            let _ = s.record_policy_event(&PolicyEvent {
+        if let Some(s) = &self.store
+            && let Err(e) = s.record_policy_event(&PolicyEvent {
                 run_id: self.run_id,
                 step: self.step(),
                 act: d.action.act.as_str().into(),
@@ -97,7 +106,9 @@ impl Recorder {
                 decision: d.decision.as_str().into(),
                 rule: d.rule.clone(),
                 layer: d.layer.clone(),
-            });
+            })
+        {
+            s.note_lost(Some(self.run_id), "policy event", &e);
         }
     }
 }

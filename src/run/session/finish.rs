@@ -4,10 +4,10 @@
 use super::Session;
 use crate::contract::WorkspaceMode;
 use crate::provider::{Message, Role};
-use crate::run::RunResult;
 use crate::run::events::RunEvent;
 use crate::run::outcome::RunOutcome;
 use crate::run::workdir;
+use crate::run::{RunError, RunResult};
 use crate::store::RunFinish;
 use crate::verify;
 
@@ -25,7 +25,13 @@ impl Session<'_> {
     }
 
     /// Closes the MCP servers, records the outcome, cleans up and reports.
-    pub(super) async fn finish(self, outcome: RunOutcome) -> RunResult {
+    ///
+    /// An outcome that cannot be recorded — the write failed, a record of the run was
+    /// lost earlier, or the store file is no longer the one written to (checked after
+    /// the last write, so a store deleted after the last commit is seen) — is no
+    /// result: the run ends with the store's error (which `run` and `resume` report as
+    /// [`RunError::Recording`]) and keeps what a resume needs.
+    pub(super) async fn finish(self, outcome: RunOutcome) -> Result<RunResult, RunError> {
         if let Some(m) = &self.tools.mcp {
             m.close();
         }
@@ -39,24 +45,31 @@ impl Session<'_> {
             final_message: Some(final_message.clone()),
             diff: Some(diff.clone()),
         };
-        if let Err(e) = self.store.finish_run(self.run.id, fin).await {
-            tracing::error!(run_id = self.run.id, error = %e, "could not record the outcome");
+        let recorded = match self.store.finish_run(self.run.id, fin).await {
+            Ok(()) => self.store.sync().verify_file(),
+            Err(e) => Err(e),
+        };
+        // The run's gate directory and its dependency caches end with the session.
+        if let Some(exec) = &self.tools.ctx.exec {
+            verify::remove_gate_dir(exec);
+        }
+        if let Err(source) = recorded {
+            tracing::error!(run_id = self.run.id, error = %source, "could not record the outcome");
+            // A store error, as a failed commit's: a sub-agent's ends its parent's step
+            // the same way, and `run`/`resume` name the run (`RunError::Recording`).
+            return Err(RunError::Store(source));
         }
         // The in-place baseline is only needed while the run can go on; a copy is the
         // run's product and stays where `show` says it is.
         if self.run.contract.workspace == WorkspaceMode::InPlace && !outcome.is_resumable() {
             let _ = std::fs::remove_dir_all(&dirs.scratch);
         }
-        // The run's gate directory and its dependency caches end with the run.
-        if let Some(exec) = &self.tools.ctx.exec {
-            verify::remove_gate_dir(exec);
-        }
         self.emit(RunEvent::Finished {
             run_id: self.run.id,
             outcome: outcome.clone(),
         });
         let t = &self.progress.totals;
-        RunResult {
+        Ok(RunResult {
             run_id: self.run.id,
             outcome,
             steps: t.steps,
@@ -73,6 +86,6 @@ impl Session<'_> {
             diff,
             final_message,
             work_dir: dirs.work.display().to_string(),
-        }
+        })
     }
 }

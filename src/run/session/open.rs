@@ -101,12 +101,18 @@ impl Origin {
     /// The run's directories and this process's lock on them: prepared for a new run,
     /// reattached from the record for a resumed one (whose lock another process may
     /// hold: it is running the run now).
-    fn place(&self) -> Result<(WorkDirs, RunLock), RunError> {
+    ///
+    /// The workspace is locked first (see `liveness`): an in-place run keeps its lock
+    /// for the session, a copy run holds it while it copies. `tree` is a sub-agent's
+    /// tree, whose own hold covers it.
+    fn place(&self, tree: Option<i64>) -> Result<(WorkDirs, RunLock), RunError> {
         let c = &self.contract;
+        let in_place = c.workspace == crate::contract::WorkspaceMode::InPlace;
         let Some(stored) = &self.stored else {
+            let held = liveness::lock_workspace(&c.root, liveness::hold_for(c.workspace), tree)?;
             let dirs =
                 workdir::prepare(&c.root, c.workspace).map_err(|e| workspace_err(&c.root, e))?;
-            let lock = liveness::acquire(&dirs.scratch)
+            let mut lock = liveness::acquire(&dirs.scratch)
                 .map_err(|e| workspace_err(&dirs.scratch, e))?
                 .ok_or_else(|| {
                     workspace_err(
@@ -114,6 +120,7 @@ impl Origin {
                         std::io::Error::other("scratch directory locked by another process"),
                     )
                 })?;
+            lock.keep(held.filter(|_| in_place));
             return Ok((dirs, lock));
         };
         let run_id = stored.rec.id;
@@ -126,12 +133,20 @@ impl Origin {
                 run_id,
                 reason: "it has no scratch directory on record".into(),
             })?;
-        let lock = liveness::acquire(&scratch)
+        let mut lock = liveness::acquire(&scratch)
             .map_err(|e| workspace_err(&scratch, e))?
             .ok_or_else(|| RunError::NotResumable {
                 run_id,
                 reason: "another process is running it now".into(),
             })?;
+        // A resumed copy run works on its own copy; an in-place one edits the tree again.
+        if in_place {
+            lock.keep(liveness::lock_workspace(
+                &c.root,
+                liveness::Hold::Exclusive,
+                tree,
+            )?);
+        }
         Ok((workdir::reattach(&c.root, c.workspace, &scratch), lock))
     }
 
@@ -192,13 +207,18 @@ struct Grounds {
 impl Origin {
     /// Chooses the sandbox, places the run (see [`Origin::place`]), resolves the
     /// policy and checks the provider endpoints against it, opens the workspace.
-    fn ground(&self, provider: &dyn Provider, opts: &RunOptions) -> Result<Grounds, RunError> {
+    fn ground(
+        &self,
+        provider: &dyn Provider,
+        opts: &RunOptions,
+        tree: Option<i64>,
+    ) -> Result<Grounds, RunError> {
         let contract = &self.contract;
         let sandbox = match &opts.sandbox {
             Some(s) => s.clone(),
             None => setup::choose_sandbox(contract)?,
         };
-        let (dirs, lock) = self.place()?;
+        let (dirs, lock) = self.place(tree)?;
         let policy = RunPolicy::resolve(
             opts,
             contract,
@@ -286,15 +306,21 @@ impl<'a> Session<'a> {
         check_price(contract, &provider.identity())?;
         check_exact_tokens(contract, &provider.identity())?;
         store.redact_secrets(&provider.secrets());
+        // A sub-agent's tree: a workspace lock held by it covers the sub-agent.
+        let tree = match origin.link.as_ref().map(|l| l.parent_run_id) {
+            Some(parent) => Some(db.call(move |s| subagent::root_of(s, parent)).await?),
+            None => None,
+        };
         let Grounds {
             sandbox,
             dirs,
-            lock,
+            mut lock,
             policy,
             endpoints,
             ws,
-        } = origin.ground(provider, &opts)?;
+        } = origin.ground(provider, &opts, tree)?;
         let run_id = origin.record(&db, &dirs, provider).await?;
+        lock.name_run(run_id, tree.unwrap_or(run_id));
         // The endpoint decisions are the run's first policy events (step 0).
         db.record_policy_events(
             endpoints
@@ -333,7 +359,7 @@ impl<'a> Session<'a> {
         let resumed = stored.is_some();
         let restored = match stored {
             Some(stored) => restore(&db, stored, &contract, &ctx.workspace, context).await?,
-            None => first_session(&db, run_id, &contract, &ctx.workspace, context).await,
+            None => first_session(&db, run_id, &contract, &ctx.workspace, context).await?,
         };
         let halt = Halt::new(
             opts.cancel.clone(),
@@ -371,7 +397,7 @@ async fn first_session(
     contract: &TaskContract,
     ws: &Workspace,
     context: crate::context::ContextRunner,
-) -> Restored {
+) -> Result<Restored, RunError> {
     let workspace = contract.root.display().to_string();
     let notes = store
         .memory_list(workspace.clone())
@@ -379,11 +405,14 @@ async fn first_session(
         .unwrap_or_default();
     let (first, offered) = prompt::first_message(contract, ws, &notes);
     let initial = vec![Message::user(first)];
-    let _ = store
+    // Resume replays the first message from the record: without it there is no run.
+    store
         .set_run_initial(run_id, serde_json::to_string(&initial).unwrap_or_default())
-        .await;
-    let _ = store.memory_touch(workspace, offered).await;
-    Restored {
+        .await?;
+    if let Err(e) = store.memory_touch(workspace, offered).await {
+        store.sync().note_lost(Some(run_id), "memory note use", &e);
+    }
+    Ok(Restored {
         conversation: Conversation {
             system: prompt::system_prompt(),
             messages: initial,
@@ -395,7 +424,7 @@ async fn first_session(
             StallDetector::default(),
         ),
         carryover: Carryover::default(),
-    }
+    })
 }
 
 /// `[context] tokens = "exact"` needs a model whose encoder this build has.

@@ -75,7 +75,7 @@ impl Session<'_> {
                 Err(StepEnd::Store(e)) => return Err(e.into()),
             }
         };
-        Ok(self.finish(outcome).await)
+        self.finish(outcome).await
     }
 
     /// Whether the run ends before another step: cancelled, a required MCP server

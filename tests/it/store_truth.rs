@@ -169,13 +169,9 @@ async fn a_lost_sandbox_event_write_ends_the_run_and_it_resumes_once_the_store_i
 
     sql.execute_batch("DROP TRIGGER refuse;").unwrap();
     let store = Store::open(&db).unwrap();
-    let r = resume(
-        &store,
-        run_id,
-        &Scripted::new(vec![ScriptTurn::text("done")]),
-    )
-    .await
-    .unwrap();
+    // The step's reply is on record: the resume replays it (its command answered from
+    // the journal), then asks for the script's next turn.
+    let r = resume(&store, run_id, &provider).await.unwrap();
     assert_eq!(r.outcome, RunOutcome::Success, "{r:?}");
 }
 

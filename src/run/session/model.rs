@@ -210,7 +210,7 @@ impl Session<'_> {
 
     /// Closes a call that produced no reply: `lost` (its estimate counted now) when
     /// its request may have been processed, else `failed`.
-    async fn close_call(&mut self, call: Option<i64>, lost: Option<&LostCall>) {
+    pub(super) async fn close_call(&mut self, call: Option<i64>, lost: Option<&LostCall>) {
         if let Some(l) = lost {
             self.progress.totals.add_lost(l);
         }

@@ -101,18 +101,43 @@ impl Session<'_> {
         let clock = self.begin_step();
         let step = clock.step;
         let turn = self.model_turn(step).await?;
-        let mut round = self.run_tools(step, &turn).await?;
+        let mut round = match self.run_tools(step, &turn).await {
+            Ok(round) => round,
+            Err(end) => return Err(self.uncommitted(&turn, end).await),
+        };
         crate::failpoint::hit("step.after_tools", step);
         let stalled = self.check_stall(&turn, &mut round);
         let done = turn.calls.is_empty();
         let verified = if !stalled && (done || self.run.contract.verify.every_step) {
-            let passed = self.verify(step, &mut round.results).await;
-            Some(passed.map_err(|why| StepEnd::Outcome(halted(why)))?)
+            match self.verify(step, &mut round.results).await {
+                Ok(passed) => Some(passed),
+                Err(why) => {
+                    return Err(self.uncommitted(&turn, StepEnd::Outcome(halted(why))).await);
+                }
+            }
         } else {
             None
         };
         self.commit(clock, turn, round).await?;
         Ok(self.decide(stalled, verified))
+    }
+
+    /// A step that ends the run after its reply arrived but before its commit. When
+    /// the run can be resumed, the resume replays the reply and commits it with its
+    /// usage; when it cannot (the time budget ran out), the reply's call is closed here
+    /// so its tokens are not lost to the totals: its input (reported, else estimated)
+    /// and its cost count, on record as a call whose step was never committed.
+    async fn uncommitted(&mut self, turn: &ModelTurn, end: StepEnd) -> StepEnd {
+        if let StepEnd::Outcome(o) = &end
+            && !o.is_resumable()
+        {
+            let lost = crate::store::LostCall {
+                input_tokens: turn.reply.usage.effective_input(),
+                cost_usd: turn.reply.cost.usd,
+            };
+            self.close_call(turn.reply.model_call, Some(&lost)).await;
+        }
+        end
     }
 
     /// Numbers the step, tells the executor and the MCP servers, starts its clocks.

@@ -273,18 +273,12 @@ fn a_kill_mid_write_leaves_no_temporary_file_once_resumed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_after_a_crash_during_the_tools_never_asks_the_model_again() {
     use crate::providers::fake_server::{FakeServer, Reply, whole};
-    use crate::providers::{KEY, anthropic_stream, anthropic_text, message_start};
-    let write = anthropic_stream(&[
-        message_start(
-            "claude-sonnet-4-5-20250929",
-            json!({"input_tokens": 10, "output_tokens": 1}),
-        ),
-        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "write_file", "input": {}}}),
-        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": json!({"path": "a.txt", "content": "a"}).to_string()}}),
-        json!({"type": "content_block_stop", "index": 0}),
-        json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 9}}),
-        json!({"type": "message_stop"}),
-    ]);
+    use crate::providers::{KEY, anthropic_text, anthropic_tool};
+    let write = anthropic_tool(
+        "toolu_1",
+        "write_file",
+        json!({"path": "a.txt", "content": "a"}),
+    );
     let server = FakeServer::start(vec![
         Reply::sse(whole(&write)),
         Reply::sse(whole(&anthropic_text("done"))),

@@ -107,6 +107,21 @@ pub fn anthropic_text(text: &str) -> String {
     ])
 }
 
+/// One tool call in Anthropic's format (10 input tokens, 9 output tokens reported).
+pub fn anthropic_tool(id: &str, name: &str, input: Value) -> String {
+    anthropic_stream(&[
+        message_start(
+            "claude-sonnet-4-5-20250929",
+            json!({"input_tokens": 10, "output_tokens": 1}),
+        ),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 9}}),
+        json!({"type": "message_stop"}),
+    ])
+}
+
 /// The requests the tests send: one per shape of conversation the mappers handle.
 pub mod fixtures {
     use io_harness::provider::{

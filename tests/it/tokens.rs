@@ -162,19 +162,13 @@ async fn a_reply_lost_after_the_request_counts_its_estimated_input() {
 /// counts its estimated input, and `show` says it is an estimate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_cut_off_by_a_kill_counts_its_estimated_input_on_resume() {
-    use crate::providers::{KEY, anthropic_stream, anthropic_text, message_start};
+    use crate::providers::{KEY, anthropic_text, anthropic_tool};
     use std::process::Command;
-    let write = anthropic_stream(&[
-        message_start(
-            "claude-sonnet-4-5-20250929",
-            json!({"input_tokens": 10, "output_tokens": 1}),
-        ),
-        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "write_file", "input": {}}}),
-        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": json!({"path": "a.txt", "content": "one\n"}).to_string()}}),
-        json!({"type": "content_block_stop", "index": 0}),
-        json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 9}}),
-        json!({"type": "message_stop"}),
-    ]);
+    let write = anthropic_tool(
+        "toolu_1",
+        "write_file",
+        json!({"path": "a.txt", "content": "one\n"}),
+    );
     let server = FakeServer::start(vec![
         Reply::sse(whole(&anthropic_text("too late"))).paced(Duration::from_secs(30)),
         Reply::sse(whole(&write)),

@@ -16,6 +16,7 @@ pub fn execute(args: ApproveArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::Internal(e.to_string()))?
         .unwrap_or(args.run_id);
     let root = store.root_run(owner).unwrap_or(args.run_id);
+    refuse_if_ended(&store, root)?;
     store
         .decide_approval(
             owner,
@@ -39,4 +40,28 @@ pub fn execute(args: ApproveArgs) -> Result<i32, CliError> {
         if allow { "allowed" } else { "denied" },
     );
     Ok(0)
+}
+
+/// A decision is only worth taking for a run that can continue: a run that ended
+/// with an outcome resume refuses (the time budget ran out while it asked) keeps its
+/// request on record as pending, and saying "continue with resume" would be false.
+fn refuse_if_ended(store: &io_harness::Store, root: i64) -> Result<(), CliError> {
+    let Some(rec) = store
+        .run(root)
+        .map_err(|e| CliError::Internal(e.to_string()))?
+    else {
+        return Ok(());
+    };
+    let ended: Option<io_harness::RunOutcome> = rec
+        .outcome_json
+        .as_deref()
+        .filter(|_| rec.status == "finished")
+        .and_then(|j| serde_json::from_str(j).ok());
+    match ended {
+        Some(o) if !o.is_resumable() => Err(CliError::Usage(format!(
+            "run {root} ended with outcome {} and cannot be resumed; its request stays on record as pending",
+            rec.outcome.as_deref().unwrap_or("unknown")
+        ))),
+        _ => Ok(()),
+    }
 }

@@ -361,6 +361,9 @@ pub fn main() -> ExitCode {
             Command::Mcp(a) => mcp::execute(a).await,
         }
     });
+    // The run's outcome is recorded: nothing still on the blocking pool (a record of
+    // a command the run abandoned) may hold the exit past a moment.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {

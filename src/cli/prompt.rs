@@ -66,9 +66,20 @@ impl Approver for TerminalApprover {
     fn decide(&self, request: &ApprovalRequest) -> BoxFuture<'_, Approval> {
         let request = request.clone();
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || ask(&request))
-                .await
-                .unwrap_or(Approval::Defer)
+            // A thread of its own, not the blocking pool: a read of the terminal cannot
+            // be interrupted, and the runtime waits for its pool's tasks when it shuts
+            // down, so a prompt the run abandoned (Ctrl-C, the deadline) would keep the
+            // process alive until someone pressed Enter. A detached thread dies with it.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let asked = std::thread::Builder::new()
+                .name("io-harness-approval".into())
+                .spawn(move || {
+                    let _ = tx.send(ask(&request));
+                });
+            if asked.is_err() {
+                return Approval::Defer;
+            }
+            rx.await.unwrap_or(Approval::Defer)
         })
     }
 }

@@ -320,6 +320,13 @@ impl Executor {
         spec.read_only_paths.extend(read_only.iter().cloned());
         let proxy = self.start_egress(&mut spec).await?;
         let halt = self.halt();
+        // The run's deadline comes first (or with it): it is what ends the command,
+        // so the sandbox's own wall cap is not armed to race it and be recorded as hit.
+        if let (Some(left), Some(cap)) = (halt.remaining(), spec.limits.wall_secs)
+            && left <= Duration::from_secs(cap)
+        {
+            spec.limits.wall_secs = None;
+        }
         let stop = StopSignal::new().map_err(SandboxError::spawn("stop signal"))?;
         spec.stop = Some(stop.clone());
         let mut stopped_by = None;

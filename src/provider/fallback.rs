@@ -52,7 +52,7 @@ pub async fn complete_chain(
             on_attempt(&ChainAttempt {
                 provider_index: i,
                 attempt: a.clone(),
-                next: "retry",
+                next: if a.gives_up { "deadline" } else { "retry" },
             });
         };
         match complete_with_retry(*p, request, policy, deadline, &mut per_provider).await {
@@ -76,6 +76,7 @@ pub async fn complete_chain(
                             delay_ms: 0,
                             server_said: false,
                             reply_lost: error.reply_lost,
+                            gives_up: false,
                         },
                         next: "fallback",
                     });
@@ -241,8 +242,9 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, ChainError::Deadline));
-        // 1 s + 2 s would pass 2.5 s: it stopped after the first wait.
-        assert_eq!(started.elapsed(), std::time::Duration::from_secs(1));
+        // 1 s + 2 s would pass 2.5 s: the second wait is cut to the deadline, where it
+        // gives up: never a wait past it, never an end before it.
+        assert_eq!(started.elapsed(), std::time::Duration::from_millis(2500));
         assert_eq!(dead.1.load(Ordering::SeqCst), 2);
     }
 }

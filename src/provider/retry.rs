@@ -34,6 +34,9 @@ pub struct RetryAttempt {
     /// Whether the request reached the server and its reply was lost
     /// ([`ProviderError::reply_lost`]): its input counts against the token budget.
     pub reply_lost: bool,
+    /// The wait would pass the deadline: the call waits out the time that is left
+    /// (`delay_ms`) and gives up there, never retrying and never ending early.
+    pub gives_up: bool,
 }
 
 /// Why retrying stopped without a completion.
@@ -120,21 +123,27 @@ pub async fn complete_with_retry(
             .retry_after
             .or_else(|| retry_after_from_text(&error.message));
         let delay = policy.delay(attempt, server, unit_random());
-        if let Some(d) = deadline
-            && Instant::now() + delay >= d
-        {
-            return Err(RetryError::Deadline);
-        }
+        let gives_up = deadline.is_some_and(|d| Instant::now() + delay >= d);
+        // A wait that would pass the deadline is cut to it: the budget is spent waiting
+        // as the server asked, and the run ends at its real end, not early.
+        let wait = match deadline.filter(|_| gives_up) {
+            Some(d) => d.saturating_duration_since(Instant::now()),
+            None => delay,
+        };
         on_retry(&RetryAttempt {
             attempt,
             kind: error.kind,
             status: error.status,
             code: error.code.clone(),
             reply_lost: error.reply_lost,
-            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            delay_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
             server_said: server.is_some(),
+            gives_up,
         });
-        tokio::time::sleep(delay).await;
+        tokio::time::sleep(wait).await;
+        if gives_up {
+            return Err(RetryError::Deadline);
+        }
         attempt += 1;
     }
 }

@@ -97,6 +97,11 @@ pub struct RunRecord {
     /// this says what it missed).
     #[serde(default)]
     pub audit_failures: u64,
+    /// The run's wall time as last known, kept while its sessions run (a session cut
+    /// off between two commits hands on the time it spent); `None` for runs stored
+    /// before it was kept.
+    #[serde(default)]
+    pub elapsed_ms: Option<u64>,
 }
 
 /// One tool call of a step.

@@ -3,7 +3,9 @@
 
 use rusqlite::{OptionalExtension, Row, params};
 
-use super::{NewRun, Result, RunFinish, RunRecord, Store, StoreError, get_u64, now_ms};
+use super::{
+    NewRun, Result, RunFinish, RunRecord, Store, StoreError, get_opt_u64, get_u64, now_ms,
+};
 
 /// A run with its step totals. Every step counts once; `SUM(cost_usd)` skips unknown
 /// costs and is NULL when none is known, which is exactly `RunRecord::cost_usd`.
@@ -17,7 +19,7 @@ SELECT r.id, r.goal, r.root, r.work_dir, r.status, r.outcome, r.outcome_json,
        COALESCE(SUM(s.cached_input_tokens), 0),
        SUM(s.cost_usd),
        COALESCE(SUM(s.id IS NOT NULL AND s.cost_usd IS NULL), 0),
-       r.scratch_dir, r.policy_json, r.initial_json, r.audit_failures
+       r.scratch_dir, r.policy_json, r.initial_json, r.audit_failures, r.elapsed_ms
 FROM runs r LEFT JOIN steps s ON s.run_id = r.id";
 
 impl Store {
@@ -108,6 +110,23 @@ impl Store {
         let changed = tx.execute(
             "UPDATE runs SET audit_failures = audit_failures + 1 WHERE id = ?1",
             [run_id],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NoSuchRun(run_id));
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Keeps the run's wall time as last known (at least what it was): written while a
+    /// session runs, so a session killed between two commits hands its time on.
+    pub fn set_run_elapsed(&self, run_id: i64, elapsed_ms: u64) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = self.write_tx(&mut conn)?;
+        let ms = i64::try_from(elapsed_ms).unwrap_or(i64::MAX);
+        let changed = tx.execute(
+            "UPDATE runs SET elapsed_ms = MAX(COALESCE(elapsed_ms, 0), ?2) WHERE id = ?1",
+            params![run_id, ms],
         )?;
         if changed == 0 {
             return Err(StoreError::NoSuchRun(run_id));
@@ -211,6 +230,7 @@ fn run_record(r: &Row<'_>) -> rusqlite::Result<RunRecord> {
         cost_usd: r.get(18)?,
         cost_unknown_steps: r.get(19)?,
         audit_failures: get_u64(r, 23)?,
+        elapsed_ms: get_opt_u64(r, 24)?,
     })
 }
 

@@ -34,7 +34,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_STEP_REPLIES,
     V_TOKEN_SOURCES,
     V_AUDIT_FAILURES,
+    V_RUN_ELAPSED,
 ];
+
+/// The run's wall time kept while a session runs, not only at commits: a session
+/// killed or cancelled mid-step hands the time it spent on to the resume (issue #13).
+const V_RUN_ELAPSED: &str = "ALTER TABLE runs ADD COLUMN elapsed_ms INTEGER;";
 
 /// A step's reply on record before its tools run (resume replays it), and a journaled
 /// call's result (resume reuses it instead of running the call again).

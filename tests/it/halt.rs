@@ -190,8 +190,45 @@ async fn a_budget_that_expires_during_an_approval_prompt_defers_the_request() {
         .into_iter()
         .filter(|a| a.status == "pending")
         .collect();
-    assert_eq!(pending.len(), 1, "the request is kept for `approve`");
+    assert_eq!(pending.len(), 1, "the request is kept on record");
     assert!(!dir.path().join("a").exists());
+}
+
+/// Adversary break (13.2, row 18): `approve` on a request whose run ended with the
+/// time budget said "continue with resume", which then refused. It now says the run
+/// cannot continue, and the request stays pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approving_a_request_of_a_run_that_cannot_resume_is_refused_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let c = TaskContract::workspace("w", &ws, Verification::file_contains("a", "a"))
+        .max_agent_depth(0)
+        .max_duration(Duration::from_secs(1))
+        .policy_rule(Rule::new(Act::Write, "a", Decision::Ask));
+    let provider = Scripted::new(vec![
+        ScriptTurn::tool("write_file", json!({"path": "a", "content": "a"})),
+        ScriptTurn::text("done"),
+    ]);
+    let store = Store::open(dir.path().join("store.db")).unwrap();
+    let opts = RunOptions {
+        approver: Some(std::sync::Arc::new(Silent)),
+        ..RunOptions::default()
+    };
+    let r = run_with(&c, &provider, &store, opts).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::TimeBudgetExceeded, "{r:?}");
+    let request = store.approvals(r.run_id).unwrap()[0].request_id.clone();
+    drop(store);
+    let out = binary(
+        dir.path(),
+        &["approve", &r.run_id.to_string(), &request, "allow"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot be resumed"), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("continue with"));
 }
 
 fn binary(p: &Path, args: &[&str]) -> Command {
@@ -337,4 +374,164 @@ async fn cancelling_reaches_a_running_child_and_the_tree_resumes_as_a_tree() {
         std::fs::read_to_string(dir.path().join("sub/a.txt")).unwrap(),
         "hi\n"
     );
+}
+
+/// Adversary break (13.2, rows 4–6): a session cancelled mid-step handed none of its
+/// time on, so the resume got the whole budget again. The heartbeat keeps the run's
+/// wall time: a 4 s budget cancelled at about 1.5 s leaves the resume about 2.5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_after_a_cancel_mid_step_counts_the_cancelled_sessions_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (marker(7), marker(8));
+    let c = TaskContract::workspace("wait", dir.path(), Verification::file_contains("x", "x"))
+        .max_agent_depth(0)
+        .max_duration(Duration::from_secs(4));
+    let provider = Scripted::new(vec![sleeper(&a), sleeper(&b), ScriptTurn::text("done")]);
+    let store = Store::memory().unwrap();
+    let cancel = CancelToken::new();
+    let probe = format!("sleep {a}");
+    let canceller = {
+        let cancel = cancel.clone();
+        tokio::task::spawn_blocking(move || {
+            let t = Instant::now();
+            while !alive(&probe) && t.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            std::thread::sleep(Duration::from_millis(1_500));
+            cancel.cancel();
+        })
+    };
+    let started = Instant::now();
+    let opts = RunOptions::default().cancel_token(cancel);
+    let r = run_with(&c, &provider, &store, opts).await.unwrap();
+    canceller.await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Cancelled, "{r:?}");
+    let first = started.elapsed();
+    let resumed = Instant::now();
+    let r = io_harness::resume(&store, r.run_id, &provider)
+        .await
+        .unwrap();
+    let second = resumed.elapsed();
+    assert_eq!(r.outcome, RunOutcome::TimeBudgetExceeded, "{r:?}");
+    let total = first + second;
+    assert!(
+        total < Duration::from_millis(4_900),
+        "a 4 s budget lasted {total:?} over two sessions ({first:?} + {second:?})"
+    );
+    assert!(
+        total >= Duration::from_millis(3_500),
+        "ended early: {total:?}"
+    );
+}
+
+/// Adversary break (13.2, row 13): a command whose own wall cap equals the time left
+/// was recorded as both `cap_hit wall` and `stopped time_budget`. The deadline is what
+/// ends it; the record says so alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cap_equal_to_the_budget_is_recorded_as_stopped_by_the_budget_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let secs = marker(9);
+    let mut c = TaskContract::workspace("wait", dir.path(), Verification::file_contains("x", "x"))
+        .max_agent_depth(0)
+        .max_duration(Duration::from_secs(2));
+    c.sandbox.limits.wall_secs = Some(2);
+    let provider = Scripted::new(vec![sleeper(&secs), ScriptTurn::text("done")]);
+    let store = Store::memory().unwrap();
+    let r = run_with(&c, &provider, &store, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, RunOutcome::TimeBudgetExceeded, "{r:?}");
+    let events = store.sandbox_events(r.run_id).unwrap();
+    assert!(!events.iter().any(|e| e.kind == "cap_hit"), "{events:?}");
+    assert!(events.iter().any(|e| e.kind == "stopped"), "{events:?}");
+}
+
+/// Adversary break (13.2, rows 16–17): with a terminal, the approval prompt's read
+/// of stdin kept the process alive after Ctrl-C (or the deadline) ended the run,
+/// until someone pressed Enter. Now the run's end is the process's end.
+#[test]
+fn ctrl_c_during_the_terminal_approval_prompt_exits_130_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::create_dir_all(p.join("t/ws")).unwrap();
+    let script = [
+        r#"{"tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "a"}}]}"#,
+        r#"{"text": "done"}"#,
+    ];
+    std::fs::write(p.join("t/script.jsonl"), script.join("\n") + "\n").unwrap();
+    std::fs::write(
+        p.join("t/task.toml"),
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"a.txt\", needle = \"a\" }\n[policy]\nrules = [{ act = \"write\", target = \"a.txt\", decision = \"ask\" }]\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    )
+    .unwrap();
+    let inner = format!(
+        "{} run {}",
+        env!("CARGO_BIN_EXE_io-harness"),
+        p.join("t/task.toml").display()
+    );
+    // `script` gives the harness a terminal; its stdin stays open and silent.
+    let mut child = Command::new("script")
+        .args(["-qefc", &inner, "/dev/null"])
+        .env("IO_HARNESS_STORE", p.join("store.db"))
+        .env("XDG_CACHE_HOME", p.join("cache"))
+        .env("XDG_CONFIG_HOME", p.join("config"))
+        .env_remove("IO_HARNESS_FAILPOINT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut out, &mut all);
+        String::from_utf8_lossy(&all).to_string()
+    });
+    let store = p.join("store.db");
+    let t = Instant::now();
+    // The prompt is up once the request is asked: wait for the harness process.
+    let harness = loop {
+        let out = Command::new("pgrep")
+            .args(["-f", &format!("{} run", env!("CARGO_BIN_EXE_io-harness"))])
+            .output()
+            .unwrap();
+        let pids: Vec<i32> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        if let Some(pid) = pids.into_iter().find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| !c.starts_with("script"))
+        }) && store.exists()
+        {
+            break pid;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the harness never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(700));
+    let sent = Instant::now();
+    // SAFETY: `kill(2)` with the harness's pid and a valid signal number.
+    assert_eq!(unsafe { libc::kill(harness, libc::SIGINT) }, 0);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if sent.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("the process outlived its cancelled run");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let latency = sent.elapsed();
+    let text = reader.join().unwrap();
+    assert!(text.contains("approval needed"), "{text}");
+    assert!(latency < Duration::from_secs(2), "exit took {latency:?}");
+    assert_eq!(status.code(), Some(130), "{text}");
+    let runs = binary(p, &["runs", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap();
+    assert_eq!(v[0]["outcome"], "cancelled", "{v}");
 }

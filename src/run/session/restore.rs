@@ -33,7 +33,11 @@ pub(super) async fn restore(
 ) -> Result<Restored, RunError> {
     let run_id = stored.rec.id;
     let messages = replayed_messages(&stored, contract, ws)?;
-    let state = stored.state()?;
+    let mut state = stored.state()?;
+    // The time an interrupted session spent after its last commit (kept by its
+    // heartbeat) counts too: a resume continues the run's wall time, it does not
+    // restart it at the last commit.
+    state.elapsed_ms = state.elapsed_ms.max(stored.rec.elapsed_ms.unwrap_or(0));
     let committed = stored.committed();
     let next_step = committed + 1;
     let journal: Vec<ToolIntentRecord> = store

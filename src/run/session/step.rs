@@ -27,6 +27,18 @@ use crate::run::{RunError, RunResult};
 use crate::store::{PolicyEvent, StoredReply, ToolCallRecord};
 use crate::tools::FileEffect;
 
+/// How often a running session puts its wall time on record.
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Aborts a background task when dropped (the session's heartbeat ends with it).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// When a step started: its number and its clocks.
 pub(super) struct StepClock {
     pub step: u32,
@@ -57,6 +69,7 @@ pub(super) struct ToolRound {
 
 impl Session<'_> {
     pub(in crate::run) async fn drive(mut self) -> Result<RunResult, RunError> {
+        let _heartbeat = self.heartbeat();
         self.save_policy().await;
         self.emit(RunEvent::RunStarted {
             run_id: self.run.id,
@@ -75,7 +88,39 @@ impl Session<'_> {
                 Err(StepEnd::Store(e)) => return Err(e.into()),
             }
         };
+        self.keep_elapsed().await;
         self.finish(outcome).await
+    }
+
+    /// Keeps the run's wall time on record every second while the session runs, so a
+    /// session killed between two commits hands its time on to the resume. Stops when
+    /// the returned guard drops.
+    fn heartbeat(&self) -> AbortOnDrop {
+        let (store, run_id) = (self.store.clone(), self.run.id);
+        let (earlier, started) = (self.progress.earlier, self.progress.session_start);
+        AbortOnDrop(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(HEARTBEAT);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let ms = ms(earlier + started.elapsed());
+                if let Err(e) = store.call(move |s| s.set_run_elapsed(run_id, ms)).await {
+                    tracing::debug!(run_id, error = %e, "could not keep the run's wall time");
+                }
+            }
+        }))
+    }
+
+    /// The run's wall time on record now (at the end of a session, however it ends).
+    async fn keep_elapsed(&self) {
+        let (run_id, ms) = (self.run.id, ms(self.elapsed()));
+        if let Err(e) = self
+            .store
+            .call(move |s| s.set_run_elapsed(run_id, ms))
+            .await
+        {
+            tracing::warn!(run_id, error = %e, "could not keep the run's wall time");
+        }
     }
 
     /// Whether the run ends before another step: cancelled, a required MCP server

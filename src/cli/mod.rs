@@ -305,7 +305,8 @@ impl From<io_harness::run::RunError> for CliError {
                 ));
             } else {
                 text.push_str(&format!(
-                    "\nrun {run_id} cannot be resumed: its store file is gone"
+                    "\nrun {run_id} cannot be resumed from this session's store: its file was deleted or \
+                     replaced underneath (a file now at that path holds what it holds, not this session's writes)"
                 ));
             }
         }
@@ -337,6 +338,7 @@ pub fn main() -> ExitCode {
     if std::env::var_os("IO_HARNESS_LOG").is_some() {
         init_tracing();
     }
+    ignore_file_size_signal();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -370,6 +372,19 @@ pub fn main() -> ExitCode {
             eprintln!("error: {}", output::sanitize(&e.to_string()));
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+/// Under a file-size limit (`ulimit -f`) a write past it raises SIGXFSZ, which kills
+/// the process before the store can say anything. Ignored, the write fails with
+/// `EFBIG` instead, the store reports it, and the run ends with exit 70 and an error
+/// naming it. The sandbox resets ignored signals for the commands it runs.
+fn ignore_file_size_signal() {
+    #[cfg(unix)]
+    // SAFETY: `signal(2)` with SIG_IGN for SIGXFSZ, before any other thread exists
+    // (the runtime starts after): no handler runs, nothing else races the change.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 

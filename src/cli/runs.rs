@@ -64,6 +64,9 @@ struct TreeTotals {
     cached_input_tokens: u64,
     cost_usd: Option<f64>,
     cost_unknown_steps: u32,
+    /// The part of the tokens that is the harness's estimate.
+    estimated_tokens: u64,
+    lost_calls: u64,
 }
 
 /// Sums `root` and its descendants from the listed runs (ids grow with creation, so
@@ -91,6 +94,8 @@ fn tree_totals(
             t.cost_usd = Some(t.cost_usd.unwrap_or(0.0) + c);
         }
         t.cost_unknown_steps += r.cost_unknown_steps;
+        t.estimated_tokens += r.estimated_tokens;
+        t.lost_calls += r.lost_calls;
     }
     t
 }

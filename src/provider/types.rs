@@ -251,8 +251,34 @@ impl Usage {
     /// provider reported its input.
     pub fn reported_input(&self) -> Option<u64> {
         self.input_tokens.map(|i| {
-            i + self.cached_input_tokens.unwrap_or(0) + self.cache_write_tokens.unwrap_or(0)
+            i.saturating_add(self.cached_input_tokens.unwrap_or(0))
+                .saturating_add(self.cache_write_tokens.unwrap_or(0))
         })
+    }
+
+    /// Drops reported counts no real call can have, so the estimate counts instead
+    /// (and the record says so): no input for a request the harness counted tokens in
+    /// (servers that send `0` when they mean "not counted"), no output for a reply
+    /// with content, or a count beyond a billion tokens (no request or reply is that
+    /// large; such a value would only overflow the totals).
+    pub fn discard_implausible(&mut self, estimate: TokenEstimate, has_content: bool) {
+        const MAX_PLAUSIBLE: u64 = 1_000_000_000;
+        let absurd = |v: Option<u64>| v.is_some_and(|v| v > MAX_PLAUSIBLE);
+        let input = self.reported_input();
+        if (input == Some(0) && estimate.input_tokens > 0)
+            || absurd(self.input_tokens)
+            || absurd(self.cached_input_tokens)
+            || absurd(self.cache_write_tokens)
+        {
+            self.input_tokens = None;
+            self.cached_input_tokens = None;
+            self.cache_write_tokens = None;
+        }
+        if (self.output_tokens == Some(0) && has_content && estimate.output_tokens > 0)
+            || absurd(self.output_tokens)
+        {
+            self.output_tokens = None;
+        }
     }
 
     /// Input tokens for the budget: as reported, else the estimate (0 without one).
@@ -286,7 +312,7 @@ impl Usage {
         } else {
             0
         };
-        input + output
+        input.saturating_add(output)
     }
 
     /// `Reported` when the provider reported both input and output.
@@ -373,6 +399,8 @@ impl Completion {
     /// or a script recorded is kept.
     pub fn with_estimate(mut self, estimate: TokenEstimate) -> Self {
         self.usage.estimate = Some(estimate);
+        self.usage
+            .discard_implausible(estimate, !self.content.is_empty());
         let repriceable = matches!(
             self.cost.source,
             CostSource::PriceTable | CostSource::Estimated | CostSource::Unknown

@@ -37,15 +37,21 @@ pub(crate) struct Totals {
 
 impl Totals {
     pub fn add(&mut self, usage: &Usage, cost: &Cost) {
-        self.steps += 1;
-        self.input_tokens += usage.effective_uncached_input();
-        self.output_tokens += usage.effective_output();
-        self.cached_input_tokens += usage.cached_input_tokens.unwrap_or(0);
-        self.other_tokens += usage.cache_write_tokens.unwrap_or(0);
-        self.estimated_tokens += usage.estimated_part();
+        self.steps = self.steps.saturating_add(1);
+        self.input_tokens = self
+            .input_tokens
+            .saturating_add(usage.effective_uncached_input());
+        self.output_tokens = self.output_tokens.saturating_add(usage.effective_output());
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(usage.cached_input_tokens.unwrap_or(0));
+        self.other_tokens = self
+            .other_tokens
+            .saturating_add(usage.cache_write_tokens.unwrap_or(0));
+        self.estimated_tokens = self.estimated_tokens.saturating_add(usage.estimated_part());
         self.add_cost(cost);
         if cost.usd.is_none() {
-            self.cost_unknown_steps += 1;
+            self.cost_unknown_steps = self.cost_unknown_steps.saturating_add(1);
         }
     }
 
@@ -60,9 +66,9 @@ impl Totals {
     /// Counts a model call whose reply was lost: its request's estimated input, and
     /// that input's estimated cost when the price is known.
     pub fn add_lost(&mut self, lost: &LostCall) {
-        self.lost_calls += 1;
-        self.input_tokens += lost.input_tokens;
-        self.estimated_tokens += lost.input_tokens;
+        self.lost_calls = self.lost_calls.saturating_add(1);
+        self.input_tokens = self.input_tokens.saturating_add(lost.input_tokens);
+        self.estimated_tokens = self.estimated_tokens.saturating_add(lost.input_tokens);
         if let Some(usd) = lost.cost_usd {
             self.add_cost(&Cost {
                 usd: Some(usd),
@@ -74,17 +80,19 @@ impl Totals {
     /// Adds a sub-agent's usage: its tokens and cost as they are, its steps as agent
     /// steps.
     pub fn add_child(&mut self, c: &Totals) {
-        self.agent_steps += c.steps + c.agent_steps;
-        self.input_tokens += c.input_tokens;
-        self.output_tokens += c.output_tokens;
-        self.cached_input_tokens += c.cached_input_tokens;
-        self.other_tokens += c.other_tokens;
-        self.estimated_tokens += c.estimated_tokens;
-        self.lost_calls += c.lost_calls;
+        self.agent_steps = self.agent_steps.saturating_add(c.steps + c.agent_steps);
+        self.input_tokens = self.input_tokens.saturating_add(c.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(c.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(c.cached_input_tokens);
+        self.other_tokens = self.other_tokens.saturating_add(c.other_tokens);
+        self.estimated_tokens = self.estimated_tokens.saturating_add(c.estimated_tokens);
+        self.lost_calls = self.lost_calls.saturating_add(c.lost_calls);
         self.cost_known_usd += c.cost_known_usd;
         self.any_cost_known |= c.any_cost_known;
         self.cost_estimated |= c.cost_estimated;
-        self.cost_unknown_steps += c.cost_unknown_steps;
+        self.cost_unknown_steps = self.cost_unknown_steps.saturating_add(c.cost_unknown_steps);
     }
 
     /// The totals of committed steps and of the calls whose reply was lost.
@@ -110,7 +118,10 @@ impl Totals {
     }
 
     pub fn total_tokens(&self) -> u64 {
-        self.input_tokens + self.output_tokens + self.cached_input_tokens + self.other_tokens
+        self.input_tokens
+            .saturating_add(self.output_tokens)
+            .saturating_add(self.cached_input_tokens)
+            .saturating_add(self.other_tokens)
     }
 
     pub fn cost_usd(&self) -> Option<f64> {

@@ -12,18 +12,21 @@
 //!
 //! Two runs editing one tree would each take the other's edits for their own (two
 //! in-place runs once both "succeeded" and left the same edit twice). So a run holds a
-//! lock on its canonical workspace path: exclusive for an in-place run, for the whole
-//! session; shared for a copy run, only while it copies (copies may be taken side by
-//! side, never of a tree an in-place run is editing). The lock file lives in the
-//! harness's state directory — `<cache>/locks/<sha256 of the canonical path>.lock`,
-//! beside the runs' scratch directories, never in the workspace the agent can write —
-//! and an exclusive holder writes who it is into it (pid, path, run id once it has
-//! one), so a refused run can name the first. A `flock` is released by the kernel when
-//! its holder dies, so a crashed run never leaves a workspace locked.
+//! `flock` on its workspace directory itself: exclusive for an in-place run, for the
+//! whole session; shared for a copy run, only while it copies (copies may be taken
+//! side by side, never of a tree an in-place run is editing). The lock is on the
+//! directory's inode, not on a path: a symlink, a bind mount or a second state
+//! directory (another `XDG_CACHE_HOME`) reach the same lock, and nothing is written in
+//! the workspace. An exclusive holder writes who it is (pid, path, run id once it has
+//! one) into a note in the harness's state directory — `<cache>/locks/<sha256 of the
+//! directory's device and inode>.lock` — so a refused run can name the first (a run
+//! with another state directory is refused as well, naming "another run"). A `flock`
+//! is released by the kernel when its holder dies, so a crashed run never leaves a
+//! workspace locked.
 //!
 //! A sub-agent works inside its parent's tree while its parent's session waits for it:
 //! when the lock on its root is held by a run of its own tree, it goes on without a
-//! lock of its own (its parent's covers it). The lock is on the exact path: nested
+//! lock of its own (its parent's covers it). The lock is on one directory: nested
 //! workspaces of unrelated runs (one on `a`, one on `a/b`) are not detected.
 
 use std::fs::{File, TryLockError};
@@ -96,7 +99,11 @@ pub(crate) enum Hold {
 /// A run's hold on a workspace; released on drop or process death.
 #[derive(Debug)]
 pub(crate) struct WorkspaceLock {
+    /// The holder's note (who holds it), in the state directory.
     file: File,
+    /// The workspace directory itself, `flock`ed: the lock is on its inode, so every
+    /// path to it (a symlink, a bind mount) and every state directory meet it.
+    _dir: File,
     holder: Holder,
 }
 
@@ -167,11 +174,12 @@ pub(crate) fn lock_workspace(
         path: root.to_path_buf(),
         source,
     })?;
+    let dir_lock = File::open(&path).map_err(|source| LockError::Io {
+        path: path.clone(),
+        source,
+    })?;
     let dir = locks_dir();
-    let file_path = dir.join(format!(
-        "{}.lock",
-        crate::digest::sha256_hex(path.as_os_str().as_encoded_bytes())
-    ));
+    let file_path = dir.join(format!("{}.lock", inode_key(&dir_lock, &path)));
     let io_err = |source| LockError::Io {
         path: file_path.clone(),
         source,
@@ -185,8 +193,8 @@ pub(crate) fn lock_workspace(
         .open(&file_path)
         .map_err(io_err)?;
     let taken = match hold {
-        Hold::Exclusive => file.try_lock(),
-        Hold::Shared => file.try_lock_shared(),
+        Hold::Exclusive => dir_lock.try_lock(),
+        Hold::Shared => dir_lock.try_lock_shared(),
     };
     let holder = Holder {
         pid: std::process::id(),
@@ -199,10 +207,14 @@ pub(crate) fn lock_workspace(
             if hold == Hold::Exclusive {
                 write_holder(&mut file, &holder).map_err(io_err)?;
             }
-            Ok(Some(WorkspaceLock { file, holder }))
+            Ok(Some(WorkspaceLock {
+                file,
+                _dir: dir_lock,
+                holder,
+            }))
         }
         Err(TryLockError::WouldBlock) => {
-            let first = who_holds(&file);
+            let first = who_holds(&file, &dir_lock);
             if tree.is_some() && first.as_ref().and_then(|h| h.tree) == tree {
                 return Ok(None);
             }
@@ -210,7 +222,7 @@ pub(crate) fn lock_workspace(
                 Some(h) => h.describe(),
                 // Only shared holders (they write nothing) block an exclusive lock
                 // while a shared one can still be had.
-                None if file.try_lock_shared().is_ok() => "a copy run copying it now".into(),
+                None if dir_lock.try_lock_shared().is_ok() => "a copy run copying it now".into(),
                 None => "another run".into(),
             };
             Err(LockError::Busy { path, holder })
@@ -221,7 +233,7 @@ pub(crate) fn lock_workspace(
 
 /// The exclusive holder of a lock we could not take, as its file says; `None` when it
 /// says nothing readable (a shared holder, or a holder still writing).
-fn who_holds(file: &File) -> Option<Holder> {
+fn who_holds(file: &File, dir_lock: &File) -> Option<Holder> {
     let mut text = String::new();
     let mut f = file;
     f.rewind().ok()?;
@@ -229,7 +241,23 @@ fn who_holds(file: &File) -> Option<Holder> {
     let h: Holder = serde_json::from_str(&text).ok()?;
     // A shared holder writes nothing: a readable holder is the exclusive one only if it
     // still holds the lock, which a failed shared attempt shows.
-    file.try_lock_shared().is_err().then_some(h)
+    let held = dir_lock.try_lock_shared().is_err();
+    if !held {
+        let _ = dir_lock.unlock();
+    }
+    held.then_some(h)
+}
+
+/// Names the holder's note by the workspace's device and inode, so two paths to one
+/// directory (a bind mount) share a note; by the path where there is no inode.
+fn inode_key(dir: &File, path: &Path) -> String {
+    #[cfg(unix)]
+    if let Ok(m) = dir.metadata() {
+        use std::os::unix::fs::MetadataExt;
+        return crate::digest::sha256_hex(format!("{}:{}", m.dev(), m.ino()).as_bytes());
+    }
+    let _ = dir;
+    crate::digest::sha256_hex(path.as_os_str().as_encoded_bytes())
 }
 
 fn write_holder(file: &mut File, h: &Holder) -> io::Result<()> {

@@ -102,6 +102,13 @@ pub struct RunRecord {
     /// before it was kept.
     #[serde(default)]
     pub elapsed_ms: Option<u64>,
+    /// Model calls whose reply was lost (their estimated input is in `input_tokens`).
+    #[serde(default)]
+    pub lost_calls: u64,
+    /// The part of the token totals that is the harness's estimate (steps the
+    /// provider reported no usage for, and lost calls), not the provider's report.
+    #[serde(default)]
+    pub estimated_tokens: u64,
 }
 
 /// One tool call of a step.

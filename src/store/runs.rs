@@ -8,18 +8,30 @@ use super::{
 };
 
 /// A run with its step totals. Every step counts once; `SUM(cost_usd)` skips unknown
-/// costs and is NULL when none is known, which is exactly `RunRecord::cost_usd`.
+/// costs and is NULL when none is known, which is exactly `RunRecord::cost_usd`. Model
+/// calls whose reply was lost add their estimated input and its estimated cost, as
+/// the run's result counted them; the tokens of estimated steps and of lost calls are
+/// the record's estimated part.
 const RUN_SELECT: &str = "
 SELECT r.id, r.goal, r.root, r.work_dir, r.status, r.outcome, r.outcome_json,
        r.contract_json, r.provider_json, r.parent_run_id, r.started_at_ms,
        r.finished_at_ms, r.final_message, r.diff,
        COUNT(s.id),
-       COALESCE(SUM(s.input_tokens), 0),
+       COALESCE(SUM(s.input_tokens), 0) + (SELECT COALESCE(SUM(m.estimated_input_tokens), 0)
+           FROM model_calls m WHERE m.run_id = r.id AND m.status = 'lost'),
        COALESCE(SUM(s.output_tokens), 0),
        COALESCE(SUM(s.cached_input_tokens), 0),
-       SUM(s.cost_usd),
+       CASE WHEN SUM(s.cost_usd) IS NULL AND (SELECT SUM(m.estimated_cost_usd) FROM model_calls m
+                 WHERE m.run_id = r.id AND m.status = 'lost') IS NULL THEN NULL
+            ELSE COALESCE(SUM(s.cost_usd), 0) + COALESCE((SELECT SUM(m.estimated_cost_usd)
+                 FROM model_calls m WHERE m.run_id = r.id AND m.status = 'lost'), 0) END,
        COALESCE(SUM(s.id IS NOT NULL AND s.cost_usd IS NULL), 0),
-       r.scratch_dir, r.policy_json, r.initial_json, r.audit_failures, r.elapsed_ms
+       r.scratch_dir, r.policy_json, r.initial_json, r.audit_failures, r.elapsed_ms,
+       (SELECT COUNT(*) FROM model_calls m WHERE m.run_id = r.id AND m.status = 'lost'),
+       COALESCE(SUM(CASE WHEN s.token_source = 'estimated'
+                         THEN s.input_tokens + s.output_tokens ELSE 0 END), 0)
+         + (SELECT COALESCE(SUM(m.estimated_input_tokens), 0)
+            FROM model_calls m WHERE m.run_id = r.id AND m.status = 'lost')
 FROM runs r LEFT JOIN steps s ON s.run_id = r.id";
 
 impl Store {
@@ -231,6 +243,8 @@ fn run_record(r: &Row<'_>) -> rusqlite::Result<RunRecord> {
         cost_unknown_steps: r.get(19)?,
         audit_failures: get_u64(r, 23)?,
         elapsed_ms: get_opt_u64(r, 24)?,
+        lost_calls: get_u64(r, 25)?,
+        estimated_tokens: get_u64(r, 26)?,
     })
 }
 

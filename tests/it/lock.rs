@@ -100,6 +100,41 @@ fn second_in_place_run_on_one_workspace_is_refused_naming_the_first() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
+/// Adversary break: the lock was a file named by the path under the caller's state
+/// directory, so a second run with another `XDG_CACHE_HOME` (another user's
+/// environment) edited the tree at the same time, and so did one through a bind
+/// mount. The lock is now on the directory's inode.
+#[test]
+fn a_second_run_with_another_state_directory_is_refused_too() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let first_task = task(home, "first", "in-place", WAIT_FOR_GO);
+    let second_task = task(home, "second", "in-place", "echo hi >> a.txt");
+    let first = bin(home)
+        .args(["run", first_task.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&home.join("ws/started"));
+    let out = bin(home)
+        .args(["run", second_task.to_str().unwrap()])
+        .env("XDG_CACHE_HOME", home.join("other-cache"))
+        .env("IO_HARNESS_STORE", home.join("other.db"))
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("in use by"), "{stderr}");
+    std::fs::write(home.join("ws/go"), "").unwrap();
+    let out = first.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(home.join("ws/a.txt")).unwrap(),
+        "hi\n"
+    );
+}
+
 #[cfg(feature = "failpoints")]
 #[test]
 fn a_dead_holders_workspace_lock_is_released_by_the_os() {

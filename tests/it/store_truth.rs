@@ -352,3 +352,43 @@ fn an_unwritable_audit_log_never_fails_a_run_counts_each_miss_and_warns_once() {
         text(&show.stdout)
     );
 }
+
+/// Adversary break: under `ulimit -f` a store write past the limit raised SIGXFSZ,
+/// which killed the harness (exit 153, nothing on stderr). The write now fails, and
+/// the run ends with exit 70 and an error, resumable.
+#[test]
+fn a_file_size_limit_ends_the_run_with_exit_70_not_a_signal() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    std::fs::create_dir_all(home.join("ws")).unwrap();
+    let big = "x".repeat(200_000);
+    let turns: Vec<String> = (0..8)
+        .map(|i| {
+            json!({"tool_calls": [{"name": "run_command", "input": {"argv": ["sh", "-c", format!("echo {i}")]}}], "text": format!("{i} {big}")}).to_string()
+        })
+        .chain([r#"{"text": "done"}"#.to_string()])
+        .collect();
+    std::fs::write(home.join("s.jsonl"), turns.join("\n") + "\n").unwrap();
+    std::fs::write(
+        home.join("t.toml"),
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"never\", needle = \"x\" }\n[budget]\nmax_steps = 20\n[provider]\nkind = \"scripted\"\nscript = \"s.jsonl\"\n",
+    )
+    .unwrap();
+    let inner = format!(
+        "ulimit -f 1200; exec {} run {}",
+        env!("CARGO_BIN_EXE_io-harness"),
+        home.join("t.toml").display()
+    );
+    let mut sh = Command::new("sh");
+    sh.args(["-c", &inner]);
+    for (k, v) in bin(home).get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    let out = sh.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    assert!(stderr.contains("error:"), "{stderr}");
+}

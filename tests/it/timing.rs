@@ -67,3 +67,46 @@ async fn the_time_budget_measures_wall_time_with_a_slow_model() {
         "stored elapsed {stored:?} against {real:?} of real time"
     );
 }
+
+/// Adversary break (C4): a `Retry-After` longer than the time left ended the run
+/// `TimeBudgetExceeded` at once (0.1 s into a 3 s budget). The wait is cut to the
+/// deadline instead: the run ends at its budget's real end, never early, and the
+/// attempt is on record as given up at the deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_past_the_deadline_waits_out_the_budget_then_ends() {
+    let overloaded =
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    let server = FakeServer::start(vec![
+        Reply::json(529, overloaded).header("retry-after", "10"),
+        Reply::json(529, overloaded).header("retry-after", "10"),
+    ])
+    .await;
+    let provider = Anthropic::new(config(&server.url(), "claude-sonnet-4-5")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let contract = TaskContract::workspace(
+        "list the directory",
+        dir.path(),
+        Verification::file_contains("never.txt", "x"),
+    )
+    .max_agent_depth(0)
+    .max_duration(Duration::from_secs(2));
+    let store = Store::memory().unwrap();
+    let started = Instant::now();
+    let r = run(&contract, &provider, &store).await.unwrap();
+    let real = started.elapsed();
+    assert_eq!(r.outcome, RunOutcome::TimeBudgetExceeded, "{r:?}");
+    assert!(
+        real >= Duration::from_millis(1_900) && real < Duration::from_millis(3_000),
+        "a 2 s budget ended after {real:?}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "no retry inside the 10 s the server asked"
+    );
+    let attempts = store.provider_attempts(r.run_id).unwrap();
+    assert!(
+        attempts.iter().any(|a| a.next == "deadline"),
+        "{attempts:?}"
+    );
+}

@@ -86,6 +86,59 @@ async fn a_stream_without_usage_counts_the_estimate_against_max_tokens() {
     );
 }
 
+/// The write_hello turn with the usage chunk `usage`.
+fn write_hello_with_usage(usage: serde_json::Value) -> String {
+    openai_stream(&[
+        delta(json!({"role": "assistant", "content": ""}), None),
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {
+                "name": "write_file", "arguments": "{\"path\":\"hello.txt\",\"content\":\"hello\\n\"}"}}]}),
+            Some("tool_calls"),
+        ),
+        crate::providers::usage_chunk(usage),
+    ])
+}
+
+/// Adversary breaks: a server that reports `0` tokens (meaning "not counted") was
+/// believed, so `max_tokens` never fired and the cost read $0 as reported; a count of
+/// `u64::MAX` overflowed the totals and panicked the run, and its resume. An
+/// impossible report is no report: the estimate counts, marked as one.
+#[tokio::test]
+async fn a_zero_or_absurd_reported_usage_counts_the_estimate_instead() {
+    for usage in [
+        json!({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}),
+        json!({"prompt_tokens": u64::MAX, "completion_tokens": u64::MAX, "total_tokens": u64::MAX}),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::memory().unwrap();
+        let server = FakeServer::start(vec![
+            Reply::sse(whole(&write_hello_with_usage(usage.clone()))),
+            Reply::sse(whole(&openai_text("done"))),
+        ])
+        .await;
+        let c = TaskContract::workspace(
+            "write hello.txt",
+            dir.path(),
+            Verification::file_contains("hello.txt", "hello"),
+        )
+        .max_tokens(1_000)
+        .price(MODEL, price());
+        let r = run(&c, &client(&server), &store).await.unwrap();
+        assert_eq!(r.outcome, RunOutcome::TokenBudgetExceeded, "{usage}: {r:?}");
+        assert_eq!(r.estimated_tokens, r.total_tokens, "{usage}: {r:?}");
+        assert!(
+            r.total_tokens >= 1_000 && r.total_tokens < 1_000_000,
+            "{usage}: {r:?}"
+        );
+        assert!(r.cost_estimated, "{usage}");
+        let step = &store.steps(r.run_id).unwrap()[0];
+        assert_eq!(step.token_source, "estimated", "{usage}");
+        // The record's totals say the same, and which part is estimated.
+        let rec = store.run(r.run_id).unwrap().unwrap();
+        assert_eq!(rec.estimated_tokens, r.estimated_tokens, "{usage}");
+    }
+}
+
 #[tokio::test]
 async fn reported_usage_is_counted_as_reported_beside_the_estimate() {
     let dir = tempfile::tempdir().unwrap();
@@ -238,4 +291,16 @@ async fn a_call_cut_off_by_a_kill_counts_its_estimated_input_on_resume() {
     let show = cmd(&["show", "1"]).output().unwrap();
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(text.contains("1 model call(s) lost their reply"), "{text}");
+    // `runs` counts what the result counted: the lost call's estimated input too.
+    let runs = cmd(&["runs", "--json"]).output().unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap();
+    assert_eq!(listed[0]["lost_calls"], 1, "{listed}");
+    assert_eq!(
+        listed[0]["input_tokens"], result["input_tokens"],
+        "{listed}"
+    );
+    assert_eq!(
+        listed[0]["estimated_tokens"], result["estimated_tokens"],
+        "{listed}"
+    );
 }

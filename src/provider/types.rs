@@ -258,14 +258,14 @@ impl Usage {
 
     /// Drops reported counts no real call can have, so the estimate counts instead
     /// (and the record says so): no input for a request the harness counted tokens in
-    /// (servers that send `0` when they mean "not counted"), no output for a reply
-    /// with content, or a count beyond a billion tokens (no request or reply is that
-    /// large; such a value would only overflow the totals).
+    /// (servers that send `0` when they mean "not counted", and then no output for a
+    /// reply with content either), or a count beyond a billion tokens (no request or
+    /// reply is that large; such a value would only overflow the totals).
     pub fn discard_implausible(&mut self, estimate: TokenEstimate, has_content: bool) {
         const MAX_PLAUSIBLE: u64 = 1_000_000_000;
         let absurd = |v: Option<u64>| v.is_some_and(|v| v > MAX_PLAUSIBLE);
-        let input = self.reported_input();
-        if (input == Some(0) && estimate.input_tokens > 0)
+        let uncounted = self.reported_input() == Some(0) && estimate.input_tokens > 0;
+        if uncounted
             || absurd(self.input_tokens)
             || absurd(self.cached_input_tokens)
             || absurd(self.cache_write_tokens)
@@ -274,7 +274,8 @@ impl Usage {
             self.cached_input_tokens = None;
             self.cache_write_tokens = None;
         }
-        if (self.output_tokens == Some(0) && has_content && estimate.output_tokens > 0)
+        // A server that counted no input counted no output either.
+        if (uncounted && self.output_tokens == Some(0) && has_content)
             || absurd(self.output_tokens)
         {
             self.output_tokens = None;

@@ -275,8 +275,7 @@ impl Usage {
             self.cache_write_tokens = None;
         }
         // A server that counted no input counted no output either.
-        if (uncounted && self.output_tokens == Some(0) && has_content)
-            || absurd(self.output_tokens)
+        if (uncounted && self.output_tokens == Some(0) && has_content) || absurd(self.output_tokens)
         {
             self.output_tokens = None;
         }

@@ -28,7 +28,7 @@ use crate::store::{PolicyEvent, StoredReply, ToolCallRecord};
 use crate::tools::FileEffect;
 
 /// How often a running session puts its wall time on record.
-const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(1);
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Aborts a background task when dropped (the session's heartbeat ends with it).
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -92,7 +92,7 @@ impl Session<'_> {
         self.finish(outcome).await
     }
 
-    /// Keeps the run's wall time on record every second while the session runs, so a
+    /// Keeps the run's wall time on record every quarter second while the session runs, so a
     /// session killed between two commits hands its time on to the resume. Stops when
     /// the returned guard drops.
     fn heartbeat(&self) -> AbortOnDrop {

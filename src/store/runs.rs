@@ -117,13 +117,19 @@ impl Store {
     /// Counts one failed append to the audit log for the run (SPEC C18: the log never
     /// fails a run, but the record says it missed something).
     pub fn count_audit_failure(&self, run_id: i64) -> Result<()> {
+        self.update_run(
+            run_id,
+            "UPDATE runs SET audit_failures = audit_failures + 1 WHERE id = ?1",
+            params![run_id],
+        )
+    }
+
+    /// Runs one `UPDATE` of the run's row (`?1` is its id) in its own transaction;
+    /// [`StoreError::NoSuchRun`] when no row changed.
+    fn update_run(&self, run_id: i64, sql: &str, args: impl rusqlite::Params) -> Result<()> {
         let mut conn = self.conn();
         let tx = self.write_tx(&mut conn)?;
-        let changed = tx.execute(
-            "UPDATE runs SET audit_failures = audit_failures + 1 WHERE id = ?1",
-            [run_id],
-        )?;
-        if changed == 0 {
+        if tx.execute(sql, args)? == 0 {
             return Err(StoreError::NoSuchRun(run_id));
         }
         tx.commit()?;
@@ -133,18 +139,12 @@ impl Store {
     /// Keeps the run's wall time as last known (at least what it was): written while a
     /// session runs, so a session killed between two commits hands its time on.
     pub fn set_run_elapsed(&self, run_id: i64, elapsed_ms: u64) -> Result<()> {
-        let mut conn = self.conn();
-        let tx = self.write_tx(&mut conn)?;
         let ms = i64::try_from(elapsed_ms).unwrap_or(i64::MAX);
-        let changed = tx.execute(
+        self.update_run(
+            run_id,
             "UPDATE runs SET elapsed_ms = MAX(COALESCE(elapsed_ms, 0), ?2) WHERE id = ?1",
             params![run_id, ms],
-        )?;
-        if changed == 0 {
-            return Err(StoreError::NoSuchRun(run_id));
-        }
-        tx.commit()?;
-        Ok(())
+        )
     }
 
     /// One run, or `None` if there is no such id.
@@ -199,19 +199,13 @@ impl Store {
     /// replays the uncommitted step they belonged to.
     pub fn reopen_run(&self, run_id: i64) -> Result<()> {
         self.forget_lost(run_id);
-        let mut conn = self.conn();
-        let tx = self.write_tx(&mut conn)?;
-        let changed = tx.execute(
+        self.update_run(
+            run_id,
             "UPDATE runs SET status = 'running', outcome = NULL, outcome_json = NULL,
                              final_message = NULL, diff = NULL, finished_at_ms = NULL
              WHERE id = ?1",
-            [run_id],
-        )?;
-        if changed == 0 {
-            return Err(StoreError::NoSuchRun(run_id));
-        }
-        tx.commit()?;
-        Ok(())
+            params![run_id],
+        )
     }
 }
 

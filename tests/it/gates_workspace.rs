@@ -520,3 +520,22 @@ async fn a_workspace_member_with_an_inherited_dependency_passes_and_is_cached() 
         );
     }
 }
+
+/// Issue 14, class 1: a `[dev-dependencies]` line that renames a local crate to a
+/// sysroot crate's name would hand the criterion a fake `std`; it is refused before
+/// anything builds, with the reason, in the subject's phase.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_that_renames_a_crate_to_std_is_refused_before_the_build() {
+    let seen = run_case("fake_std_dep").await;
+    assert_fails_in(
+        &seen,
+        "fake_std_dep",
+        "subject-compile",
+        "refused before the build: Cargo.toml: a dependency named `std` would replace the sysroot crate",
+    );
+    assert!(
+        !seen.execs.iter().any(|e| e.contains("cargo")),
+        "nothing was built: {:?}",
+        seen.execs
+    );
+}

@@ -51,6 +51,7 @@
 mod cache;
 mod copy;
 mod manifest;
+mod overrides;
 
 use std::path::{Path, PathBuf};
 
@@ -240,6 +241,7 @@ fn place(
     let manifest_path = layout.src.join(manifest_rel);
     let agent_manifest = std::fs::read_to_string(&manifest_path)
         .map_err(|e| fail_subject(format!("{}: {e}", manifest_rel.display())))?;
+    refuse_overrides(manifest_rel, &agent_manifest, criteria, &layout.src)?;
     let (placed, targets) = place_criteria(criteria, &layout.criteria)?;
     let gate_manifest = manifest::gate_manifest(&agent_manifest, &targets)
         .map_err(|e| fail_subject(format!("{}: {e}", manifest_rel.display())))?;
@@ -253,6 +255,29 @@ fn place(
         placed,
         targets,
     })
+}
+
+/// Refuses, before anything builds, a manifest (the crate's or its workspace root's)
+/// that would hand the criteria another crate than the one they link (see
+/// `overrides`).
+fn refuse_overrides(
+    manifest_rel: &Path,
+    agent_manifest: &str,
+    criteria: &[OperatorFile],
+    src: &Path,
+) -> Step<()> {
+    let sources: Vec<&str> = criteria.iter().map(|c| c.source.as_str()).collect();
+    let linked = overrides::linked(&sources);
+    let crate_manifest = manifest_rel.display().to_string();
+    let root = workspace_root_manifest(src, manifest_rel);
+    let why = overrides::refused(agent_manifest, &linked, &crate_manifest).or_else(|| {
+        root.as_ref()
+            .and_then(|(_, text)| overrides::refused(text, &linked, "the workspace's Cargo.toml"))
+    });
+    match why {
+        Some(why) => Err(fail_subject(format!("refused before the build: {why}"))),
+        None => Ok(()),
+    }
 }
 
 /// The text of a placed criterion: the operator's source and the guards.

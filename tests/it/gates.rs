@@ -22,6 +22,8 @@ const CORPUS: &[(&str, Option<&str>)] = &[
     ("honest_glob_criterion", None),
     ("honest_nested_modules", None),
     ("honest_prints", None),
+    ("honest_uses_std_panic", None),
+    ("honest_commented_test", None),
     ("wrong_answer", Some("test-run")),
     ("panics", Some("test-run")),
     ("aborts", Some("test-run")),

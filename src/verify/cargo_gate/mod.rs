@@ -57,9 +57,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::rust_gate::{
-    CRITERION_GUARD, GateDir, GateVerdict, Phase, random_hex, run_one, runner, rustc, s, scan,
-};
+use super::rust_gate::{GateDir, GateVerdict, Phase, random_hex, run_one, runner, rustc, s, scan};
 use crate::contract::OperatorFile;
 use crate::exec::Executor;
 use crate::tools::Workspace;
@@ -282,7 +280,11 @@ fn refuse_overrides(
 
 /// The text of a placed criterion: the operator's source and the guards.
 fn criterion_text(c: &OperatorFile) -> String {
-    format!("{}\n{CRITERION_GUARD}{TEST_ATTR_GUARD}", c.source)
+    format!(
+        "{}\n{}{TEST_ATTR_GUARD}",
+        c.source,
+        super::rust_gate::criterion_guard(&c.source)
+    )
 }
 
 /// Writes each criterion into `crit_dir` as `io_harness_criterion_<random>_<i>.rs`,

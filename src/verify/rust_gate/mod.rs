@@ -236,10 +236,38 @@ pub(crate) fn s(p: &Path) -> String {
     p.display().to_string()
 }
 
+/// The macros the guard pins to `std`.
+const GUARDED: &[&str] = &[
+    "assert",
+    "assert_eq",
+    "assert_ne",
+    "debug_assert",
+    "debug_assert_eq",
+    "debug_assert_ne",
+    "panic",
+    "unreachable",
+    "matches",
+];
+
 /// Explicit imports beat glob imports: a criterion's `use subject::*` cannot bring in
-/// a shadowing assertion macro past these.
-pub(crate) const CRITERION_GUARD: &str = "\n#[allow(unused_imports)]\nuse ::std::{assert, assert_eq, \
-assert_ne, debug_assert, debug_assert_eq, debug_assert_ne, panic, unreachable, matches};\n";
+/// a shadowing assertion macro past these. A name the criterion imports explicitly
+/// itself (`use std::panic;`) is left to its own import, which is the operator's and
+/// would otherwise collide with the guard's (E0252).
+pub(crate) fn criterion_guard(criterion: &str) -> String {
+    let own = scan::explicit_imports(criterion);
+    let pinned: Vec<&str> = GUARDED
+        .iter()
+        .copied()
+        .filter(|n| !own.contains(*n))
+        .collect();
+    if pinned.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n#[allow(unused_imports)]\nuse ::std::{{{}}};\n",
+        pinned.join(", ")
+    )
+}
 
 /// The files of a file-form gate, written into its `build` directory.
 struct Files {
@@ -279,7 +307,10 @@ impl Files {
                 &files.probe,
                 format!("pub fn probe() {{ ::subject::{marker}(); }}\n"),
             ),
-            (&files.criterion, format!("{criterion}\n{CRITERION_GUARD}")),
+            (
+                &files.criterion,
+                format!("{criterion}\n{}", criterion_guard(criterion)),
+            ),
         ];
         for (p, text) in writes {
             std::fs::write(p, text).map_err(io)?;

@@ -296,6 +296,7 @@ fn sandbox_events_of_every_constructor_round_trip_in_order() {
         SandboxEvent::create(id, 0, "linux-namespaces"),
         SandboxEvent::exec(id, 1, "linux-namespaces", "cargo test --quiet"),
         SandboxEvent::cap_hit(id, 1, "memory"),
+        SandboxEvent::stopped(id, 1, "time_budget"),
         SandboxEvent::gate_phase_failed(id, 2, "criterion-compile"),
         SandboxEvent::gate_output(id, 2, "FAIL\n  expected 2 received 1"),
         SandboxEvent::destroy(id, 2),
@@ -314,6 +315,7 @@ fn sandbox_events_of_every_constructor_round_trip_in_order() {
             "create",
             "exec",
             "cap_hit",
+            "stopped",
             "gate_phase_failed",
             "gate_output",
             "destroy"

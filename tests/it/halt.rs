@@ -37,6 +37,24 @@ fn marker(n: u32) -> String {
     format!("{}.{n:03}", 40 + std::process::id() % 50)
 }
 
+/// Cancels `cancel` `after` the process `probe` is alive (bounded wait); resolves to
+/// the moment it cancelled.
+fn cancel_once_alive(
+    cancel: CancelToken,
+    probe: String,
+    after: Duration,
+) -> tokio::task::JoinHandle<Instant> {
+    tokio::task::spawn_blocking(move || {
+        let t = Instant::now();
+        while !alive(&probe) && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(after);
+        cancel.cancel();
+        Instant::now()
+    })
+}
+
 fn sleeper(secs: &str) -> ScriptTurn {
     ScriptTurn::tool("run_command", json!({ "argv": ["sleep", secs] }))
 }
@@ -107,14 +125,7 @@ async fn cancelling_mid_command_stops_the_sandbox_within_a_second() {
     let cancel = CancelToken::new();
     let opts = RunOptions::default().cancel_token(cancel.clone());
     let probe = format!("sleep {secs}");
-    let canceller = tokio::task::spawn_blocking(move || {
-        let t = Instant::now();
-        while !alive(&probe) && t.elapsed() < Duration::from_secs(20) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        cancel.cancel();
-        Instant::now()
-    });
+    let canceller = cancel_once_alive(cancel, probe, Duration::ZERO);
     let r = run_with(&c, &provider, &store, opts).await.unwrap();
     let ended = Instant::now();
     let cancelled_at = canceller.await.unwrap();
@@ -346,18 +357,7 @@ async fn cancelling_reaches_a_running_child_and_the_tree_resumes_as_a_tree() {
     let store = Store::memory().unwrap();
     let cancel = CancelToken::new();
     let probe = format!("sleep {secs}");
-    let canceller = {
-        let cancel = cancel.clone();
-        let probe = probe.clone();
-        tokio::task::spawn_blocking(move || {
-            let t = Instant::now();
-            while !alive(&probe) && t.elapsed() < Duration::from_secs(20) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            cancel.cancel();
-            Instant::now()
-        })
-    };
+    let canceller = cancel_once_alive(cancel.clone(), probe.clone(), Duration::ZERO);
     let opts = RunOptions::default().cancel_token(cancel);
     let r = run_with(&contract, &provider, &store, opts).await.unwrap();
     let latency = Instant::now() - canceller.await.unwrap();
@@ -390,17 +390,7 @@ async fn a_resume_after_a_cancel_mid_step_counts_the_cancelled_sessions_time() {
     let store = Store::memory().unwrap();
     let cancel = CancelToken::new();
     let probe = format!("sleep {a}");
-    let canceller = {
-        let cancel = cancel.clone();
-        tokio::task::spawn_blocking(move || {
-            let t = Instant::now();
-            while !alive(&probe) && t.elapsed() < Duration::from_secs(20) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            std::thread::sleep(Duration::from_millis(1_500));
-            cancel.cancel();
-        })
-    };
+    let canceller = cancel_once_alive(cancel.clone(), probe, Duration::from_millis(1_500));
     let started = Instant::now();
     let opts = RunOptions::default().cancel_token(cancel);
     let r = run_with(&c, &provider, &store, opts).await.unwrap();

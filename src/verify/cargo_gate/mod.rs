@@ -57,7 +57,9 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::rust_gate::{GateDir, GateVerdict, Phase, random_hex, run_one, runner, rustc, s, scan};
+use super::rust_gate::{
+    GateDir, GateVerdict, Phase, random_hex, run_one, runner, rustc, s, scan, tests_to_run,
+};
 use crate::contract::OperatorFile;
 use crate::exec::Executor;
 use crate::tools::Workspace;
@@ -457,9 +459,13 @@ async fn run_tests(
     dir: &Path,
     deps: &str,
 ) -> Step<GateVerdict> {
+    let fixtures = [layout.src.clone()];
     let mut bins = Vec::with_capacity(placed.len());
     for p in placed {
-        if p.tests.is_empty() {
+        let (bin, digest) = test_binary(&layout.target, &p.name)
+            .map_err(|why| GateVerdict::fail(Phase::TestRun, why, None))?;
+        let tests = tests_to_run(exec, dir, &bin, &p.tests, &fixtures).await?;
+        if tests.is_empty() {
             return Err(GateVerdict::fail(
                 Phase::TestRun,
                 format!(
@@ -469,15 +475,12 @@ async fn run_tests(
                 None,
             ));
         }
-        let bin = test_binary(&layout.target, &p.name)
-            .map_err(|why| GateVerdict::fail(Phase::TestRun, why, None))?;
-        bins.push(bin);
+        bins.push((bin, digest, tests));
     }
-    let fixtures = [layout.src.clone()];
     let mut n = 0usize;
     let mut ran_names = Vec::new();
-    for (p, (bin, digest)) in placed.iter().zip(&bins) {
-        for test in &p.tests {
+    for (bin, digest, tests) in &bins {
+        for test in tests {
             // The binary each test runs is the one the build produced.
             if file_digest(bin).ok().as_ref() != Some(digest) {
                 return Err(GateVerdict::fail(

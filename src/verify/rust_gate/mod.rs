@@ -14,8 +14,10 @@
 //!    of the std assertion macros to its copy of the criterion, so a criterion's
 //!    `use subject::*` cannot pull in a shadowing `assert_eq!`.
 //! 4. `test-run`: the harness lists the criterion's tests from the criterion source
-//!    (which the agent cannot edit) before anything runs, then runs each by exact name in
-//!    its own process with a fresh copy of the test binary. A test passes only when its
+//!    (which the agent cannot edit), adds those the compiled binary lists beyond them
+//!    (`--list`: tests a macro writes; the list can only add, never remove a declared
+//!    test, and a declared test the binary lacks is the criterion's problem), then runs
+//!    each by exact name in its own process with a fresh copy of the test binary. A test passes only when its
 //!    process exits 0 *and* libtest reports one test running and that very test ok; a
 //!    list with no tests, a test that did not run, a cap kill or a timeout never passes.
 //!
@@ -470,7 +472,7 @@ async fn run_tests(
     dir: &Path,
     exec: Option<&Executor>,
 ) -> Result<GateVerdict, GateVerdict> {
-    let tests = scan::test_names(criterion);
+    let tests = tests_to_run(exec, dir, bin, &scan::test_names(criterion), &[]).await?;
     if tests.is_empty() {
         return Err(GateVerdict::fail(
             Phase::TestRun,
@@ -490,6 +492,71 @@ async fn run_tests(
         ),
         output: None,
     })
+}
+
+/// The tests a gate runs: those the operator's source declares, then any more the
+/// compiled criterion lists (`--list`: tests a `macro_rules!` generates, which no scan
+/// of the source sees). A declared test the binary lacks — commented out, `cfg`'d away
+/// — is the criterion's problem, reported to the operator as such. The list comes from
+/// a process that holds the subject's code too, so it only ever adds tests: a forged
+/// list cannot remove a declared one, and a forged name fails when run by name.
+pub(crate) async fn tests_to_run(
+    exec: Option<&Executor>,
+    dir: &Path,
+    bin: &Path,
+    declared: &[String],
+    read_only: &[PathBuf],
+) -> Result<Vec<String>, GateVerdict> {
+    let io =
+        |e: std::io::Error| GateVerdict::fail(Phase::TestRun, format!("gate directory: {e}"), None);
+    let list_dir = dir.join(format!("list-{}", random_hex()));
+    std::fs::create_dir_all(&list_dir).map_err(io)?;
+    let copy = list_dir.join("criterion-tests");
+    std::fs::copy(bin, &copy).map_err(io)?;
+    let argv = vec![s(&copy), "--list".into()];
+    let ran = runner::run_viewing(exec, &list_dir, read_only, argv, TEST_WALL_SECS).await;
+    let text = ran.output.render();
+    let listed: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.trim_end().strip_suffix(": test"))
+        .map(str::to_string)
+        .collect();
+    // libtest ends its list with `N tests, M benchmarks` (singular for one): without it the listing did
+    // not complete (the subject's code ended the process first), which is the run's
+    // failure, not the criterion's.
+    let complete = text.lines().map(str::trim_end).any(|l| {
+        (l.ends_with(" benchmarks") || l.ends_with(" benchmark"))
+            && (l.contains(" tests, ") || l.contains(" test, "))
+    });
+    if !ran.ok() || !complete {
+        return Err(GateVerdict::fail(
+            Phase::TestRun,
+            format!(
+                "the criterion's tests could not be listed (the process {} without libtest's list)",
+                ran.status
+            ),
+            Some(text),
+        ));
+    }
+    let missing: Vec<&str> = declared
+        .iter()
+        .filter(|d| !listed.contains(d))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(GateVerdict::fail(
+            Phase::CriterionCompile,
+            format!(
+                "criterion problem (for the operator, not the agent): its source declares {} \
+                 that the compiled criterion does not contain (commented out or cfg'd away?)",
+                missing.join(", ")
+            ),
+            None,
+        ));
+    }
+    let mut tests = declared.to_vec();
+    tests.extend(listed.into_iter().filter(|l| !declared.contains(l)));
+    Ok(tests)
 }
 
 /// Runs criterion test `name` of `bin` alone, in a fresh directory `run-<i>` under

@@ -10,6 +10,18 @@ use serde_json::{Value, json};
 use crate::providers::fake_server::{FakeServer, Reply, whole};
 use crate::providers::{anthropic_stream, config, message_start};
 
+/// A run that lists the directory until its time `budget` ends (the criterion never
+/// passes), without sub-agents.
+fn listing_for(dir: &std::path::Path, budget: Duration) -> TaskContract {
+    TaskContract::workspace(
+        "list the directory",
+        dir,
+        Verification::file_contains("never.txt", "x"),
+    )
+    .max_agent_depth(0)
+    .max_duration(budget)
+}
+
 /// A `list_dir` turn in Anthropic's wire format, sent after `delay`.
 fn slow_list_dir(id: &str, delay: Duration) -> Reply {
     let usage = json!({"input_tokens": 100, "output_tokens": 1});
@@ -37,13 +49,7 @@ async fn the_time_budget_measures_wall_time_with_a_slow_model() {
     let server = FakeServer::start(replies).await;
     let provider = Anthropic::new(config(&server.url(), "claude-sonnet-4-5")).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let contract = TaskContract::workspace(
-        "list the directory",
-        dir.path(),
-        Verification::file_contains("never.txt", "x"),
-    )
-    .max_agent_depth(0)
-    .max_duration(Duration::from_secs(2));
+    let contract = listing_for(dir.path(), Duration::from_secs(2));
     let store = Store::memory().unwrap();
     let started = Instant::now();
     let r = run(&contract, &provider, &store).await.unwrap();
@@ -83,13 +89,7 @@ async fn a_retry_after_past_the_deadline_waits_out_the_budget_then_ends() {
     .await;
     let provider = Anthropic::new(config(&server.url(), "claude-sonnet-4-5")).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let contract = TaskContract::workspace(
-        "list the directory",
-        dir.path(),
-        Verification::file_contains("never.txt", "x"),
-    )
-    .max_agent_depth(0)
-    .max_duration(Duration::from_secs(2));
+    let contract = listing_for(dir.path(), Duration::from_secs(2));
     let store = Store::memory().unwrap();
     let started = Instant::now();
     let r = run(&contract, &provider, &store).await.unwrap();

@@ -25,6 +25,17 @@ fn price() -> ModelPrice {
     }
 }
 
+/// Writing hello.txt under a 1,000-token budget, at the test price.
+fn hello_under_1000_tokens(dir: &std::path::Path) -> TaskContract {
+    TaskContract::workspace(
+        "write hello.txt",
+        dir,
+        Verification::file_contains("hello.txt", "hello"),
+    )
+    .max_tokens(1_000)
+    .price(MODEL, price())
+}
+
 fn client(server: &FakeServer) -> OpenAi {
     OpenAi::new(config(&format!("{}/v1", server.url()), MODEL)).unwrap()
 }
@@ -52,13 +63,7 @@ async fn a_stream_without_usage_counts_the_estimate_against_max_tokens() {
     .await;
     // The first request alone (system prompt, goal, tool specs) is well over 1,000
     // tokens by the harness's count; the server says nothing of it.
-    let c = TaskContract::workspace(
-        "write hello.txt",
-        dir.path(),
-        Verification::file_contains("hello.txt", "hello"),
-    )
-    .max_tokens(1_000)
-    .price(MODEL, price());
+    let c = hello_under_1000_tokens(dir.path());
     let r = run(&c, &client(&server), &store).await.unwrap();
     assert_eq!(r.outcome, RunOutcome::TokenBudgetExceeded, "{r:?}");
     assert_eq!(r.steps, 1);
@@ -116,13 +121,7 @@ async fn a_zero_or_absurd_reported_usage_counts_the_estimate_instead() {
             Reply::sse(whole(&openai_text("done"))),
         ])
         .await;
-        let c = TaskContract::workspace(
-            "write hello.txt",
-            dir.path(),
-            Verification::file_contains("hello.txt", "hello"),
-        )
-        .max_tokens(1_000)
-        .price(MODEL, price());
+        let c = hello_under_1000_tokens(dir.path());
         let r = run(&c, &client(&server), &store).await.unwrap();
         assert_eq!(r.outcome, RunOutcome::TokenBudgetExceeded, "{usage}: {r:?}");
         assert_eq!(r.estimated_tokens, r.total_tokens, "{usage}: {r:?}");

@@ -55,6 +55,33 @@ fn cancel_once_alive(
     })
 }
 
+/// The parent of process `pid`, from `/proc/<pid>/stat` (the field after the command
+/// name, which is in parentheses and may itself hold spaces).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A process under `ancestor` whose first argument is `program`.
+fn descendant_running(ancestor: i32, program: &str) -> Option<i32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        if cmdline.split(|b| *b == 0).next()? != program.as_bytes() {
+            return None;
+        }
+        let mut p = pid;
+        for _ in 0..8 {
+            p = parent_of(p)?;
+            if p == ancestor {
+                return Some(pid);
+            }
+        }
+        None
+    })
+}
+
 fn sleeper(secs: &str) -> ScriptTurn {
     ScriptTurn::tool("run_command", json!({ "argv": ["sleep", secs] }))
 }
@@ -479,20 +506,12 @@ fn ctrl_c_during_the_terminal_approval_prompt_exits_130_at_once() {
     });
     let store = p.join("store.db");
     let t = Instant::now();
-    // The prompt is up once the request is asked: wait for the harness process.
+    // The prompt is up once the request is asked: wait for the harness process, found
+    // as a descendant of this test's `script` (other tests run the binary at the same
+    // time; a SIGINT to one of theirs would leave this prompt waiting).
     let harness = loop {
-        let out = Command::new("pgrep")
-            .args(["-f", &format!("{} run", env!("CARGO_BIN_EXE_io-harness"))])
-            .output()
-            .unwrap();
-        let pids: Vec<i32> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect();
-        if let Some(pid) = pids.into_iter().find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| !c.starts_with("script"))
-        }) && store.exists()
+        if let Some(pid) = descendant_running(child.id() as i32, env!("CARGO_BIN_EXE_io-harness"))
+            && store.exists()
         {
             break pid;
         }

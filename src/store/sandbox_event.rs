@@ -70,8 +70,9 @@ pub struct SandboxEvent {
     pub step: u32,
     /// `"create"`, `"exec"`, `"cap_hit"`, `"stopped"` (the run stopped it: detail
     /// `cancelled` or `time_budget`), `"destroy"`, `"gate_phase_failed"` (whose
-    /// detail names the phase), or `"gate_output"` (whose detail is what a failing gate
-    /// command printed).
+    /// detail names the phase), `"gate_output"` (whose detail is what a failing gate
+    /// command printed), `"gate_trust"`, `"gate_tests"` or `"criterion_restored"` (see
+    /// their constructors).
     ///
     /// There is no `"net_deny"` kind: a sandbox denies egress structurally — the backend
     /// gives the child no route out — so there is no attempt to observe. Network
@@ -157,5 +158,44 @@ impl SandboxEvent {
     /// agent's file contents.
     pub fn gate_output(run_id: i64, step: u32, output: &str) -> Self {
         Self::new(run_id, step, "gate_output", None, Some(output))
+    }
+
+    /// What a gate's verdict rested on: `detail` is `<criterion label>: <level>`, the
+    /// level one of `harness-channel` (the harness's own code wrote each test's
+    /// verdict), `runner-report` (the test runner's report or summary), `exit-code`
+    /// (the exit status alone). Recorded for every gate that ran, passed or not.
+    pub fn gate_trust(run_id: i64, step: u32, label: &str, level: &str) -> Self {
+        Self::new(
+            run_id,
+            step,
+            "gate_trust",
+            None,
+            Some(&format!("{label}: {level}")),
+        )
+    }
+
+    /// The tests a gate counted: `detail` is `<criterion label>: N run, M passed: names…`
+    /// (names bounded).
+    pub fn gate_tests(run_id: i64, step: u32, label: &str, tally: &str) -> Self {
+        Self::new(
+            run_id,
+            step,
+            "gate_tests",
+            None,
+            Some(&format!("{label}: {tally}")),
+        )
+    }
+
+    /// A criterion file the harness put back to the operator's version (or removed,
+    /// when the agent added it and it would redirect the gate) before a gate ran:
+    /// `detail` is `<criterion label>: restored <path>` or `…: removed <path>`.
+    pub fn criterion_restored(run_id: i64, step: u32, label: &str, what: &str) -> Self {
+        Self::new(
+            run_id,
+            step,
+            "criterion_restored",
+            None,
+            Some(&format!("{label}: {what}")),
+        )
     }
 }

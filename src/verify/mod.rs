@@ -17,6 +17,8 @@
 
 pub mod cargo_gate;
 mod command;
+pub mod ecosystem;
+mod evidence;
 pub mod rust_gate;
 
 use std::path::Path;
@@ -29,6 +31,7 @@ use crate::tools::{ToolError, Workspace};
 /// Re-exported from [`crate::exec`], where command output is captured.
 pub use crate::exec::BoundedOutput;
 pub use command::{CommandGate, CommandStatus};
+pub use evidence::{TestTally, Trust};
 
 /// The result of one criterion.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +48,14 @@ pub struct CriterionResult {
     /// The Rust gate phase that failed (`subject-compile`, `subject-emptied`,
     /// `criterion-compile`, `test-run`); `None` for other criteria and for a pass.
     pub phase: Option<&'static str>,
+    /// What the verdict rests on (`None` for the content checks, which the harness
+    /// reads itself, and for a gate that never ran).
+    pub trust: Option<Trust>,
+    /// The tests the gate counted, when it counted any.
+    pub tests: Option<TestTally>,
+    /// Criterion files the harness restored or removed before the gate ran
+    /// (workspace-relative, with what was done: `restored src/x`, `removed conftest.py`).
+    pub restored: Vec<String>,
 }
 
 /// The result of checking every criterion of a contract.
@@ -209,6 +220,9 @@ async fn command_check(
                 "the gate did not run: {why}; restore it to the operator's version"
             )),
             phase: None,
+            trust: None,
+            tests: None,
+            restored: Vec::new(),
         };
     }
     let (status, output) = match exec {
@@ -236,6 +250,9 @@ async fn command_check(
         summary,
         output: (!passed).then(|| output.render()),
         phase: None,
+        trust: Some(Trust::ExitCode),
+        tests: None,
+        restored: Vec::new(),
     }
 }
 
@@ -247,6 +264,9 @@ fn gate_result(label: String, v: rust_gate::GateVerdict) -> CriterionResult {
         summary: v.summary,
         output: v.output,
         phase: v.failed.map(rust_gate::Phase::label),
+        trust: v.trust,
+        tests: v.tests,
+        restored: Vec::new(),
     }
 }
 
@@ -289,5 +309,8 @@ fn content_check(
         summary,
         output: None,
         phase: None,
+        trust: None,
+        tests: None,
+        restored: Vec::new(),
     }
 }

@@ -32,6 +32,19 @@ impl Session<'_> {
             return Err(why);
         }
         let mut events = Vec::new();
+        for r in &report.results {
+            let id = self.run.id;
+            for what in &r.restored {
+                events.push(SandboxEvent::criterion_restored(id, step, &r.label, what));
+            }
+            if let Some(trust) = r.trust {
+                events.push(SandboxEvent::gate_trust(id, step, &r.label, trust.label()));
+            }
+            if let Some(tally) = &r.tests {
+                let tally = tally.to_string();
+                events.push(SandboxEvent::gate_tests(id, step, &r.label, &tally));
+            }
+        }
         for r in report.results.iter().filter(|r| !r.passed) {
             if let Some(phase) = r.phase {
                 events.push(SandboxEvent::gate_phase_failed(self.run.id, step, phase));

@@ -81,6 +81,10 @@ pub struct GateVerdict {
     pub summary: String,
     /// Bounded compiler or test output of the failing phase.
     pub output: Option<String>,
+    /// What a pass rests on (set once tests ran).
+    pub trust: Option<crate::verify::Trust>,
+    /// The tests that ran, with their names.
+    pub tests: Option<crate::verify::TestTally>,
 }
 
 impl GateVerdict {
@@ -89,6 +93,8 @@ impl GateVerdict {
             failed: Some(phase),
             summary: format!("{}: {}", phase.label(), summary.into()),
             output,
+            trust: None,
+            tests: None,
         }
     }
 }
@@ -491,6 +497,12 @@ async fn run_tests(
             tests.join(", ")
         ),
         output: None,
+        trust: Some(crate::verify::Trust::RunnerReport),
+        tests: Some(crate::verify::TestTally {
+            run: tests.len() as u32,
+            passed: tests.len() as u32,
+            names: tests.clone(),
+        }),
     })
 }
 

@@ -299,6 +299,9 @@ fn sandbox_events_of_every_constructor_round_trip_in_order() {
         SandboxEvent::stopped(id, 1, "time_budget"),
         SandboxEvent::gate_phase_failed(id, 2, "criterion-compile"),
         SandboxEvent::gate_output(id, 2, "FAIL\n  expected 2 received 1"),
+        SandboxEvent::criterion_restored(id, 2, "command pytest", "restored conftest.py"),
+        SandboxEvent::gate_trust(id, 2, "command pytest", "runner-report"),
+        SandboxEvent::gate_tests(id, 2, "command pytest", "1 run, 1 passed: t::a"),
         SandboxEvent::destroy(id, 2),
     ];
     for e in &events {
@@ -318,6 +321,9 @@ fn sandbox_events_of_every_constructor_round_trip_in_order() {
             "stopped",
             "gate_phase_failed",
             "gate_output",
+            "criterion_restored",
+            "gate_trust",
+            "gate_tests",
             "destroy"
         ]
     );

@@ -80,10 +80,16 @@ fn unwrap(argv: &[String]) -> &[String] {
                     .count()
             }
             "timeout" => {
-                1 + rest[1..]
-                    .iter()
-                    .position(|a| !a.starts_with('-'))
-                    .map_or(0, |p| p + 1)
+                // Options (`-s SIG` and `-k DUR` take a value), then the duration.
+                let mut i = 1;
+                while let Some(a) = rest.get(i).filter(|a| a.starts_with('-')) {
+                    i += if matches!(a.as_str(), "-s" | "-k" | "--signal" | "--kill-after") {
+                        2
+                    } else {
+                        1
+                    };
+                }
+                i + 1
             }
             "nice" | "nohup" | "npx" | "bunx" | "xvfb-run" => {
                 1 + rest[1..].iter().take_while(|a| a.starts_with('-')).count()

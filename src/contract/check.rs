@@ -165,7 +165,9 @@ fn check_criterion(v: &Verification) -> Result<(), ContractError> {
                 ));
             }
         }
-        Verification::CargoTest { manifest, criteria } => {
+        Verification::CargoTest {
+            manifest, criteria, ..
+        } => {
             inside("verify.cargo_test", "manifest ", manifest)?;
             if manifest.file_name().is_none_or(|n| n != "Cargo.toml") {
                 return Err(field(

@@ -126,6 +126,13 @@ pub enum Verification {
         manifest: PathBuf,
         /// The criterion test files as the operator wrote them.
         criteria: Vec<OperatorFile>,
+        /// The crate's manifests when the run started — its `Cargo.toml` and each one
+        /// above it inside the workspace, paths relative to the workspace root — so the
+        /// gate can hold the crates the criteria link to where they came from then (a
+        /// local crate under a linked crate's name is refused). `None` until the run
+        /// starts, and in runs stored before baselines were kept.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        baseline_manifests: Option<Vec<OperatorFile>>,
     },
 }
 

@@ -195,6 +195,7 @@ fn verify(
         criteria.push(Verification::CargoTest {
             manifest: ct.manifest,
             criteria: files,
+            baseline_manifests: None,
         });
     }
     let max_attempts = rv.max_attempts.map_or(5, |m| {

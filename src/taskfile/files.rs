@@ -62,6 +62,7 @@ impl Verification {
                 .into_iter()
                 .map(OperatorFile::read)
                 .collect::<std::io::Result<_>>()?,
+            baseline_manifests: None,
         })
     }
 
@@ -99,6 +100,28 @@ impl Verification {
     }
 }
 
+/// The manifests of the crate at `manifest` (workspace-relative) as they are now: its
+/// own and each `Cargo.toml` above it up to the workspace root, with relative paths. A
+/// file that does not exist yet is simply not in the list (the baseline then says the
+/// crate linked nothing locally).
+fn baseline_manifests(root: &Path, manifest: &Path) -> Result<Vec<OperatorFile>, ContractError> {
+    let mut kept = Vec::new();
+    let mut rel = Some(manifest.to_path_buf());
+    while let Some(r) = rel {
+        let full = root.join(&r);
+        if full.is_file() {
+            let mut file = keep("verify.cargo_test", &full)?;
+            file.path = r.clone();
+            kept.push(file);
+        }
+        rel = r
+            .parent()
+            .and_then(Path::parent)
+            .map(|up| up.join("Cargo.toml"));
+    }
+    Ok(kept)
+}
+
 impl TaskContract {
     /// Keeps by content the files outside the workspace a later session of the run
     /// needs: each scripted provider's script and each Rust gate's criterion (a
@@ -127,6 +150,14 @@ impl TaskContract {
             } = v
             {
                 *kept = Some(keep("verify.rust", criterion)?);
+            }
+            if let Verification::CargoTest {
+                manifest,
+                baseline_manifests: kept @ None,
+                ..
+            } = v
+            {
+                *kept = Some(baseline_manifests(&self.root, manifest)?);
             }
         }
         Ok(())

@@ -194,9 +194,14 @@ async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) ->
                 rust_gate::check(subject, criterion, kept, ws, exec).await,
             )
         }
-        Verification::CargoTest { manifest, criteria } => {
-            gate_result(label, cargo_gate::check(manifest, criteria, ws, exec).await)
-        }
+        Verification::CargoTest {
+            manifest,
+            criteria,
+            baseline_manifests,
+        } => gate_result(
+            label,
+            cargo_gate::check(manifest, criteria, baseline_manifests.as_deref(), ws, exec).await,
+        ),
     }
 }
 

@@ -423,7 +423,10 @@ fn task_file_cargo_test_is_parsed_and_bad_values_name_file_line_and_key() {
     )
     .unwrap();
     let c = TaskContract::from_file(&task).unwrap();
-    let Verification::CargoTest { manifest, criteria } = &c.verify.criteria[0] else {
+    let Verification::CargoTest {
+        manifest, criteria, ..
+    } = &c.verify.criteria[0]
+    else {
         panic!("{:?}", c.verify.criteria);
     };
     assert_eq!(manifest, Path::new("Cargo.toml"));
@@ -532,6 +535,63 @@ async fn a_manifest_that_renames_a_crate_to_std_is_refused_before_the_build() {
         "fake_std_dep",
         "subject-compile",
         "refused before the build: Cargo.toml: a dependency named `std` would replace the sysroot crate",
+    );
+    assert!(
+        !seen.execs.iter().any(|e| e.contains("cargo")),
+        "nothing was built: {:?}",
+        seen.execs
+    );
+}
+
+/// Issue 14, class 1, the route one manifest cannot show: the agent swaps the
+/// registry crate a criterion uses as its reference (`itoa`) for a local crate of the
+/// same name whose answers agree with a wrong subject. A member crate is linked by
+/// path too, so only the run's baseline tells the two apart; the gate refuses the
+/// manifest before anything builds. (On the main before this, the gate built the
+/// fake and passed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_crate_under_the_name_of_a_crate_the_criterion_links_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path(), "base");
+    let crit = dir.path().join("itoa_reference_test.rs");
+    std::fs::write(
+        &crit,
+        "#[test]\nfn renders_like_itoa() {\n    \
+         assert_eq!(wsnum::render(42), itoa::Buffer::new().format(42u32));\n}\n",
+    )
+    .unwrap();
+    let write = |path: &str, content: &str| {
+        ScriptTurn::tool("write_file", json!({ "path": path, "content": content }))
+    };
+    let turns = vec![
+        write(
+            "Cargo.toml",
+            "[package]\nname = \"wsnum\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\nitoa = { path = \"vendor/itoa\" }\n",
+        ),
+        write(
+            "vendor/itoa/Cargo.toml",
+            "[package]\nname = \"itoa\"\nversion = \"1.0.99\"\nedition = \"2021\"\n",
+        ),
+        write(
+            "vendor/itoa/src/lib.rs",
+            "pub struct Buffer;\nimpl Buffer {\n    pub fn new() -> Self { Buffer }\n    \
+             pub fn format<T>(&mut self, _: T) -> &str { \"wrong\" }\n}\n",
+        ),
+        write(
+            "src/lib.rs",
+            "pub fn render(_: u32) -> String { \"wrong\".to_string() }\n",
+        ),
+        ScriptTurn::text("done"),
+    ];
+    let c = cargo_contract(&ws, &crit);
+    let seen = run_turns(&c, turns).await;
+    assert_fails_in(
+        &seen,
+        "local itoa",
+        "subject-compile",
+        "the criteria link `itoa`, which the manifest now takes from the path vendor/itoa; \
+         when the run started it was the registry's crate",
     );
     assert!(
         !seen.execs.iter().any(|e| e.contains("cargo")),

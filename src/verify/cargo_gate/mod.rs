@@ -48,6 +48,7 @@
 //! at `env!("CARGO_MANIFEST_DIR")`. (4) The crate must build offline from the local
 //! registry.
 
+mod baseline;
 mod cache;
 mod copy;
 mod manifest;
@@ -109,9 +110,12 @@ fn common_args() -> Vec<String> {
 }
 
 /// Runs the workspace-form gate for the crate at `manifest` (workspace-relative).
+/// `baseline` holds the crate's manifests as they were when the run started (see
+/// `baseline`).
 pub async fn check(
     manifest: &Path,
     criteria: &[OperatorFile],
+    baseline: Option<&[OperatorFile]>,
     ws: &Workspace,
     exec: Option<&Executor>,
 ) -> GateVerdict {
@@ -125,7 +129,7 @@ pub async fn check(
             );
         }
     };
-    let verdict = phases(manifest, criteria, ws, exec, &dir.0).await;
+    let verdict = phases(manifest, (criteria, baseline), ws, exec, &dir.0).await;
     drop(dir);
     verdict
 }
@@ -189,9 +193,12 @@ struct Placement {
     targets: Targets,
 }
 
+/// The operator's criteria and the run's baseline manifests.
+type Operator<'a> = (&'a [OperatorFile], Option<&'a [OperatorFile]>);
+
 async fn phases(
     manifest_rel: &Path,
-    criteria: &[OperatorFile],
+    criteria: Operator<'_>,
     ws: &Workspace,
     exec: Option<&Executor>,
     dir: &Path,
@@ -203,14 +210,14 @@ async fn phases(
 
 async fn run_phases(
     manifest_rel: &Path,
-    criteria: &[OperatorFile],
+    (criteria, baseline): Operator<'_>,
     ws: &Workspace,
     exec: Option<&Executor>,
     dir: &Path,
 ) -> Step<GateVerdict> {
     let layout = Layout::create(dir)?;
     // 1. Placing: the copy, the criteria outside it, the rewritten manifest.
-    let placement = place(manifest_rel, criteria, ws, exec, &layout)?;
+    let placement = place(manifest_rel, (criteria, baseline), ws, exec, &layout)?;
     // The run's dependency cache, copied (verified) into this gate's target directory.
     let cargo = CargoCall {
         cargo: cargo(),
@@ -230,7 +237,7 @@ async fn run_phases(
 /// unpredictable target name, and rewrites the copy's manifest to declare them.
 fn place(
     manifest_rel: &Path,
-    criteria: &[OperatorFile],
+    (criteria, baseline): Operator<'_>,
     ws: &Workspace,
     exec: Option<&Executor>,
     layout: &Layout,
@@ -241,7 +248,12 @@ fn place(
     let manifest_path = layout.src.join(manifest_rel);
     let agent_manifest = std::fs::read_to_string(&manifest_path)
         .map_err(|e| fail_subject(format!("{}: {e}", manifest_rel.display())))?;
-    refuse_overrides(manifest_rel, &agent_manifest, criteria, &layout.src)?;
+    refuse_overrides(
+        manifest_rel,
+        &agent_manifest,
+        (criteria, baseline),
+        &layout.src,
+    )?;
     let (placed, targets) = place_criteria(criteria, &layout.criteria)?;
     let gate_manifest = manifest::gate_manifest(&agent_manifest, &targets)
         .map_err(|e| fail_subject(format!("{}: {e}", manifest_rel.display())))?;
@@ -263,17 +275,31 @@ fn place(
 fn refuse_overrides(
     manifest_rel: &Path,
     agent_manifest: &str,
-    criteria: &[OperatorFile],
+    (criteria, baseline): Operator<'_>,
     src: &Path,
 ) -> Step<()> {
     let sources: Vec<&str> = criteria.iter().map(|c| c.source.as_str()).collect();
     let linked = overrides::linked(&sources);
     let crate_manifest = manifest_rel.display().to_string();
     let root = workspace_root_manifest(src, manifest_rel);
-    let why = overrides::refused(agent_manifest, &linked, &crate_manifest).or_else(|| {
-        root.as_ref()
-            .and_then(|(_, text)| overrides::refused(text, &linked, "the workspace's Cargo.toml"))
-    });
+    let why = overrides::refused(agent_manifest, &linked, &crate_manifest)
+        .or_else(|| {
+            root.as_ref().and_then(|(_, text)| {
+                overrides::refused(text, &linked, "the workspace's Cargo.toml")
+            })
+        })
+        .or_else(|| {
+            let baseline = baseline?;
+            let now = baseline::Manifests {
+                crate_rel: manifest_rel,
+                crate_text: agent_manifest,
+                root: root.as_ref().and_then(|(p, text)| {
+                    Some((p.strip_prefix(src).ok()?.to_path_buf(), text.as_str()))
+                }),
+            };
+            let then = baseline::from_kept(manifest_rel, baseline);
+            baseline::moved(&linked, &then.view(), &now)
+        });
     match why {
         Some(why) => Err(fail_subject(format!("refused before the build: {why}"))),
         None => Ok(()),

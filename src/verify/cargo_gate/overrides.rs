@@ -15,21 +15,21 @@
 //! dependencies (a workspace's member crates, which criteria rightly link). Names are
 //! compared as Cargo does, `-` and `_` alike.
 //!
-//! Not closed here: a path dependency under a linked crate's own name (a local crate
-//! called `regex`) is allowed, since telling it from a member crate needs the
-//! baseline's manifest (issue #14, class 1, remains open on that point).
+//! A path dependency under a linked crate's own name (a local crate called `regex`)
+//! cannot be told from a member crate by one manifest: `baseline` compares it with the
+//! manifests as they were when the run started.
 
 use std::collections::BTreeSet;
 
 use toml::{Table, Value};
 
 /// The crates of the Rust distribution a test binary links.
-const SYSROOT: &[&str] = &["std", "core", "alloc", "test", "proc_macro"];
+pub(crate) const SYSROOT: &[&str] = &["std", "core", "alloc", "test", "proc_macro"];
 
 /// The dependency tables of a manifest: `[dependencies]` and its kin, per target too.
-const DEP_TABLES: &[&str] = &["dependencies", "dev-dependencies", "build-dependencies"];
+pub(crate) const DEP_TABLES: &[&str] = &["dependencies", "dev-dependencies", "build-dependencies"];
 
-fn norm(name: &str) -> String {
+pub(crate) fn norm(name: &str) -> String {
     name.replace('-', "_")
 }
 

@@ -34,7 +34,7 @@ pub fn execute(args: ApproveArgs) -> Result<i32, CliError> {
     } else {
         format!("sub-agent run {owner} (in the tree of run {root})")
     };
-    println!(
+    outln!(
         "request {} of {whose} {}; continue with: io-harness resume {root}",
         args.request_id,
         if allow { "allowed" } else { "denied" },

@@ -20,7 +20,7 @@ pub fn execute(args: AuditArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::Internal(format!("{}: {e}", dir.display())))?;
     if args.json {
         for r in &records {
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string(r).map_err(|e| CliError::Internal(e.to_string()))?
             );
@@ -28,7 +28,7 @@ pub fn execute(args: AuditArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     if records.is_empty() {
-        println!("no sandbox sessions recorded in {}", dir.display());
+        outln!("no sandbox sessions recorded in {}", dir.display());
         return Ok(0);
     }
     for r in &records {
@@ -43,7 +43,7 @@ pub fn execute(args: AuditArgs) -> Result<i32, CliError> {
             .cap_hit
             .as_deref()
             .map_or(String::new(), |c| format!(" cap_hit={c}"));
-        println!(
+        outln!(
             "{}{run}{step} [{} net={}] {} → {end}{cap} ({} ms) in {}",
             r.time,
             r.backend,

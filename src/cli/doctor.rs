@@ -34,19 +34,19 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
         "floor": side(&report.floor),
     });
     if args.json {
-        println!("{obj}");
+        outln!("{obj}");
         return Ok(0);
     }
-    println!("a run would get: {}", report.selected.label());
+    outln!("a run would get: {}", report.selected.label());
     for (name, r) in [
         ("native (linux-namespaces)", &report.native),
         ("portable-floor", &report.floor),
     ] {
         match r {
             Ok(l) => {
-                println!("\n{name}: available");
+                outln!("\n{name}: available");
                 let ns: Vec<&str> = l.namespaces.iter().map(|n| n.label()).collect();
-                println!(
+                outln!(
                     "  namespaces: {}",
                     if ns.is_empty() {
                         "none".into()
@@ -55,7 +55,7 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
                     }
                 );
                 if let Some(m) = &l.mounts {
-                    println!(
+                    outln!(
                         "  filesystem: root read-only {}, fresh /proc {}, minimal /dev {}, {} paths hidden",
                         m.root_read_only,
                         m.fresh_proc,
@@ -63,25 +63,29 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
                         m.hidden.len()
                     );
                 }
-                println!(
+                outln!(
                     "  landlock: {} (ABI {}), tcp denied {}, scoped {}",
                     l.landlock.status.label(),
                     l.landlock.abi.map_or("-".into(), |a| a.to_string()),
                     l.landlock.tcp_denied,
                     l.landlock.scoped
                 );
-                println!(
+                outln!(
                     "  seccomp {}, no_new_privs {}, new session {}, capabilities dropped {}, fds closed {}",
-                    l.seccomp, l.no_new_privs, l.new_session, l.capabilities_dropped, l.fds_closed
+                    l.seccomp,
+                    l.no_new_privs,
+                    l.new_session,
+                    l.capabilities_dropped,
+                    l.fds_closed
                 );
-                println!(
+                outln!(
                     "  network: none by default; allowlist {}; open only by explicit choice",
                     allowlist_support(l)
                 );
                 let cg: Vec<&str> = l.limits.cgroup.iter().map(|c| c.label()).collect();
                 let caps: Vec<&str> = l.limits.enforced.iter().map(|c| c.label()).collect();
                 let td: Vec<&str> = l.limits.teardown.iter().map(|t| t.label()).collect();
-                println!(
+                outln!(
                     "  caps enforced: {}; cgroup: {}; rlimits: {}; memory monitor {}; teardown: {}",
                     caps.join(", "),
                     if cg.is_empty() {
@@ -94,7 +98,7 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
                     td.join(", ")
                 );
             }
-            Err(e) => println!("\n{name}: unavailable: {e}"),
+            Err(e) => outln!("\n{name}: unavailable: {e}"),
         }
     }
     Ok(0)

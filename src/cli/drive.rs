@@ -70,7 +70,7 @@ fn warn_audit_failures(store: &io_harness::Store, run_id: i64) {
         let dir = io_harness::audit::default_dir()
             .map(|d| d.display().to_string())
             .unwrap_or_else(|| "the audit log".into());
-        eprintln!(
+        errln!(
             "warning: {} sandbox session(s) of run {run_id} could not be appended to {dir}",
             r.audit_failures
         );
@@ -91,7 +91,7 @@ fn watch_ctrl_c(cancel: CancelToken) {
     tokio::spawn(async move {
         if interrupts.recv().await.is_some() {
             cancel.cancel();
-            eprintln!("\ncancelling (the run can be resumed); press Ctrl-C again to exit now");
+            errln!("\ncancelling (the run can be resumed); press Ctrl-C again to exit now");
             if interrupts.recv().await.is_some() {
                 std::process::exit(130);
             }
@@ -117,11 +117,11 @@ fn watch_ctrl_c(cancel: CancelToken) {
 fn report(r: &RunResult, json: bool, secrets: &[String]) {
     if json {
         let obj = serde_json::json!({ "result": r });
-        println!("{}", output::redact(&obj.to_string(), secrets));
+        outln!("{}", output::redact(&obj.to_string(), secrets));
         return;
     }
     let c = |t: &str| output::clean(t, secrets);
-    println!(
+    outln!(
         "outcome: {}",
         serde_json::to_string(&r.outcome).unwrap_or_default()
     );
@@ -129,7 +129,7 @@ fn report(r: &RunResult, json: bool, secrets: &[String]) {
         (0, false) => String::new(),
         (n, _) => format!(" ({n} tokens estimated: the provider did not report them)"),
     };
-    println!(
+    outln!(
         "run: {}   steps: {}   tokens: {} (in {}, out {}, cached {})   cost: {}{estimated}",
         r.run_id,
         r.steps,
@@ -139,20 +139,21 @@ fn report(r: &RunResult, json: bool, secrets: &[String]) {
         r.cached_input_tokens,
         output::cost(r.cost_usd, r.cost_unknown_steps)
     );
-    println!("workspace: {}", c(&r.work_dir));
+    outln!("workspace: {}", c(&r.work_dir));
     if !r.final_message.is_empty() {
-        println!("\nfinal message:\n{}", c(&r.final_message));
+        outln!("\nfinal message:\n{}", c(&r.final_message));
     }
     if r.diff.is_empty() {
-        println!("\n(no changes)");
+        outln!("\n(no changes)");
     } else {
-        println!("\ndiff:\n{}", c(&r.diff));
+        outln!("\ndiff:\n{}", c(&r.diff));
     }
     if let io_harness::RunOutcome::AwaitingApproval { request_id } = &r.outcome {
-        println!(
+        outln!(
             "awaiting approval: io-harness approve {} {request_id} allow|deny [--reason …], then io-harness resume {}",
-            r.run_id, r.run_id
+            r.run_id,
+            r.run_id
         );
     }
-    println!("trace: io-harness show {}", r.run_id);
+    outln!("trace: io-harness show {}", r.run_id);
 }

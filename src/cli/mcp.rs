@@ -56,7 +56,7 @@ fn print_json(listing: &[io_harness::mcp::ServerListing]) {
             })
         })
         .collect();
-    println!("{}", serde_json::json!({ "servers": servers }));
+    outln!("{}", serde_json::json!({ "servers": servers }));
 }
 
 #[cfg(feature = "mcp")]
@@ -75,18 +75,18 @@ fn print_text(listing: &[io_harness::mcp::ServerListing]) {
             ),
             None => format!("{} ({})", s.name, s.transport),
         };
-        println!("{}", output::sanitize(&head));
+        outln!("{}", output::sanitize(&head));
         if let Some(f) = &s.failure {
-            println!("  unavailable: {}", output::sanitize(f));
+            outln!("  unavailable: {}", output::sanitize(f));
             continue;
         }
         for t in &s.tools {
             let first = t.description.lines().next().unwrap_or("");
             let short: String = first.chars().take(100).collect();
-            println!("  {}  {}", t.qualified, output::sanitize(&short));
+            outln!("  {}  {}", t.qualified, output::sanitize(&short));
         }
         if !s.hidden.is_empty() {
-            println!("  withheld by allow/deny lists: {}", s.hidden.join(", "));
+            outln!("  withheld by allow/deny lists: {}", s.hidden.join(", "));
         }
     }
 }

@@ -31,9 +31,9 @@ pub fn execute(args: MemoryArgs) -> Result<i32, CliError> {
             if !store.memory_delete(&key, k)? {
                 return Err(CliError::Usage(format!("no note {k:?} for {key}")));
             }
-            println!("forgot {k:?}");
+            outln!("forgot {k:?}");
         }
-        (MemoryAction::Clear, _) => println!("cleared {} notes", store.memory_clear(&key)?),
+        (MemoryAction::Clear, _) => outln!("cleared {} notes", store.memory_clear(&key)?),
         _ => list(&store, &key, args.json)?,
     }
     Ok(0)
@@ -43,16 +43,16 @@ pub fn execute(args: MemoryArgs) -> Result<i32, CliError> {
 fn list(store: &io_harness::Store, key: &str, json: bool) -> Result<(), CliError> {
     let notes = store.memory_list(key)?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string(&notes).map_err(|e| CliError::Internal(e.to_string()))?
         );
     } else if notes.is_empty() {
-        println!("no notes for {key}");
+        outln!("no notes for {key}");
     } else {
         for n in notes {
             let from = n.source_run.map_or("API".into(), |r| format!("run {r}"));
-            println!(
+            outln!(
                 "{}: {} ({from})",
                 output::sanitize(&n.key),
                 output::sanitize(&n.value)

@@ -3,6 +3,33 @@
 //! (`RunOutcome::exit_code` for a run that ended; `RunError::exit_code` and
 //! `CliError::exit_code` otherwise: 2 for usage errors, 70 for internal failures).
 
+/// `println!` that survives a closed pipe (see `output::out`).
+macro_rules! outln {
+    () => {
+        $crate::cli::output::out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::output::out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprintln!` that survives a closed pipe.
+macro_rules! errln {
+    () => {
+        $crate::cli::output::err(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::output::err(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprint!` that survives a closed pipe.
+macro_rules! err {
+    ($($arg:tt)*) => {
+        $crate::cli::output::err(format_args!($($arg)*))
+    };
+}
+
 mod approve;
 mod audit;
 mod doctor;
@@ -247,6 +274,31 @@ struct ListArgs {
     /// JSON output.
     #[arg(long)]
     json: bool,
+    /// At most this many runs (the newest).
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Only runs started since then: a duration back from now (`2h`, `7d`) or an RFC
+    /// 3339 time (`2026-12-01T09:00:00Z`).
+    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+    since: Option<i64>,
+}
+
+/// `--since` as a Unix time in milliseconds.
+fn parse_since(s: &str) -> Result<i64, String> {
+    let now = std::time::SystemTime::now();
+    let at = match humantime::parse_duration(s) {
+        Ok(d) => now.checked_sub(d).ok_or("too far back")?,
+        Err(_) => humantime::parse_rfc3339_weak(s).map_err(|_| {
+            format!(
+                "`{s}` is neither a duration (2h, 7d) nor an RFC 3339 time (2026-12-01T09:00:00Z)"
+            )
+        })?,
+    };
+    let ms = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| "before 1970")?
+        .as_millis();
+    i64::try_from(ms).map_err(|_| "too far ahead".to_string())
 }
 
 #[derive(Debug, Args)]
@@ -345,10 +397,16 @@ pub fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            errln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(70);
         }
     };
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Resume(_) | Command::Sandbox(_)
+    ) {
+        output::set_driving();
+    }
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(a) => run::execute(a).await,
@@ -369,7 +427,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
-            eprintln!("error: {}", output::sanitize(&e.to_string()));
+            errln!("error: {}", output::sanitize(&e.to_string()));
             ExitCode::from(e.exit_code())
         }
     }

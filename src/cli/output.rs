@@ -1,5 +1,57 @@
 //! Text for a terminal: model output is untrusted, so control, bidi and zero-width
 //! characters are removed before printing, and held secrets are redacted.
+//!
+//! Every line the command prints goes through [`out`] or [`err`] (the `outln!` and
+//! `errln!` macros), never `println!`, which panics when the reader has gone
+//! (`io-harness runs | head -1`). A closed pipe is no error of ours: a read-only
+//! command exits 0 at once, as ripgrep does; a command driving a run
+//! ([`set_driving`]) stops writing to that stream and goes on to its outcome, whose
+//! exit code it keeps.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set by `run`, `resume` and `sandbox`: a closed pipe must not cut them short.
+static DRIVING: AtomicBool = AtomicBool::new(false);
+static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
+static STDERR_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Marks this command as one that drives a run (or a sandboxed command) to an outcome.
+pub fn set_driving() {
+    DRIVING.store(true, Ordering::Relaxed);
+}
+
+/// What a failed write means: a closed pipe ends a read-only command quietly (exit 0)
+/// and silences the stream of a driving one; any other error is dropped like the
+/// line (there is nowhere left to report it).
+fn written(result: std::io::Result<()>, gone: &AtomicBool) {
+    if let Err(e) = result
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        gone.store(true, Ordering::Relaxed);
+        if !DRIVING.load(Ordering::Relaxed) {
+            std::process::exit(0);
+        }
+    }
+}
+
+/// Writes `args` to standard output.
+pub fn out(args: std::fmt::Arguments<'_>) {
+    if STDOUT_GONE.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut o = std::io::stdout().lock();
+    written(o.write_fmt(args).and_then(|()| o.flush()), &STDOUT_GONE);
+}
+
+/// Writes `args` to standard error.
+pub fn err(args: std::fmt::Arguments<'_>) {
+    if STDERR_GONE.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut e = std::io::stderr().lock();
+    written(e.write_fmt(args), &STDERR_GONE);
+}
 
 /// Removes characters that could move the cursor, rewrite the line or hide text.
 pub fn sanitize(text: &str) -> String {

@@ -51,7 +51,7 @@ impl Progress {
             && let Ok(s) = state.lock()
             && s.drawn
         {
-            eprintln!();
+            errln!();
         }
     }
 }
@@ -111,7 +111,7 @@ impl Observer for Progress {
                 );
                 let line = output::clean(&line, secrets);
                 let shown: String = line.chars().take(100).collect();
-                eprint!("\r\x1b[2K{shown}");
+                err!("\r\x1b[2K{shown}");
                 let _ = std::io::stderr().flush();
                 s.drawn = true;
             }

@@ -8,8 +8,13 @@ pub fn execute(args: ListArgs) -> Result<i32, CliError> {
     let store = store_path::open_existing(&args.store)?;
     let all = store.runs()?;
     let children = |id: i64| all.iter().filter(|r| r.parent_run_id == Some(id)).count();
-    let runs: Vec<&io_harness::store::RunRecord> =
-        all.iter().filter(|r| r.parent_run_id.is_none()).collect();
+    // Newest first (the store's order); `--since` and `--limit` narrow the roots.
+    let runs: Vec<&io_harness::store::RunRecord> = all
+        .iter()
+        .filter(|r| r.parent_run_id.is_none())
+        .filter(|r| args.since.is_none_or(|t| r.started_at_ms >= t))
+        .take(args.limit.unwrap_or(usize::MAX))
+        .collect();
     let tree = |r: &io_harness::store::RunRecord| tree_totals(&all, r);
     if args.json {
         let listed: Vec<serde_json::Value> = runs
@@ -23,23 +28,29 @@ pub fn execute(args: ListArgs) -> Result<i32, CliError> {
             })
             .collect();
         let text = serde_json::to_string(&listed).map_err(|e| CliError::Internal(e.to_string()))?;
-        println!("{text}");
+        outln!("{text}");
         return Ok(0);
     }
     if runs.is_empty() {
-        println!("no runs yet");
+        outln!("no runs yet");
         return Ok(0);
     }
-    println!(
+    outln!(
         "{:>5}  {:<22}  {:>5}  {:>6}  {:>8}  {:>10}  {:<20}  goal",
-        "id", "outcome", "steps", "agents", "tokens", "cost", "started"
+        "id",
+        "outcome",
+        "steps",
+        "agents",
+        "tokens",
+        "cost",
+        "started"
     );
     for r in runs {
         let outcome = r.outcome.clone().unwrap_or_else(|| status(r));
         let t = tree(r);
         let total = t.input_tokens + t.output_tokens + t.cached_input_tokens;
         let goal: String = output::sanitize(&r.goal).chars().take(60).collect();
-        println!(
+        outln!(
             "{:>5}  {:<22}  {:>5}  {:>6}  {:>8}  {:>10}  {:<20}  {}",
             r.id,
             outcome,

@@ -132,7 +132,7 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
     let out = match ran {
         Ok(o) => o,
         Err(SandboxError::Exec { program, source }) => {
-            eprintln!("io-harness sandbox: cannot execute {program}: {source}");
+            errln!("io-harness sandbox: cannot execute {program}: {source}");
             return Ok(127);
         }
         Err(e) => return Err(CliError::Internal(e.to_string())),
@@ -151,13 +151,13 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
     if let Some(log) = &audit
         && let Err(e) = log.append(&session_record(&spec, &workdir, &egress, &out))
     {
-        eprintln!(
+        errln!(
             "io-harness sandbox: warning: the audit log {} was not written: {e}",
             log.dir().display()
         );
     }
     if let Some(cap) = out.cap_hit {
-        eprintln!("io-harness sandbox: stopped by the {} cap", cap.label());
+        errln!("io-harness sandbox: stopped by the {} cap", cap.label());
     }
     Ok(match (out.exit_code, out.signal) {
         (Some(c), _) => c,
@@ -195,7 +195,7 @@ fn command_spec(args: &SandboxArgs) -> Result<(PathBuf, RunSpec), CliError> {
 /// The one-line summary of an allowlisted command's egress, on stderr.
 fn report_egress(egress: &EgressRecord, out: &SandboxOutcome) {
     match egress.report.refusals {
-        Some(n) => eprintln!(
+        Some(n) => errln!(
             "io-harness sandbox: egress allowlist [{}]: {n} refused{}",
             egress.allow_hosts.join(", "),
             if egress.report.refused_hosts.is_empty() {
@@ -204,7 +204,7 @@ fn report_egress(egress: &EgressRecord, out: &SandboxOutcome) {
                 format!(" ({})", egress.report.refused_hosts.join(", "))
             }
         ),
-        None => eprintln!(
+        None => errln!(
             "io-harness sandbox: the {} backend has no private network: no route out at all",
             out.backend.label()
         ),

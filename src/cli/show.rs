@@ -84,7 +84,7 @@ fn print_prompt(
         .ok_or_else(|| {
             CliError::Usage(format!("run {run_id} has no stored request for step {n}"))
         })?;
-    println!("{}", String::from_utf8_lossy(&body));
+    outln!("{}", String::from_utf8_lossy(&body));
     Ok(0)
 }
 
@@ -104,7 +104,7 @@ fn print_json(store: &io_harness::Store, run_id: i64, t: Trace) -> Result<(), Cl
         "mcp_events": t.mcp,
         "context_events": t.context,
     });
-    println!("{obj}");
+    outln!("{obj}");
     Ok(())
 }
 
@@ -121,16 +121,16 @@ fn print_text(store: &io_harness::Store, run_id: i64, t: &Trace) -> Result<(), C
     print_mcp(&t.mcp);
     print_approvals(&t.approvals);
     if !t.children.is_empty() {
-        println!("\nsub-agents:");
+        outln!("\nsub-agents:");
         print_tree(&tree(store, run_id, 0)?, 1);
     }
     let s = output::sanitize;
     if let Some(m) = &t.run.final_message {
-        println!("\nfinal message:\n{}", s(m));
+        outln!("\nfinal message:\n{}", s(m));
     }
     match t.run.diff.as_deref() {
-        Some("") => println!("\n(no changes)"),
-        Some(d) => println!("\ndiff:\n{}", s(d)),
+        Some("") => outln!("\n(no changes)"),
+        Some(d) => outln!("\ndiff:\n{}", s(d)),
         None => {}
     }
     Ok(())
@@ -139,22 +139,22 @@ fn print_text(store: &io_harness::Store, run_id: i64, t: &Trace) -> Result<(), C
 /// Goal, status, where it worked, who answered, when, and the totals.
 fn print_header(run: &RunRecord, link: Option<&AgentLink>) {
     let s = output::sanitize;
-    println!("run {}: {}", run.id, s(&run.goal));
-    println!(
+    outln!("run {}: {}", run.id, s(&run.goal));
+    outln!(
         "status: {}   outcome: {}",
         super::runs::status(run),
         run.outcome_json.as_deref().unwrap_or("-")
     );
-    println!(
+    outln!(
         "workspace: {}   worked in: {}",
         s(&run.root),
         s(run.work_dir.as_deref().unwrap_or("-"))
     );
     if let Some(p) = &run.provider_json {
-        println!("provider: {}", s(p));
+        outln!("provider: {}", s(p));
     }
     if let Some(l) = link {
-        println!(
+        outln!(
             "sub-agent `{}` at depth {} of run {} (its step {}, call {})",
             s(&l.name),
             l.depth,
@@ -163,12 +163,12 @@ fn print_header(run: &RunRecord, link: Option<&AgentLink>) {
             s(&l.call_id)
         );
     }
-    println!(
+    outln!(
         "started: {}   finished: {}",
         format_ms(run.started_at_ms),
         run.finished_at_ms.map_or("-".into(), format_ms)
     );
-    println!(
+    outln!(
         "steps: {}   tokens: in {} out {} cached {}   cost: {}",
         run.steps,
         run.input_tokens,
@@ -177,7 +177,7 @@ fn print_header(run: &RunRecord, link: Option<&AgentLink>) {
         output::cost(run.cost_usd, run.cost_unknown_steps)
     );
     if run.audit_failures > 0 {
-        println!(
+        outln!(
             "audit log: {} sandbox session(s) could not be appended",
             run.audit_failures
         );
@@ -195,7 +195,7 @@ fn print_estimates(t: &Trace) {
         .collect();
     let lost: Vec<&ModelCallRecord> = t.calls.iter().filter(|c| c.status == "lost").collect();
     if !estimated.is_empty() {
-        println!(
+        outln!(
             "estimated: the tokens of {} step(s) ({}) are the harness's estimate (the provider reported no usage)",
             estimated.len(),
             estimated
@@ -207,7 +207,7 @@ fn print_estimates(t: &Trace) {
     }
     if !lost.is_empty() {
         let input: u64 = lost.iter().map(|c| c.estimated_input_tokens).sum();
-        println!(
+        outln!(
             "estimated: {} model call(s) lost their reply; their {input} estimated input tokens count against the budget",
             lost.len()
         );
@@ -223,7 +223,7 @@ fn print_step(t: &Trace, st: &StepRecord) {
     } else {
         ""
     };
-    println!(
+    outln!(
         "\n── step {} ({} ms, model {} ms) tokens in {} out {}{estimated} cost {} [{}]",
         st.step,
         st.duration_ms,
@@ -238,7 +238,7 @@ fn print_step(t: &Trace, st: &StepRecord) {
             (true, Some(n)) => format!(" (reply lost: {n} estimated input tokens counted)"),
             _ => String::new(),
         };
-        println!(
+        outln!(
             "  provider {} attempt {} failed: {}{}{lost} → {} after {} ms",
             s(&a.provider),
             a.attempt,
@@ -249,7 +249,7 @@ fn print_step(t: &Trace, st: &StepRecord) {
         );
     }
     if let Some(p) = &st.provider {
-        println!("  served by {}", s(p));
+        outln!("  served by {}", s(p));
     }
     for e in t.context.iter().filter(|e| e.step == st.step) {
         print_context_event(e);
@@ -274,7 +274,7 @@ fn print_messages(messages_json: &str) {
                 } else {
                     "harness"
                 };
-                println!("  {who}: {}", output::sanitize(&indent(text)));
+                outln!("  {who}: {}", output::sanitize(&indent(text)));
             }
         }
     }
@@ -290,18 +290,18 @@ fn print_tool_call(c: &ToolCallRecord, step: u32, children: &[ChildRun]) {
     } else {
         "ok"
     };
-    println!(
+    outln!(
         "  tool {} {} [{mark}, {} ms]",
         c.name,
         s(&short(&c.input_json, 160)),
         c.duration_ms
     );
-    println!("    → {}", s(&short(&c.output, 240)));
+    outln!("    → {}", s(&short(&c.output, 240)));
     if let Some(ch) = children
         .iter()
         .find(|ch| ch.link.step == step && ch.link.call_id == c.call_id)
     {
-        println!("    ↳ sub-agent run {}", ch.run.id);
+        outln!("    ↳ sub-agent run {}", ch.run.id);
     }
 }
 
@@ -313,7 +313,7 @@ fn print_step_events(t: &Trace, step: u32) {
         .iter()
         .filter(|p| p.step == step && p.decision != "allow")
     {
-        println!(
+        outln!(
             "  policy {} {} {}: {} ({} layer)",
             p.decision,
             p.act,
@@ -323,7 +323,7 @@ fn print_step_events(t: &Trace, step: u32) {
         );
     }
     for e in t.sandbox.iter().filter(|e| e.step == step) {
-        println!(
+        outln!(
             "  sandbox {} {}{}",
             e.kind,
             e.backend
@@ -339,7 +339,7 @@ fn print_uncommitted(t: &Trace) {
     let committed = t.steps.last().map_or(0, |st| st.step);
     let mut uncommitted = t.context.iter().filter(|e| e.step > committed).peekable();
     if let Some(e) = uncommitted.peek() {
-        println!("\n── step {} (not committed)", e.step);
+        outln!("\n── step {} (not committed)", e.step);
     }
     for e in uncommitted {
         print_context_event(e);
@@ -350,9 +350,9 @@ fn print_uncommitted(t: &Trace) {
 fn print_policy_summary(policy: &[PolicyEvent]) {
     let s = output::sanitize;
     let allowed = policy.iter().filter(|p| p.decision == "allow").count();
-    println!("\npolicy decisions: {} ({} allowed)", policy.len(), allowed);
+    outln!("\npolicy decisions: {} ({} allowed)", policy.len(), allowed);
     for p in policy.iter().filter(|p| p.step == 0) {
-        println!(
+        outln!(
             "  before step 1: {} {} {}: {} ({} layer)",
             p.decision,
             p.act,
@@ -372,7 +372,7 @@ fn print_sessions(run: &RunRecord, sessions: &[SandboxSession]) {
     backends.sort_unstable();
     backends.dedup();
     let caps = sessions.iter().filter(|x| x.cap_hit.is_some()).count();
-    println!(
+    outln!(
         "sandboxed commands: {} (backend {}; {} stopped by a cap); layers per command: io-harness show {} --json",
         sessions.len(),
         backends.join(", "),
@@ -387,7 +387,7 @@ fn print_mcp(mcp: &[McpEvent]) {
         return;
     }
     let s = output::sanitize;
-    println!("\nMCP events: {}", mcp.len());
+    outln!("\nMCP events: {}", mcp.len());
     for e in mcp {
         let what = match e.kind.as_str() {
             "called" => format!(
@@ -401,7 +401,7 @@ fn print_mcp(mcp: &[McpEvent]) {
                 None => kind.to_string(),
             },
         };
-        println!("  step {} {}: {}", e.step, s(&e.server), what);
+        outln!("  step {} {}: {}", e.step, s(&e.server), what);
     }
 }
 
@@ -409,7 +409,7 @@ fn print_mcp(mcp: &[McpEvent]) {
 fn print_approvals(approvals: &[ApprovalRecord]) {
     let s = output::sanitize;
     for a in approvals {
-        println!(
+        outln!(
             "approval {} (step {}, {}): {}{}",
             a.request_id,
             a.step,
@@ -427,7 +427,7 @@ fn print_context_event(e: &ContextEvent) {
     let s = output::sanitize;
     let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
     match e.kind.as_str() {
-        "assembled" => println!(
+        "assembled" => outln!(
             "  context: estimated {} → {} tokens (budget {}, provider reported {}{})",
             opt(e.tokens_before),
             opt(e.tokens_after),
@@ -436,8 +436,8 @@ fn print_context_event(e: &ContextEvent) {
             e.cached_input_tokens
                 .map_or(String::new(), |c| format!(", {c} cached")),
         ),
-        "overflow_retry" => println!("  context: overflow; assembling harder and retrying"),
-        kind => println!(
+        "overflow_retry" => outln!("  context: overflow; assembling harder and retrying"),
+        kind => outln!(
             "  context {kind} {} {} (step {}): {}",
             e.tool.as_deref().unwrap_or("-"),
             s(e.target.as_deref().unwrap_or("")),
@@ -498,7 +498,7 @@ fn tree(
 
 fn print_tree(nodes: &[serde_json::Value], indent: usize) {
     for n in nodes {
-        println!(
+        outln!(
             "{}run {} `{}` (depth {}, step {}): {} — {} steps — {}",
             "  ".repeat(indent),
             n["id"],

@@ -639,3 +639,110 @@ fn closed_sets_of_values_are_refused_by_clap_with_the_valid_ones() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("clear k: expected list, forget KEY or clear"));
 }
+
+/// Runs `args` with standard output a pipe whose reader is already gone.
+fn with_closed_stdout(f: &Fixture, args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    bin()
+        .args(args)
+        .env("XDG_CACHE_HOME", f.path().join("cache"))
+        .env("XDG_DATA_HOME", f.path().join("data"))
+        .env("IO_HARNESS_STORE", f.store())
+        .stdout(std::process::Stdio::from(writer))
+        .output()
+        .unwrap()
+}
+
+/// A scripted task that writes one file and passes: a run in a fraction of a second.
+fn quick_task(f: &Fixture) -> PathBuf {
+    std::fs::create_dir_all(f.path().join("t/ws")).unwrap();
+    f.write(
+        "t/script.jsonl",
+        "{\"tool_calls\": [{\"name\": \"write_file\", \"input\": {\"path\": \"a.txt\", \"content\": \"a\"}}]}\n{\"text\": \"done\"}\n",
+    );
+    f.write(
+        "t/task.toml",
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"a.txt\", needle = \"a\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    )
+}
+
+/// Issue 19.2: `io-harness runs | head -1` panicked on the broken pipe (exit 101 with a
+/// backtrace), as did `show` and `show --prompt`. A read-only command now exits 0
+/// quietly; a run whose reader left goes on to its outcome and exits with its code.
+#[test]
+fn a_closed_pipe_ends_read_only_commands_quietly_and_a_run_keeps_its_outcome() {
+    let f = Fixture::new();
+    let task = quick_task(&f);
+    let task = task.to_str().unwrap();
+    let first = f.cmd(&["run", task]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    for args in [
+        &["runs"][..],
+        &["runs", "--json"],
+        &["show", "1"],
+        &["show", "1", "--json"],
+        &["show", "1", "--prompt", "1"],
+        &["doctor"],
+    ] {
+        let out = with_closed_stdout(&f, args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    // A run (its JSON events on the closed stdout) finishes and keeps its code.
+    let out = with_closed_stdout(&f, &["run", task, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let runs = f.cmd(&["runs", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap();
+    let outcomes: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["success", "success"]);
+}
+
+/// Issue 19.2: `runs` takes `--limit` and `--since` (a duration back or a time).
+#[test]
+fn runs_takes_a_limit_and_a_since() {
+    let f = Fixture::new();
+    let task = quick_task(&f);
+    for _ in 0..3 {
+        let out = f.cmd(&["run", task.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let ids = |args: &[&str]| -> Vec<i64> {
+        let out = f.cmd(args);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(ids(&["runs", "--json"]), [3, 2, 1]);
+    assert_eq!(ids(&["runs", "--json", "--limit", "2"]), [3, 2]);
+    assert_eq!(ids(&["runs", "--json", "--since", "1h"]), [3, 2, 1]);
+    assert_eq!(
+        ids(&[
+            "runs",
+            "--json",
+            "--since",
+            "2000-01-01T00:00:00Z",
+            "--limit",
+            "1"
+        ]),
+        [3]
+    );
+    assert!(ids(&["runs", "--json", "--since", "2999-01-01T00:00:00Z"]).is_empty());
+    let bad = f.cmd(&["runs", "--since", "last tuesday"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("neither a duration"),
+        "{}",
+        text(&bad.stderr)
+    );
+}

@@ -15,6 +15,7 @@ mod error;
 mod factory;
 mod fallback;
 mod http;
+pub mod invalid_call;
 mod openai;
 mod openrouter;
 mod price;

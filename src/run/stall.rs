@@ -100,10 +100,13 @@ impl StallDetector {
         let repeat = calls_print == counters.last_calls;
         counters.last_calls = calls_print;
         let mut new_info = false;
+        // A call the model got wrong teaches it only that it was wrong: each new
+        // malformed call is no progress, however its raw arguments differ.
         for c in calls {
-            new_info |= self
+            let learned = self
                 .seen
                 .insert(fingerprint(&(c.name, c.input_json, c.output)));
+            new_info |= learned && !crate::provider::invalid_call::is_marked_json(c.input_json);
         }
         if changed_workspace || (new_info && !repeat) {
             counters.idle = 0;

@@ -187,6 +187,21 @@ pub struct Dispatched {
     pub asked: Vec<Action>,
 }
 
+impl Dispatched {
+    /// A call that did not run, with `content` saying why.
+    pub fn refused(content: String) -> Self {
+        Self {
+            content,
+            is_error: true,
+            decisions: Vec::new(),
+            confinement_refusal: None,
+            effects: Vec::new(),
+            duration_ms: 0,
+            asked: Vec::new(),
+        }
+    }
+}
+
 /// The tools offered to a run.
 #[derive(Clone)]
 pub struct ToolRegistry {
@@ -256,15 +271,7 @@ impl ToolRegistry {
         approved: &[Action],
     ) -> Dispatched {
         let started = Instant::now();
-        let mut out = Dispatched {
-            content: String::new(),
-            is_error: true,
-            decisions: Vec::new(),
-            confinement_refusal: None,
-            effects: Vec::new(),
-            duration_ms: 0,
-            asked: Vec::new(),
-        };
+        let mut out = Dispatched::refused(String::new());
         let Some(tool) = self.get(name) else {
             let names: Vec<String> = self.tools.iter().map(|t| t.spec().name).collect();
             out.content = format!("unknown tool {name:?}; available: {}", names.join(", "));

@@ -24,3 +24,4 @@ mod subagents;
 mod timing;
 mod tokens;
 mod tools;
+mod weak_replies;

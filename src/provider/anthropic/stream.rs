@@ -226,26 +226,24 @@ impl Assembler {
                     json,
                     start_input,
                 } => {
-                    if id.is_empty() || name.is_empty() {
-                        return Err(
-                            self.malformed(format!("tool_use block {index} lacks its id or name"))
-                        );
-                    }
-                    let input = if json.trim().is_empty() {
-                        start_input.clone()
+                    // A call the model got wrong is feedback for it (see
+                    // `invalid_call`); the conversation still needs an id to pair
+                    // the result with it.
+                    let (name, input) = if json.trim().is_empty() {
+                        crate::provider::invalid_call::checked_value(
+                            name,
+                            Ok(start_input.clone()),
+                            "",
+                        )
                     } else {
-                        serde_json::from_str(json).map_err(|e| {
-                            self.malformed(format!(
-                                "input of tool call {name} is not JSON ({e}): {}",
-                                cut(json)
-                            ))
-                        })?
+                        crate::provider::invalid_call::checked_call(name, json)
                     };
-                    ContentBlock::ToolUse {
-                        id: id.clone(),
-                        name: name.clone(),
-                        input,
-                    }
+                    let id = if id.is_empty() {
+                        format!("toolu_io_harness_{index}")
+                    } else {
+                        id.clone()
+                    };
+                    ContentBlock::ToolUse { id, name, input }
                 }
                 Partial::Thinking {
                     thinking,

@@ -212,25 +212,9 @@ impl Assembler {
             });
         }
         for (n, call) in self.calls.iter().enumerate() {
-            if call.name.is_empty() {
-                return Err(self.error(
-                    ProviderErrorKind::Malformed,
-                    format!("tool call {n} has no name"),
-                ));
-            }
-            let args = call.arguments.trim();
-            let input = if args.is_empty() {
-                serde_json::json!({})
-            } else {
-                serde_json::from_str(args).map_err(|e| {
-                    let msg = format!(
-                        "arguments of tool call {} are not JSON ({e}): {}",
-                        call.name,
-                        cut(args)
-                    );
-                    self.error(ProviderErrorKind::Malformed, msg)
-                })?
-            };
+            // A call the model got wrong is feedback for it, not a fault of the wire.
+            let (name, input) =
+                crate::provider::invalid_call::checked_call(&call.name, &call.arguments);
             // Some compatible servers send no ids; the conversation needs one to pair
             // the result with the call.
             let id = if call.id.is_empty() {
@@ -238,11 +222,7 @@ impl Assembler {
             } else {
                 call.id.clone()
             };
-            content.push(ContentBlock::ToolUse {
-                id,
-                name: call.name.clone(),
-                input,
-            });
+            content.push(ContentBlock::ToolUse { id, name, input });
         }
         let has_calls = !self.calls.is_empty();
         let stop_reason = match self.finish_reason.as_deref() {
@@ -356,16 +336,29 @@ mod tests {
     }
 
     #[test]
-    fn bad_chunks_and_bad_arguments_are_malformed() {
+    fn bad_chunks_are_malformed_and_bad_arguments_are_the_models_to_fix() {
         let e = run(&[r#"{"choices":[{"delta":{"content":"a"}"#])
             .err()
             .unwrap();
         assert_eq!(e.kind, ProviderErrorKind::Malformed);
-        let e = run(&[r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{\"a\":"}}]}}]}"#, "[DONE]"]).err().unwrap();
-        assert_eq!(e.kind, ProviderErrorKind::Malformed);
-        assert!(e.message.contains("arguments of tool call f"), "{e}");
-        let e = run(&[r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"arguments":"{}"}}]}}]}"#, "[DONE]"]).err().unwrap();
-        assert!(e.message.contains("no name"), "{e}");
+        // A call the model got wrong arrives whole: a turn, marked for feedback.
+        let t = run(&[r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{\"a\":"}}]}}]}"#, "[DONE]"]).unwrap();
+        let ContentBlock::ToolUse { name, input, .. } = &t.content[0] else {
+            panic!("{:?}", t.content);
+        };
+        assert_eq!(name, "f");
+        let why = crate::provider::invalid_call::problem(input).unwrap();
+        assert!(why.contains("not valid JSON"), "{why}");
+        let t = run(&[r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"arguments":"{}"}}]}}]}"#, "[DONE]"]).unwrap();
+        let ContentBlock::ToolUse { name, input, .. } = &t.content[0] else {
+            panic!("{:?}", t.content);
+        };
+        assert_eq!(name, crate::provider::invalid_call::UNNAMED_CALL);
+        assert!(
+            crate::provider::invalid_call::problem(input)
+                .unwrap()
+                .contains("no tool name")
+        );
     }
 
     #[test]

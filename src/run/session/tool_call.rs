@@ -38,7 +38,9 @@ impl Session<'_> {
             target,
         });
         let input_json = serde_json::to_string(input).unwrap_or_default();
-        let dispatched = if name == crate::tools::SPAWN_AGENT {
+        let dispatched = if let Some(text) = crate::provider::invalid_call::feedback(name, input) {
+            crate::tools::Dispatched::refused(text)
+        } else if name == crate::tools::SPAWN_AGENT {
             self.spawn_agent(step, id, input, reply).await?
         } else if let Some(done) = self.answered_by_journal(id, name, &input_json) {
             done

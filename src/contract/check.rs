@@ -111,6 +111,9 @@ impl TaskContract {
         if self.retry.max_attempts == 0 {
             return Err(field("retry", "max_attempts must be at least 1"));
         }
+        if self.retry.malformed_attempts == 0 {
+            return Err(field("retry", "malformed_attempts must be at least 1"));
+        }
         if self.stall.window == 0 {
             return Err(field("stall.window", "must be at least 1"));
         }

@@ -29,6 +29,10 @@ pub struct RetryPolicy {
     pub cap: Duration,
     /// Full jitter: wait a uniformly random part of the computed delay.
     pub jitter: bool,
+    /// Attempts in all while the replies are malformed on the wire (a chunk that is
+    /// not JSON, a stream labelled `text/plain`): a transient fault of a server or a
+    /// proxy, worth another try, but not `max_attempts` of them before the fallback.
+    pub malformed_attempts: u32,
 }
 
 impl Default for RetryPolicy {
@@ -38,6 +42,7 @@ impl Default for RetryPolicy {
             base: Duration::from_secs(1),
             cap: Duration::from_secs(60),
             jitter: true,
+            malformed_attempts: 2,
         }
     }
 }

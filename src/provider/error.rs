@@ -31,11 +31,19 @@ pub enum ProviderErrorKind {
 }
 
 impl ProviderErrorKind {
-    /// Whether a later identical request may succeed.
+    /// Whether a later identical request may succeed. A malformed reply is a fault
+    /// on the wire (a tool call the model got wrong is not an error at all: see
+    /// [`invalid_call`](crate::provider::invalid_call)), retried within its own bound
+    /// ([`RetryPolicy::malformed_attempts`](crate::provider::RetryPolicy)).
     pub fn is_retryable(self) -> bool {
         matches!(
             self,
-            Self::Transport | Self::Timeout | Self::RateLimited | Self::Server | Self::Overloaded
+            Self::Transport
+                | Self::Timeout
+                | Self::RateLimited
+                | Self::Server
+                | Self::Overloaded
+                | Self::Malformed
         )
     }
 

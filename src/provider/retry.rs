@@ -108,12 +108,17 @@ pub async fn complete_with_retry(
     on_retry: &mut (dyn FnMut(&RetryAttempt) + Send),
 ) -> Result<Completion, RetryError> {
     let mut attempt = 1;
+    let mut malformed = 0;
     loop {
         let error = match provider.complete(request).await {
             Ok(c) => return Ok(c),
             Err(e) => e,
         };
-        if !error.kind.is_retryable() || attempt >= policy.max_attempts.max(1) {
+        malformed += u32::from(error.kind == ProviderErrorKind::Malformed);
+        if !error.kind.is_retryable()
+            || attempt >= policy.max_attempts.max(1)
+            || malformed >= policy.malformed_attempts.max(1)
+        {
             return Err(RetryError::Exhausted {
                 error,
                 attempts: attempt,

@@ -286,6 +286,13 @@ fn retry(r: Spanned<RawRetry>, spans: &mut Spans) -> Result<RetryPolicy, Convert
     if let Some(j) = r.jitter {
         retry.jitter = j;
     }
+    if let Some(n) = r.malformed_attempts {
+        if *n.get_ref() == 0 {
+            let why = "must be at least 1 (attempts in all, the first included)".to_string();
+            return Err(("retry.malformed_attempts".to_string(), Some(n.span()), why));
+        }
+        retry.malformed_attempts = n.into_inner();
+    }
     Ok(retry)
 }
 

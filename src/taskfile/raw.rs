@@ -128,6 +128,7 @@ pub(super) struct RawRetry {
     pub(super) base: Option<Spanned<String>>,
     pub(super) cap: Option<Spanned<String>>,
     pub(super) jitter: Option<bool>,
+    pub(super) malformed_attempts: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize)]

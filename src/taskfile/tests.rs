@@ -245,3 +245,13 @@ fn context_section_parses_and_bad_values_name_file_line_and_key() {
     let (line, _, _) = invalid(&format!("{OK}[context]\nmax_tokens = -5\n"));
     assert_eq!(line, 5);
 }
+
+#[test]
+fn retry_malformed_attempts_defaults_to_two_and_zero_names_file_line_and_key() {
+    assert_eq!(load(OK).unwrap().retry.malformed_attempts, 2);
+    let c = load(&format!("{OK}[retry]\nmalformed_attempts = 3\n")).unwrap();
+    assert_eq!(c.retry.malformed_attempts, 3);
+    let (line, key, msg) = invalid(&format!("{OK}[retry]\nmalformed_attempts = 0\n"));
+    assert_eq!((line, key.as_str()), (5, "retry.malformed_attempts"));
+    assert!(msg.contains("at least 1"), "{msg}");
+}

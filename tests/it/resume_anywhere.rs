@@ -46,6 +46,7 @@ async fn retryable_escalation_resumes() {
         base: Duration::from_millis(5),
         cap: Duration::from_millis(10),
         jitter: false,
+        ..RetryPolicy::default()
     });
     let r = run(&c, &down, &store).await.unwrap();
     assert_eq!(

@@ -188,6 +188,7 @@ async fn a_reply_lost_after_the_request_counts_its_estimated_input() {
         base: Duration::from_millis(5),
         cap: Duration::from_millis(10),
         jitter: false,
+        ..RetryPolicy::default()
     });
     let r = run(&c, &client(&server), &store).await.unwrap();
     assert_eq!(r.outcome, RunOutcome::Success);

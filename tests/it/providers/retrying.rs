@@ -43,6 +43,7 @@ fn fast() -> RetryPolicy {
         base: Duration::from_millis(10),
         cap: Duration::from_millis(50),
         jitter: true,
+        ..RetryPolicy::default()
     }
 }
 
@@ -161,5 +162,61 @@ async fn retry_after_is_honoured_to_within_ten_percent() {
             took >= expect && took <= expect * 1.1 + 0.3,
             "{api:?}: {took} s for {expect} s"
         );
+    }
+}
+
+/// A reply broken on the wire, in each way a server or proxy breaks one.
+fn malformed(api: Api, n: usize) -> Reply {
+    match (api, n % 3) {
+        (Api::OpenAi, 0) => Reply::sse(whole("data: {\"choices\": [\n\ndata: [DONE]\n\n")),
+        (Api::Anthropic, 0) => Reply::sse(whole("event: message_start\ndata: {not json}\n\n")),
+        (_, 1) => Reply::json(200, "<html>hi</html>").header("Content-Type", "text/plain"),
+        _ => Reply::json(200, "<html>hi</html>").header("Content-Type", "text/html"),
+    }
+}
+
+/// Issue 17.2: a malformed 200 ended the run at once, with neither retry nor fallback
+/// (8 of 12 chaos runs died so). It is a transient fault now, retried within its own
+/// bound (`malformed_attempts`, default 2 attempts in all), then handed to the fallback.
+#[tokio::test]
+async fn a_malformed_reply_is_retried_within_its_own_bound_then_falls_back() {
+    use io_harness::provider::{ChainError, complete_chain};
+    for api in [Api::OpenAi, Api::Anthropic] {
+        for n in 0..3 {
+            // Once broken, then fine: retried to success.
+            let (r, kinds, requests) = attempt(api, vec![malformed(api, n), ok(api)]).await;
+            assert_eq!(r.unwrap(), "recovered", "{api:?} case {n}");
+            assert_eq!(kinds, [K::Malformed]);
+            assert_eq!(requests, 2);
+        }
+        // Broken twice: the bound (2 of the 4 attempts) is reached, not max_attempts.
+        let (r, kinds, requests) = attempt(
+            api,
+            vec![malformed(api, 0), malformed(api, 1), ok(api), ok(api)],
+        )
+        .await;
+        match r {
+            Err(RetryError::Exhausted { error, attempts: 2 }) => {
+                assert_eq!(error.kind, K::Malformed)
+            }
+            other => panic!("{api:?}: {other:?}"),
+        }
+        assert_eq!((kinds.len(), requests), (1, 2));
+        // In a chain, the next provider serves.
+        let broken = FakeServer::start(vec![malformed(api, 0), malformed(api, 2)]).await;
+        let live = FakeServer::start(vec![ok(api)]).await;
+        let (a, b) = (client(api, &broken.url()), client(api, &live.url()));
+        let mut next = Vec::new();
+        let (c, i) = complete_chain(
+            &[a.as_ref(), b.as_ref()],
+            &fixtures::hello(),
+            &fast(),
+            None,
+            &mut |at| next.push(at.next),
+        )
+        .await
+        .unwrap_or_else(|e: ChainError| panic!("{api:?}: {e}"));
+        assert_eq!((c.text().as_str(), i), ("recovered", 1));
+        assert_eq!(next, ["retry", "fallback"]);
     }
 }

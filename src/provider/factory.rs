@@ -21,6 +21,15 @@ pub enum ProviderFactoryError {
         /// The variable.
         var: &'static str,
     },
+    /// An API key shorter than [`MIN_KEY_LEN`]: no real key is, and redacting a value
+    /// that short would rewrite ordinary text wherever it occurs.
+    #[error("{var} holds {len} characters; an API key has at least {MIN_KEY_LEN}")]
+    ShortKey {
+        /// The variable.
+        var: &'static str,
+        /// Its length in characters.
+        len: usize,
+    },
     /// `scripted` without a script.
     #[error("a scripted provider needs a script file")]
     NoScript,
@@ -31,6 +40,9 @@ pub enum ProviderFactoryError {
     #[error(transparent)]
     Client(#[from] ProviderError),
 }
+
+/// The shortest API key taken (the store's redactor ignores shorter values too).
+pub const MIN_KEY_LEN: usize = 8;
 
 struct EnvNames {
     key: &'static str,
@@ -102,6 +114,14 @@ pub fn build_provider(
             var: names.model,
         })?;
     let api_key = nonempty(env(names.key));
+    if let Some(k) = &api_key
+        && k.chars().count() < MIN_KEY_LEN
+    {
+        return Err(ProviderFactoryError::ShortKey {
+            var: names.key,
+            len: k.chars().count(),
+        });
+    }
     if api_key.is_none() && !custom_base {
         return Err(ProviderFactoryError::MissingEnv {
             kind,
@@ -150,12 +170,33 @@ mod tests {
         let p = build_provider(
             &spec,
             &PriceTable::builtin(),
-            &env(&[("ANTHROPIC_MODEL", "m"), ("ANTHROPIC_API_KEY", "k")]),
+            &env(&[
+                ("ANTHROPIC_MODEL", "m"),
+                ("ANTHROPIC_API_KEY", "sk-ant-k3y"),
+            ]),
         )
         .unwrap();
         assert_eq!(
             p.identity().base_url.as_deref(),
             Some("https://api.anthropic.com")
+        );
+    }
+
+    /// Issue 17.11: a one-character key made the redactor rewrite every message
+    /// wherever that character occurred. A key under 8 characters is refused.
+    #[test]
+    fn a_key_too_short_to_be_one_is_refused_naming_the_variable() {
+        let spec = ProviderSpec::new(ProviderKind::Openai);
+        let e = build_provider(
+            &spec,
+            &PriceTable::builtin(),
+            &env(&[("OPENAI_MODEL", "m"), ("OPENAI_API_KEY", "e")]),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "OPENAI_API_KEY holds 1 characters; an API key has at least 8"
         );
     }
 

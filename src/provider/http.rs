@@ -156,7 +156,10 @@ impl HttpClient {
 
     /// `e` with the API key replaced wherever it appears in the message.
     pub(crate) fn redact(&self, mut e: ProviderError) -> ProviderError {
+        // A value this short is no key (the factory refuses one); replacing it would
+        // rewrite the message wherever its letters occur.
         if let Some(key) = self.cfg.key()
+            && key.chars().count() >= super::factory::MIN_KEY_LEN
             && e.message.contains(key)
         {
             e.message = e.message.replace(key, "[REDACTED]");
@@ -395,6 +398,15 @@ mod tests {
         let e =
             client.redact(client.error(ProviderErrorKind::Auth, "bad key sk-secret (sk-secret)"));
         assert_eq!(e.message, "bad key [REDACTED] ([REDACTED])");
+        // A value too short to be a key never rewrites text.
+        let short = HttpClient::new(
+            HttpConfig::new("http://h", "m", Some("e".into())),
+            "openai",
+            HeaderMap::new(),
+        )
+        .unwrap();
+        let e = short.redact(short.error(ProviderErrorKind::Request, "model does not exist"));
+        assert_eq!(e.message, "model does not exist");
         let long = "é".repeat(ERROR_ECHO_CHARS + 5);
         assert_eq!(excerpt(&long).chars().count(), ERROR_ECHO_CHARS + 1);
         assert!(

@@ -15,7 +15,10 @@ pub fn merge(base: Option<&ProviderSpec>, args: &ProviderArgs) -> Result<Provide
                 Some(b) if b.kind == kind && script.is_none() => b.clone(),
                 Some(b) => ProviderSpec {
                     max_output_tokens: b.max_output_tokens,
-                    thinking_budget: b.thinking_budget,
+                    // Extended thinking is Anthropic's; another kind has no such setting.
+                    thinking_budget: b
+                        .thinking_budget
+                        .filter(|_| kind == ProviderKind::Anthropic),
                     reasoning_effort: b.reasoning_effort,
                     ..ProviderSpec::new(kind)
                 },

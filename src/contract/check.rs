@@ -227,10 +227,49 @@ fn check_provider(p: &ProviderSpec) -> Result<(), ContractError> {
     if p.max_output_tokens == 0 {
         return Err(field("provider.max_output_tokens", "must be at least 1"));
     }
+    if let Some(budget) = p.thinking_budget {
+        check_thinking(p.kind, budget, p.max_output_tokens)?;
+    }
     if p.kind == ProviderKind::Scripted && p.script.is_none() {
         return Err(field(
             "provider.script",
             "kind = \"scripted\" needs a script file",
+        ));
+    }
+    Ok(())
+}
+
+/// Anthropic's smallest extended-thinking budget.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
+
+/// `thinking_budget` as the server would judge it, before anything is sent: Anthropic
+/// refuses a budget under 1,024 tokens or not below `max_tokens`, and the other kinds
+/// have no such setting (OpenAI's is `reasoning_effort`), so there it would be dropped
+/// without a word.
+fn check_thinking(kind: ProviderKind, budget: u32, max_output: u32) -> Result<(), ContractError> {
+    let key = "provider.thinking_budget";
+    match kind {
+        ProviderKind::Anthropic | ProviderKind::Scripted => {}
+        _ => {
+            return Err(field(
+                key,
+                "applies to kind = \"anthropic\" only (OpenAI-style providers take reasoning_effort)",
+            ));
+        }
+    }
+    if budget < MIN_THINKING_BUDGET {
+        return Err(field(
+            key,
+            format!("{budget} is below Anthropic's minimum of {MIN_THINKING_BUDGET} tokens"),
+        ));
+    }
+    if budget >= max_output {
+        return Err(field(
+            key,
+            format!(
+                "{budget} must be below provider.max_output_tokens ({max_output}): the thinking \
+                 budget is part of the output"
+            ),
         ));
     }
     Ok(())

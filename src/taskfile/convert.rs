@@ -250,7 +250,10 @@ fn providers(p: Spanned<RawProvider>, base: &Path, spans: &mut Spans) -> Vec<Pro
         spans.note("provider.max_output_tokens", m.span());
         spec.max_output_tokens = m.into_inner();
     }
-    spec.thinking_budget = p.thinking_budget;
+    if let Some(t) = p.thinking_budget {
+        spans.note("provider.thinking_budget", t.span());
+        spec.thinking_budget = Some(t.into_inner());
+    }
     spec.reasoning_effort = p.reasoning_effort;
     let mut providers = Vec::with_capacity(1 + p.fallback.len());
     for f in p.fallback {
@@ -259,7 +262,14 @@ fn providers(p: Spanned<RawProvider>, base: &Path, spans: &mut Spans) -> Vec<Pro
         fb.base_url = f.base_url;
         fb.script = f.script.map(|s| base.join(s));
         fb.max_output_tokens = spec.max_output_tokens;
-        fb.thinking_budget = spec.thinking_budget;
+        // Extended thinking is Anthropic's: a fallback of another kind has no such
+        // setting to inherit.
+        if matches!(
+            fb.kind,
+            crate::contract::ProviderKind::Anthropic | crate::contract::ProviderKind::Scripted
+        ) {
+            fb.thinking_budget = spec.thinking_budget;
+        }
         fb.reasoning_effort = spec.reasoning_effort;
         providers.push(fb);
     }

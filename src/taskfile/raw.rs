@@ -197,7 +197,7 @@ pub(super) struct RawProvider {
     pub(super) base_url: Option<String>,
     pub(super) script: Option<Spanned<String>>,
     pub(super) max_output_tokens: Option<Spanned<u32>>,
-    pub(super) thinking_budget: Option<u32>,
+    pub(super) thinking_budget: Option<Spanned<u32>>,
     pub(super) reasoning_effort: Option<ReasoningEffort>,
     #[serde(default)]
     pub(super) fallback: Vec<RawFallback>,

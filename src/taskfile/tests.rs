@@ -255,3 +255,34 @@ fn retry_malformed_attempts_defaults_to_two_and_zero_names_file_line_and_key() {
     assert_eq!((line, key.as_str()), (5, "retry.malformed_attempts"));
     assert!(msg.contains("at least 1"), "{msg}");
 }
+
+/// Issue 17.9: a thinking budget the server refuses (under 1,024, not below
+/// `max_output_tokens`) was sent anyway, and on an OpenAI provider dropped unsaid.
+#[test]
+fn thinking_budget_the_server_would_refuse_names_file_line_and_key() {
+    let anthropic = "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[provider]\nkind = \"anthropic\"\nmodel = \"m\"\nmax_output_tokens = 8000\n";
+    let c = load(&format!("{anthropic}thinking_budget = 4000\n")).unwrap();
+    assert_eq!(c.providers[0].thinking_budget, Some(4000));
+    for (budget, says) in [
+        ("512", "minimum of 1024"),
+        ("8000", "below provider.max_output_tokens"),
+    ] {
+        let (line, key, msg) = invalid(&format!("{anthropic}thinking_budget = {budget}\n"));
+        assert_eq!(
+            (line, key.as_str()),
+            (8, "provider.thinking_budget"),
+            "{msg}"
+        );
+        assert!(msg.contains(says), "{msg}");
+    }
+    let openai = anthropic.replace("anthropic", "openai");
+    let (line, key, msg) = invalid(&format!("{openai}thinking_budget = 4000\n"));
+    assert_eq!((line, key.as_str()), (8, "provider.thinking_budget"));
+    assert!(msg.contains("reasoning_effort"), "{msg}");
+    // A fallback of another kind does not inherit it.
+    let c = load(&format!(
+        "{anthropic}thinking_budget = 4000\nfallback = [{{ kind = \"openai\", model = \"x\" }}]\n"
+    ))
+    .unwrap();
+    assert_eq!(c.providers[1].thinking_budget, None);
+}

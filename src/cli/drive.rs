@@ -56,7 +56,8 @@ where
     let result = call(chain.primary.as_ref(), options).await;
     progress.finish_line();
     let result = result?;
-    report(&result, json, &chain.secrets);
+    let failure = last_provider_error(store, &result);
+    report(&result, failure.as_ref(), json, &chain.secrets);
     warn_audit_failures(store, result.run_id);
     Ok(result.outcome.exit_code())
 }
@@ -113,10 +114,33 @@ fn watch_ctrl_c(cancel: CancelToken) {
     });
 }
 
+/// The failure an escalated run ended on, as the store has it.
+fn last_provider_error(
+    store: &io_harness::Store,
+    r: &RunResult,
+) -> Option<io_harness::store::ProviderAttempt> {
+    if !matches!(
+        r.outcome,
+        io_harness::RunOutcome::Escalated { .. } | io_harness::RunOutcome::ContextOverflow
+    ) {
+        return None;
+    }
+    let attempts = store.provider_attempts(r.run_id).ok()?;
+    attempts.into_iter().rev().find(|a| a.next == "escalate")
+}
+
 /// Prints the result: a JSON object with `--json`, a summary otherwise.
-fn report(r: &RunResult, json: bool, secrets: &[String]) {
+fn report(
+    r: &RunResult,
+    failure: Option<&io_harness::store::ProviderAttempt>,
+    json: bool,
+    secrets: &[String],
+) {
     if json {
-        let obj = serde_json::json!({ "result": r });
+        let mut obj = serde_json::json!({ "result": r });
+        if let Some(f) = failure {
+            obj["provider_error"] = serde_json::to_value(f).unwrap_or_default();
+        }
         outln!("{}", output::redact(&obj.to_string(), secrets));
         return;
     }
@@ -125,6 +149,16 @@ fn report(r: &RunResult, json: bool, secrets: &[String]) {
         "outcome: {}",
         serde_json::to_string(&r.outcome).unwrap_or_default()
     );
+    if let Some(f) = failure {
+        outln!(
+            "provider error: {} {}{} after {} attempt(s): {}",
+            c(&f.provider),
+            f.kind,
+            f.status.map_or(String::new(), |s| format!(" (HTTP {s})")),
+            f.attempt,
+            c(f.message.as_deref().unwrap_or("(no message)"))
+        );
+    }
     let estimated = match (r.estimated_tokens, r.cost_estimated) {
         (0, false) => String::new(),
         (n, _) => format!(" ({n} tokens estimated: the provider did not report them)"),

@@ -233,21 +233,7 @@ fn print_step(t: &Trace, st: &StepRecord) {
         st.cost_usd.map_or("unknown".into(), |c| format!("${c:.6}")),
         st.cost_source
     );
-    for a in t.attempts.iter().filter(|a| a.step == st.step) {
-        let lost = match (a.reply_lost, a.estimated_input_tokens) {
-            (true, Some(n)) => format!(" (reply lost: {n} estimated input tokens counted)"),
-            _ => String::new(),
-        };
-        outln!(
-            "  provider {} attempt {} failed: {}{}{lost} → {} after {} ms",
-            s(&a.provider),
-            a.attempt,
-            a.kind,
-            a.status.map_or(String::new(), |c| format!(" (HTTP {c})")),
-            a.next,
-            a.delay_ms
-        );
-    }
+    print_attempts(t, st.step);
     if let Some(p) = &st.provider {
         outln!("  served by {}", s(p));
     }
@@ -334,15 +320,49 @@ fn print_step_events(t: &Trace, step: u32) {
     }
 }
 
-/// Context events of a step that never committed.
+/// The failed provider attempts of `step`, each with what the server said.
+fn print_attempts(t: &Trace, step: u32) {
+    let s = output::sanitize;
+    for a in t.attempts.iter().filter(|a| a.step == step) {
+        let lost = match (a.reply_lost, a.estimated_input_tokens) {
+            (true, Some(n)) => format!(" (reply lost: {n} estimated input tokens counted)"),
+            _ => String::new(),
+        };
+        let said = a
+            .message
+            .as_deref()
+            .map_or(String::new(), |m| format!(": {}", short(&s(m), 300)));
+        outln!(
+            "  provider {} attempt {} failed: {}{}{lost}{said} → {} after {} ms",
+            s(&a.provider),
+            a.attempt,
+            a.kind,
+            a.status.map_or(String::new(), |c| format!(" (HTTP {c})")),
+            a.next,
+            a.delay_ms
+        );
+    }
+}
+
+/// Context events and provider attempts of a step that never committed (a run that
+/// escalated ends on one).
 fn print_uncommitted(t: &Trace) {
     let committed = t.steps.last().map_or(0, |st| st.step);
-    let mut uncommitted = t.context.iter().filter(|e| e.step > committed).peekable();
-    if let Some(e) = uncommitted.peek() {
-        outln!("\n── step {} (not committed)", e.step);
-    }
-    for e in uncommitted {
-        print_context_event(e);
+    let mut steps: Vec<u32> = t
+        .context
+        .iter()
+        .map(|e| e.step)
+        .chain(t.attempts.iter().map(|a| a.step))
+        .filter(|s| *s > committed)
+        .collect();
+    steps.sort_unstable();
+    steps.dedup();
+    for step in steps {
+        outln!("\n── step {step} (not committed)");
+        for e in t.context.iter().filter(|e| e.step == step) {
+            print_context_event(e);
+        }
+        print_attempts(t, step);
     }
 }
 

@@ -20,6 +20,8 @@ pub enum ChainError {
         error: ProviderError,
         /// Whether its kind was retryable (so retries and fallbacks were used up).
         retryable: bool,
+        /// The number of the attempt that failed last, with its provider (1-based).
+        attempts: u32,
     },
     /// The next retry would pass the deadline.
     #[error("the next retry would pass the time budget")]
@@ -63,6 +65,7 @@ pub async fn complete_chain(
                     return Err(ChainError::Escalated {
                         error,
                         retryable: false,
+                        attempts,
                     });
                 }
                 if i + 1 < providers.len() {
@@ -77,23 +80,27 @@ pub async fn complete_chain(
                             server_said: false,
                             reply_lost: error.reply_lost,
                             gives_up: false,
+                            message: super::retry::kept_message(&error.message),
                         },
                         next: "fallback",
                     });
                 }
-                last = Some(error);
+                last = Some((error, attempts));
             }
         }
     }
+    let (error, attempts) = last.unwrap_or_else(|| {
+        let none = ProviderError::new(
+            ProviderErrorKind::Request,
+            "fallback",
+            "no provider in the chain",
+        );
+        (none, 0)
+    });
     Err(ChainError::Escalated {
-        error: last.unwrap_or_else(|| {
-            ProviderError::new(
-                ProviderErrorKind::Request,
-                "fallback",
-                "no provider in the chain",
-            )
-        }),
+        error,
         retryable: true,
+        attempts,
     })
 }
 
@@ -223,7 +230,7 @@ mod tests {
         .await
         .unwrap_err();
         assert!(
-            matches!(err, ChainError::Escalated { retryable: false, ref error } if error.kind == ProviderErrorKind::Auth)
+            matches!(err, ChainError::Escalated { retryable: false, ref error, attempts: 1 } if error.kind == ProviderErrorKind::Auth)
         );
         assert_eq!(dead.1.load(Ordering::SeqCst), 1);
     }

@@ -35,7 +35,8 @@ pub use openrouter::OpenRouter;
 pub use price::{ModelPrice, PriceTable};
 pub use record::Record;
 pub use retry::{
-    RetryAttempt, RetryError, RetryPolicy, complete_with_retry, retry_after_from_text,
+    MESSAGE_KEPT, RetryAttempt, RetryError, RetryPolicy, complete_with_retry, kept_message,
+    retry_after_from_text,
 };
 pub use scripted::{ScriptError, ScriptTurn, Scripted};
 pub use types::{

@@ -37,6 +37,24 @@ pub struct RetryAttempt {
     /// The wait would pass the deadline: the call waits out the time that is left
     /// (`delay_ms`) and gives up there, never retrying and never ending early.
     pub gives_up: bool,
+    /// What the server (or the client) said went wrong, cut to [`MESSAGE_KEPT`]
+    /// bytes; the API key is already redacted from it.
+    pub message: String,
+}
+
+/// Bytes of a failure's message kept with its attempt.
+pub const MESSAGE_KEPT: usize = 4096;
+
+/// `message` cut to at most [`MESSAGE_KEPT`] bytes on a character boundary.
+pub fn kept_message(message: &str) -> String {
+    if message.len() <= MESSAGE_KEPT {
+        return message.to_string();
+    }
+    let mut end = MESSAGE_KEPT;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &message[..end], message.len())
 }
 
 /// Why retrying stopped without a completion.
@@ -144,6 +162,7 @@ pub async fn complete_with_retry(
             delay_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
             server_said: server.is_some(),
             gives_up,
+            message: kept_message(&error.message),
         });
         tokio::time::sleep(wait).await;
         if gives_up {

@@ -23,8 +23,8 @@ impl Store {
         ensure_run(&tx, a.run_id)?;
         tx.execute(
             "INSERT INTO provider_attempts (run_id, step, provider, attempt, kind, status, delay_ms, next, at_ms, code, request_bytes,
-                                            estimated_input_tokens, reply_lost)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                                            estimated_input_tokens, reply_lost, message)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             params![
                 a.run_id,
                 a.step,
@@ -39,6 +39,7 @@ impl Store {
                 a.request_bytes.map(sql_u64),
                 a.estimated_input_tokens.map(sql_u64),
                 a.reply_lost,
+                red.opt(a.message.as_deref()),
             ],
         )?;
         tx.commit()?;
@@ -50,7 +51,7 @@ impl Store {
         let conn = self.conn();
         let mut stmt = conn.prepare(
             "SELECT run_id, step, provider, attempt, kind, status, delay_ms, next, code, request_bytes,
-                    estimated_input_tokens, reply_lost
+                    estimated_input_tokens, reply_lost, message, at_ms
              FROM provider_attempts WHERE run_id = ?1 ORDER BY id",
         )?;
         let rows = stmt.query_map([run_id], |r| {
@@ -67,6 +68,8 @@ impl Store {
                 request_bytes: get_opt_u64(r, 9)?,
                 estimated_input_tokens: get_opt_u64(r, 10)?,
                 reply_lost: r.get(11)?,
+                message: r.get(12)?,
+                at_ms: r.get::<_, Option<i64>>(13)?.unwrap_or(0),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -203,8 +203,9 @@ pub struct ProviderAttempt {
     pub step: u32,
     /// `kind/model` of the provider that failed.
     pub provider: String,
-    /// Attempt number with that provider (1-based; 0 on the `escalate` row, which
-    /// records the failure that ended the run).
+    /// Attempt number with that provider (1-based; the `escalate` row, which records
+    /// the failure that ended the run, carries the number of that last attempt; rows
+    /// stored before numbers were kept there say 0).
     pub attempt: u32,
     /// Failure kind (`rate-limited`, `server`…).
     pub kind: String,
@@ -231,6 +232,15 @@ pub struct ProviderAttempt {
     /// `model_calls` row with status `lost` holds the count).
     #[serde(default)]
     pub reply_lost: bool,
+    /// What the server (or the client) said went wrong — "model does not exist",
+    /// "max_tokens must be greater than thinking.budget_tokens" — at most 4 KiB,
+    /// redacted like everything the store writes (`None` in rows stored before).
+    #[serde(default)]
+    pub message: Option<String>,
+    /// When the attempt was written: as it happened, not when its step ended
+    /// (milliseconds since the Unix epoch; 0 before it is stored).
+    #[serde(default)]
+    pub at_ms: i64,
 }
 
 /// One model call of a step as the budget sees it: written before the request goes

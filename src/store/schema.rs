@@ -35,7 +35,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_TOKEN_SOURCES,
     V_AUDIT_FAILURES,
     V_RUN_ELAPSED,
+    V_ATTEMPT_MESSAGES,
 ];
+
+/// What the server said of each failed attempt (issue #17: a wrong model or base URL
+/// ended a run with the reason stored nowhere).
+const V_ATTEMPT_MESSAGES: &str = "ALTER TABLE provider_attempts ADD COLUMN message TEXT;";
 
 /// The run's wall time kept while a session runs, not only at commits: a session
 /// killed or cancelled mid-step hands the time it spent on to the resume (issue #13).

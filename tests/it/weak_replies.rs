@@ -182,3 +182,139 @@ async fn repeated_malformed_calls_count_toward_a_stall() {
     assert_eq!(outcome, RunOutcome::Stalled, "{} steps", steps.len());
     assert_eq!(steps.len(), 4, "two windows of two idle steps");
 }
+
+/// Issue 17.3: a wrong model ended the run `escalated request` with the server's
+/// message stored nowhere, and every escalating attempt was stored as attempt 0. Each
+/// attempt now keeps its status, kind and message, its real number, and its own time,
+/// written when it happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_failed_attempt_keeps_what_the_server_said_its_number_and_its_time() {
+    let busy = r#"{"error":{"message":"The server is busy, sorry","type":"server_error"}}"#;
+    let missing = r#"{"error":{"message":"The model `gpt-nope` does not exist","type":"invalid_request_error","code":"model_not_found"}}"#;
+    let server = FakeServer::start(vec![
+        Reply::json(500, busy),
+        Reply::json(500, busy),
+        Reply::json(404, missing),
+    ])
+    .await;
+    let provider = OpenAi::new(config(&format!("{}/v1", server.url()), "gpt-nope")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let c = contract(dir.path()).retry_policy(io_harness::provider::RetryPolicy {
+        max_attempts: 5,
+        base: std::time::Duration::from_millis(300),
+        jitter: false,
+        ..io_harness::provider::RetryPolicy::default()
+    });
+    let store = Store::memory().unwrap();
+    let r = run(&c, &provider, &store).await.unwrap();
+    assert!(
+        matches!(r.outcome, RunOutcome::Escalated { .. }),
+        "{:?}",
+        r.outcome
+    );
+    let attempts = store.provider_attempts(r.run_id).unwrap();
+    let rows: Vec<(u32, &str, Option<u16>, &str)> = attempts
+        .iter()
+        .map(|a| (a.attempt, a.kind.as_str(), a.status, a.next.as_str()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (1, "server", Some(500), "retry"),
+            (2, "server", Some(500), "retry"),
+            (3, "request", Some(404), "escalate"),
+        ]
+    );
+    assert!(
+        attempts[0]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("The server is busy")
+    );
+    assert!(
+        attempts[2]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("The model `gpt-nope` does not exist"),
+        "{:?}",
+        attempts[2].message
+    );
+    // Written as they happened: the second waited 300 ms after the first, the third
+    // 600 ms after the second.
+    assert!(attempts[1].at_ms - attempts[0].at_ms >= 250, "{attempts:?}");
+    assert!(attempts[2].at_ms - attempts[1].at_ms >= 550, "{attempts:?}");
+}
+
+/// Issue 17.3, as the operator sees it: the outcome line, `--json` and `show` say
+/// what the server said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_prints_the_servers_reason_for_an_escalation() {
+    let missing = r#"{"error":{"message":"The model `gpt-nope` does not exist","type":"invalid_request_error","code":"model_not_found"}}"#;
+    let server =
+        FakeServer::start(vec![Reply::json(404, missing), Reply::json(404, missing)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    std::fs::create_dir_all(p.join("ws")).unwrap();
+    std::fs::write(
+        p.join("task.toml"),
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"a\", needle = \"b\" }\n",
+    )
+    .unwrap();
+    let base = format!("{}/v1", server.url());
+    let out = tokio::task::spawn_blocking(move || {
+        let cli = |args: &[&str]| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_io-harness"))
+                .args(args)
+                .env("IO_HARNESS_STORE", p.join("store.db"))
+                .env("XDG_CACHE_HOME", p.join("cache"))
+                .env("XDG_CONFIG_HOME", p.join("config"))
+                .env("OPENAI_API_KEY", crate::providers::KEY)
+                .env_remove("IO_HARNESS_FAILPOINT")
+                .output()
+                .unwrap()
+        };
+        let task = p.join("task.toml").display().to_string();
+        let flags = [
+            "--provider",
+            "openai",
+            "--model",
+            "gpt-nope",
+            "--base-url",
+            &base,
+        ];
+        let text = cli(&[&["run", &task][..], &flags].concat());
+        let json = cli(&[&["run", &task, "--json"][..], &flags].concat());
+        let show = cli(&["show", "1"]);
+        (text, json, show)
+    })
+    .await
+    .unwrap();
+    let (text, json, show) = out;
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(text.status.code(), Some(4), "{stdout}");
+    assert!(
+        stdout.contains("provider error: openai/gpt-nope request (HTTP 404) after 1 attempt(s): ")
+            && stdout.contains("The model `gpt-nope` does not exist"),
+        "{stdout}"
+    );
+    let last: serde_json::Value = String::from_utf8_lossy(&json.stdout)
+        .lines()
+        .last()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap();
+    assert!(
+        last["provider_error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist"),
+        "{last}"
+    );
+    assert_eq!(last["provider_error"]["attempt"], 1);
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        shown.contains("(not committed)") && shown.contains("does not exist"),
+        "{shown}"
+    );
+}

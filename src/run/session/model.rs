@@ -126,19 +126,32 @@ impl Session<'_> {
             .collect();
         let lost = lost_by[0];
         let call_row = self.open_call(step, &names, &lost).await;
-        let mut attempts = Vec::new();
-        let mut on_attempt = |a: &ChainAttempt| attempts.push(a.clone());
-        let call = complete_chain(
-            &chain,
-            request,
-            &self.run.contract.retry,
-            deadline,
-            &mut on_attempt,
-        );
-        // The chain sleeps no retry past the deadline; the halt ends the call itself.
-        let outcome = self.halt.guard(call).await;
-        self.record_attempts(step, &names, &attempts, estimated_input)
-            .await;
+        // Each failed attempt goes on record as it happens (its own time, and a crash
+        // before the step commits keeps it), written beside the call while it waits.
+        let (sent, mut failed) = tokio::sync::mpsc::unbounded_channel::<ChainAttempt>();
+        let call = async {
+            let mut on_attempt = move |a: &ChainAttempt| {
+                let _ = sent.send(a.clone());
+            };
+            let call = complete_chain(
+                &chain,
+                request,
+                &self.run.contract.retry,
+                deadline,
+                &mut on_attempt,
+            );
+            // The chain sleeps no retry past the deadline; the halt ends the call itself.
+            self.halt.guard(call).await
+        };
+        let writer = async {
+            let mut attempts = Vec::new();
+            while let Some(a) = failed.recv().await {
+                self.record_attempt(step, &names, &a, estimated_input).await;
+                attempts.push(a);
+            }
+            attempts
+        };
+        let (outcome, attempts) = tokio::join!(call, writer);
         for a in attempts.iter().filter(|a| a.attempt.reply_lost) {
             let i = a.provider_index.min(lost_by.len() - 1);
             self.count_lost(step, &names[i], &lost_by[i]).await;
@@ -153,15 +166,24 @@ impl Session<'_> {
                 self.close_call(call_row, Some(&lost)).await;
                 return Err(StepEnd::Outcome(RunOutcome::TimeBudgetExceeded));
             }
-            Ok(Err(ChainError::Escalated { error, retryable })) => {
+            Ok(Err(ChainError::Escalated {
+                error,
+                retryable,
+                attempts,
+            })) => {
                 let last = names
                     .iter()
                     .position(|n| n.starts_with(&format!("{}/", error.provider)))
                     .unwrap_or(names.len().saturating_sub(1));
                 self.close_call(call_row, error.reply_lost.then_some(&lost_by[last]))
                     .await;
+                let failed = Failed {
+                    error: &error,
+                    retryable,
+                    attempt: attempts,
+                };
                 let outcome = self
-                    .escalated(step, &names, request, &error, retryable, estimated_input)
+                    .escalated(step, &names, request, failed, estimated_input)
                     .await;
                 return Err(StepEnd::Outcome(outcome));
             }
@@ -248,10 +270,14 @@ impl Session<'_> {
         step: u32,
         names: &[String],
         request: &CompletionRequest,
-        error: &ProviderError,
-        retryable: bool,
+        failed: Failed<'_>,
         estimated_input: u64,
     ) -> RunOutcome {
+        let Failed {
+            error,
+            retryable,
+            attempt,
+        } = failed;
         tracing::warn!(run_id = self.run.id, step, error = %error, "provider call failed");
         if let Some(target) = &error.redirect {
             self.record_refused_redirect(step, target).await;
@@ -266,7 +292,7 @@ impl Session<'_> {
             run_id: self.run.id,
             step,
             provider,
-            attempt: 0,
+            attempt,
             kind: error.kind.as_str().to_string(),
             status: error.status,
             delay_ms: 0,
@@ -275,6 +301,8 @@ impl Session<'_> {
             request_bytes: serde_json::to_vec(request).ok().map(|b| b.len() as u64),
             estimated_input_tokens: Some(estimated_input),
             reply_lost: error.reply_lost,
+            message: Some(crate::provider::kept_message(&error.message)),
+            at_ms: 0,
         };
         self.store.record_provider_attempts(vec![escalated]).await;
         if error.kind == crate::provider::ProviderErrorKind::ContextOverflow {
@@ -297,43 +325,49 @@ impl Session<'_> {
             .await;
     }
 
-    /// Records the failed attempts of a step's model call (best effort: a record that
-    /// cannot be written must not end the run) and tells the observer.
-    /// Each attempt is written before the observer hears of it, as one call each:
-    /// retries are rare, and an observer reading the store sees what it is told of.
-    pub(super) async fn record_attempts(
+    /// Records one failed attempt of a step's model call (best effort: a record that
+    /// cannot be written must not end the run), then tells the observer: an observer
+    /// reading the store sees what it is told of.
+    async fn record_attempt(
         &self,
         step: u32,
         names: &[String],
-        attempts: &[ChainAttempt],
+        a: &ChainAttempt,
         estimated_input: u64,
     ) {
-        for a in attempts {
-            let provider = names.get(a.provider_index).cloned().unwrap_or_default();
-            let record = ProviderAttempt {
-                run_id: self.run.id,
-                step,
-                provider: provider.clone(),
-                attempt: a.attempt.attempt,
-                kind: a.attempt.kind.as_str().to_string(),
-                status: a.attempt.status,
-                delay_ms: a.attempt.delay_ms,
-                next: a.next.to_string(),
-                code: a.attempt.code.clone(),
-                request_bytes: None,
-                estimated_input_tokens: Some(estimated_input),
-                reply_lost: a.attempt.reply_lost,
-            };
-            self.store.record_provider_attempts(vec![record]).await;
-            self.emit(RunEvent::ProviderRetry {
-                run_id: self.run.id,
-                step,
-                provider,
-                attempt: a.attempt.attempt,
-                kind: a.attempt.kind,
-                delay_ms: a.attempt.delay_ms,
-                next: a.next.to_string(),
-            });
-        }
+        let provider = names.get(a.provider_index).cloned().unwrap_or_default();
+        let record = ProviderAttempt {
+            run_id: self.run.id,
+            step,
+            provider: provider.clone(),
+            attempt: a.attempt.attempt,
+            kind: a.attempt.kind.as_str().to_string(),
+            status: a.attempt.status,
+            delay_ms: a.attempt.delay_ms,
+            next: a.next.to_string(),
+            code: a.attempt.code.clone(),
+            request_bytes: None,
+            estimated_input_tokens: Some(estimated_input),
+            reply_lost: a.attempt.reply_lost,
+            message: Some(a.attempt.message.clone()),
+            at_ms: 0,
+        };
+        self.store.record_provider_attempts(vec![record]).await;
+        self.emit(RunEvent::ProviderRetry {
+            run_id: self.run.id,
+            step,
+            provider,
+            attempt: a.attempt.attempt,
+            kind: a.attempt.kind,
+            delay_ms: a.attempt.delay_ms,
+            next: a.next.to_string(),
+        });
     }
+}
+
+/// The failure a chain escalated, with the number of its last attempt.
+struct Failed<'a> {
+    error: &'a ProviderError,
+    retryable: bool,
+    attempt: u32,
 }

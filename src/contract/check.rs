@@ -227,6 +227,12 @@ fn check_provider(p: &ProviderSpec) -> Result<(), ContractError> {
     if p.max_output_tokens == 0 {
         return Err(field("provider.max_output_tokens", "must be at least 1"));
     }
+    if p.stream_idle_timeout.is_some_and(|t| t.is_zero()) {
+        return Err(field(
+            "provider.stream_idle_timeout",
+            "must be longer than 0s",
+        ));
+    }
     if let Some(budget) = p.thinking_budget {
         check_thinking(p.kind, budget, p.max_output_tokens)?;
     }

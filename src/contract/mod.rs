@@ -331,6 +331,14 @@ pub struct ProviderSpec {
     /// OpenAI-style reasoning effort.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<ReasoningEffort>,
+    /// How long a streaming reply may go without content (keep-alive comments do not
+    /// count) before the call fails with a timeout; `None`: 120 s.
+    #[serde(
+        default,
+        with = "units::serde_opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub stream_idle_timeout: Option<Duration>,
 }
 
 impl ProviderSpec {
@@ -345,6 +353,7 @@ impl ProviderSpec {
             max_output_tokens: 8192,
             thinking_budget: None,
             reasoning_effort: None,
+            stream_idle_timeout: None,
         }
     }
 

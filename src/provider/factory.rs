@@ -129,6 +129,9 @@ pub fn build_provider(
         });
     }
     let mut cfg = HttpConfig::new(base_url, model, api_key);
+    if let Some(t) = spec.stream_idle_timeout {
+        cfg.idle_timeout = t;
+    }
     cfg.prices = prices.clone();
     cfg.endpoint_source = Some(source);
     Ok(match spec.kind {

@@ -58,6 +58,8 @@ pub(crate) struct SseParser {
     lines: u64,
     event: String,
     data: String,
+    /// Bytes of completed lines that were not comments (`: ping` keep-alives).
+    content: u64,
     /// A field has been seen since the last blank line.
     in_event: bool,
 }
@@ -106,6 +108,18 @@ impl SseParser {
         Ok(())
     }
 
+    /// Bytes of real content seen so far (comment lines left out), counting a line
+    /// still arriving unless it is a comment: the idle timeout of a stream is about
+    /// this number, so a server that only sends keep-alive comments is idle.
+    pub(crate) fn content_seen(&self) -> u64 {
+        let partial = if self.line.first() == Some(&b':') {
+            0
+        } else {
+            self.line.len() as u64
+        };
+        self.content + partial
+    }
+
     /// Ends the stream. Returns what was left unfinished, if anything: a line
     /// without its line end, or an event without its closing blank line. Such an
     /// event is not dispatched (as the SSE standard says), but the caller can now
@@ -135,6 +149,7 @@ impl SseParser {
         if line.starts_with(':') {
             return Ok(());
         }
+        self.content += line.len() as u64 + 1;
         let (name, value) = match line.split_once(':') {
             Some((name, value)) => (name, value.strip_prefix(' ').unwrap_or(value)),
             None => (line, ""),

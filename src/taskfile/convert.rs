@@ -63,6 +63,7 @@ pub(super) fn contract(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans
     let providers = raw
         .provider
         .map(|p| providers(p, base, &mut spans))
+        .transpose()?
         .unwrap_or_default();
     let retry = raw
         .retry
@@ -236,7 +237,11 @@ fn budget(raw: RawBudget, spans: &mut Spans) -> Result<Budget, ConvertError> {
 
 /// `[provider]` and its `fallback` list, which inherits the output and reasoning
 /// settings of the primary.
-fn providers(p: Spanned<RawProvider>, base: &Path, spans: &mut Spans) -> Vec<ProviderSpec> {
+fn providers(
+    p: Spanned<RawProvider>,
+    base: &Path,
+    spans: &mut Spans,
+) -> Result<Vec<ProviderSpec>, ConvertError> {
     spans.note("provider", p.span());
     let p = p.into_inner();
     let mut spec = ProviderSpec::new(p.kind);
@@ -255,6 +260,12 @@ fn providers(p: Spanned<RawProvider>, base: &Path, spans: &mut Spans) -> Vec<Pro
         spec.thinking_budget = Some(t.into_inner());
     }
     spec.reasoning_effort = p.reasoning_effort;
+    if let Some(t) = p.stream_idle_timeout {
+        spans.note("provider.stream_idle_timeout", t.span());
+        let key = "provider.stream_idle_timeout".to_string();
+        spec.stream_idle_timeout =
+            Some(parse_duration(t.get_ref()).map_err(|m| (key, Some(t.span()), m))?);
+    }
     let mut providers = Vec::with_capacity(1 + p.fallback.len());
     for f in p.fallback {
         let mut fb = ProviderSpec::new(f.kind);
@@ -271,10 +282,11 @@ fn providers(p: Spanned<RawProvider>, base: &Path, spans: &mut Spans) -> Vec<Pro
             fb.thinking_budget = spec.thinking_budget;
         }
         fb.reasoning_effort = spec.reasoning_effort;
+        fb.stream_idle_timeout = spec.stream_idle_timeout;
         providers.push(fb);
     }
     providers.insert(0, spec);
-    providers
+    Ok(providers)
 }
 
 /// `[retry]`.

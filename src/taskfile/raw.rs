@@ -199,6 +199,7 @@ pub(super) struct RawProvider {
     pub(super) max_output_tokens: Option<Spanned<u32>>,
     pub(super) thinking_budget: Option<Spanned<u32>>,
     pub(super) reasoning_effort: Option<ReasoningEffort>,
+    pub(super) stream_idle_timeout: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) fallback: Vec<RawFallback>,
 }

@@ -286,3 +286,27 @@ fn thinking_budget_the_server_would_refuse_names_file_line_and_key() {
     .unwrap();
     assert_eq!(c.providers[1].thinking_budget, None);
 }
+
+#[test]
+fn stream_idle_timeout_parses_inherits_and_bad_values_name_file_line_and_key() {
+    let p = "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[provider]\nkind = \"openai\"\nmodel = \"m\"\n";
+    assert_eq!(load(p).unwrap().providers[0].stream_idle_timeout, None);
+    let c = load(&format!(
+        "{p}stream_idle_timeout = \"30s\"\nfallback = [{{ kind = \"anthropic\", model = \"x\" }}]\n"
+    ))
+    .unwrap();
+    let secs = |i: usize| c.providers[i].stream_idle_timeout.map(|d| d.as_secs());
+    assert_eq!((secs(0), secs(1)), (Some(30), Some(30)));
+    let (line, key, msg) = invalid(&format!("{p}stream_idle_timeout = \"soon\"\n"));
+    assert_eq!(
+        (line, key.as_str()),
+        (7, "provider.stream_idle_timeout"),
+        "{msg}"
+    );
+    let (line, key, msg) = invalid(&format!("{p}stream_idle_timeout = \"0s\"\n"));
+    assert_eq!(
+        (line, key.as_str()),
+        (7, "provider.stream_idle_timeout"),
+        "{msg}"
+    );
+}

@@ -15,6 +15,8 @@ pub(crate) struct EventReader {
     parser: SseParser,
     queue: VecDeque<SseEvent>,
     idle: Duration,
+    /// When real content last arrived (or the stream started).
+    quiet_since: tokio::time::Instant,
     provider: &'static str,
     tail: Option<&'static str>,
     ended: bool,
@@ -27,6 +29,7 @@ impl EventReader {
             parser: SseParser::new(),
             queue: VecDeque::new(),
             idle,
+            quiet_since: tokio::time::Instant::now(),
             provider,
             tail: None,
             ended: false,
@@ -46,9 +49,15 @@ impl EventReader {
             if self.ended {
                 return Ok(None);
             }
-            match tokio::time::timeout(self.idle, self.response.chunk()).await {
+            // Idle is measured from the last real content: keep-alive comments alone
+            // (a server that only says `: ping`) do not keep a stream alive.
+            let left = self.idle.saturating_sub(self.quiet_since.elapsed());
+            match tokio::time::timeout(left, self.response.chunk()).await {
                 Err(_) => {
-                    let msg = format!("no data for {:?} (idle timeout between chunks)", self.idle);
+                    let msg = format!(
+                        "no content for {:?} (idle timeout; keep-alive comments do not count)",
+                        self.idle
+                    );
                     return Err(ProviderError::new(
                         ProviderErrorKind::Timeout,
                         self.provider,
@@ -68,6 +77,7 @@ impl EventReader {
                     self.tail = self.parser.finish();
                 }
                 Ok(Ok(Some(chunk))) => {
+                    let before = self.parser.content_seen();
                     let mut events = Vec::new();
                     self.parser.push(&chunk, &mut events).map_err(|e| {
                         ProviderError::new(
@@ -76,6 +86,9 @@ impl EventReader {
                             e.to_string(),
                         )
                     })?;
+                    if self.parser.content_seen() > before || !events.is_empty() {
+                        self.quiet_since = tokio::time::Instant::now();
+                    }
                     self.queue.extend(events);
                 }
             }

@@ -275,6 +275,56 @@ async fn silence_between_chunks_is_an_idle_timeout() {
     }
 }
 
+/// Issue 17.6: a stream that only sent `: ping` comments never tripped the idle
+/// timeout (150 s until the server closed). Keep-alive comments alone are idle now:
+/// with 400 ms of idle, a server pinging every 100 ms for 6 s fails within a second,
+/// measured in real time; real content keeps the same stream alive.
+#[tokio::test]
+async fn keep_alive_comments_alone_are_idle() {
+    for (api, first) in [
+        (Api::OpenAi, openai_text("x")),
+        (Api::Anthropic, anthropic_text("x")),
+    ] {
+        let head: String = first.split_inclusive("\n\n").take(1).collect();
+        let mut pieces = vec![head.into_bytes()];
+        pieces.extend((0..60).map(|_| b": ping\n\n".to_vec()));
+        let server = FakeServer::start(vec![
+            Reply::sse(pieces)
+                .paced(Duration::from_millis(100))
+                .end(End::Hang),
+        ])
+        .await;
+        let started = Instant::now();
+        let e = client(api, &server.url(), Duration::from_millis(400))
+            .complete(&fixtures::hello())
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, K::Timeout, "{api:?}: {e}");
+        assert!(
+            e.message.contains("keep-alive comments do not count"),
+            "{e}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(1_500),
+            "{api:?}: {:?}",
+            started.elapsed()
+        );
+        // The same pacing with real content between the pings completes.
+        let mut pieces: Vec<Vec<u8>> = Vec::new();
+        for event in first.split_inclusive("\n\n") {
+            pieces.push(b": ping\n\n".to_vec());
+            pieces.push(event.as_bytes().to_vec());
+        }
+        let server =
+            FakeServer::start(vec![Reply::sse(pieces).paced(Duration::from_millis(150))]).await;
+        let done = client(api, &server.url(), Duration::from_millis(400))
+            .complete(&fixtures::hello())
+            .await
+            .unwrap();
+        assert_eq!(done.text(), "x", "{api:?}");
+    }
+}
+
 #[tokio::test]
 async fn no_listener_is_transport_and_no_headers_is_timeout() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

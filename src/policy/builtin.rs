@@ -149,6 +149,7 @@ mod tests {
                     OperatorFile::read(root.join("criteria/t.rs")).unwrap(),
                     OperatorFile::read(outside.path().join("o.rs")).unwrap(),
                 ],
+                signatures: Vec::new(),
             },
         )
         .and_verify(Verification::command(["sh", "./check.sh", "Cargo.toml"]));

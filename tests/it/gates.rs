@@ -60,7 +60,39 @@ const CORPUS: &[(&str, Option<&str>)] = &[
     ("no_mangle_main", Some("criterion-compile")),
     ("macro_generated_tests", Some("test-run")),
     ("criterion_test_cfgd_away", Some("criterion-compile")),
+    // Class 3: values that lie about themselves.
+    ("lying_partialeq_signature", Some("criterion-compile")),
+    ("glob_shadows_some", Some("test-run")),
+    ("glob_shadows_ok", Some("test-run")),
+    ("glob_shadows_vec_macro", Some("test-run")),
+    ("glob_shadows_format_macro", Some("test-run")),
+    ("glob_shadows_string", Some("test-run")),
+    ("honest_vec_format_glob", None),
+    // Class 6: forged test output.
+    ("forged_ok_then_exit", Some("test-run")),
+    ("panic_hook_prints_ok", Some("test-run")),
+    ("init_array_transcript", Some("test-run")),
+    ("drop_prints_ok", Some("test-run")),
+    ("fake_verdict_file", Some("test-run")),
+    ("honest_should_panic", None),
+    ("honest_result_test", None),
 ];
+
+/// The signatures a case's contract pins.
+fn signatures(case: &str) -> &'static [&'static str] {
+    match case {
+        "lying_partialeq_signature" | "honest_add" => &["add: fn(i32, i32) -> i32"],
+        _ => &[],
+    }
+}
+
+/// The tests an honest case runs.
+fn honest_tests(case: &str) -> usize {
+    match case {
+        "honest_nested_modules" | "honest_vec_format_glob" => 3,
+        _ => 2,
+    }
+}
 
 /// Why a case fails, as the model is told (a part of the `[FAIL]` line).
 fn expected_reason(case: &str) -> &'static str {
@@ -74,6 +106,19 @@ fn expected_reason(case: &str) -> &'static str {
         "cfg_any_crate" | "cfg_false_crate" | "cfg_attr_crate" => "items were stripped",
         "macro_generated_tests" => "adds_large failed (test process exited 101)",
         "criterion_test_cfgd_away" => "criterion problem (for the operator, not the agent)",
+        "lying_partialeq_signature" => {
+            "the subject does not have the signature the contract pins: `add: fn(i32, i32) -> i32`"
+        }
+        "glob_shadows_some" => "finds failed (test process exited 101)",
+        "glob_shadows_ok" => "parses failed (test process exited 101)",
+        "glob_shadows_vec_macro" => "keeps_evens failed (test process exited 101)",
+        "glob_shadows_format_macro" => "greets failed (test process exited 101)",
+        "glob_shadows_string" => "shouts failed (test process exited 101)",
+        "forged_ok_then_exit"
+        | "panic_hook_prints_ok"
+        | "init_array_transcript"
+        | "drop_prints_ok"
+        | "fake_verdict_file" => "adds has no harness verdict",
         "wrong_answer"
         | "shadow_assert_eq_glob"
         | "shadow_assert_eq_path"
@@ -104,6 +149,9 @@ struct CaseRun {
     why: String,
     /// `exec` event details (command lines run in the sandbox).
     execs: Vec<String>,
+    /// `gate_trust` and `gate_tests` event details.
+    trust: Vec<String>,
+    tests: Vec<String>,
     elapsed: Duration,
 }
 
@@ -119,7 +167,8 @@ async fn run_case(case: &str) -> CaseRun {
     let mut c = TaskContract::workspace(
         "make add correct",
         &ws,
-        Verification::rust("src/lib.rs", src.join("criterion.rs")),
+        Verification::rust("src/lib.rs", src.join("criterion.rs"))
+            .with_signatures(signatures(case).iter().copied()),
     )
     .max_verify_attempts(1);
     c.sandbox.limits = limits(case);
@@ -140,6 +189,8 @@ async fn run_case(case: &str) -> CaseRun {
     };
     let phases = of_kind("gate_phase_failed");
     let execs = of_kind("exec");
+    let trust = of_kind("gate_trust");
+    let tests = of_kind("gate_tests");
     // Compiler output quotes the agent's file: it is never recorded as gate output.
     assert!(of_kind("gate_output").is_empty(), "{case}");
     // The observation the model was shown for its next step.
@@ -166,6 +217,8 @@ async fn run_case(case: &str) -> CaseRun {
         observation_has_phase,
         why,
         execs,
+        trust,
+        tests,
         elapsed,
     }
 }
@@ -199,13 +252,19 @@ async fn every_cheating_subject_fails_in_its_phase_and_honest_ones_pass() {
             None => {
                 got.outcome == RunOutcome::Success
                     && got.phases.is_empty()
-                    && rustc_runs == 4
+                    // Subject, marked subject, marker probe, criterion; and the
+                    // signature check when the case pins one.
+                    && rustc_runs == 4 + usize::from(!signatures(case).is_empty())
                     && got.execs.iter().filter(|e| e.contains(" --exact")).count()
-                        == if case == "honest_nested_modules" {
-                            3
-                        } else {
-                            2
-                        }
+                        == honest_tests(case)
+                    // Every test passed through the harness's verdict channel, counted.
+                    && got.trust.len() == 1
+                    && got.trust[0].contains("harness-channel")
+                    && got.tests.len() == 1
+                    && got.tests[0].contains(&format!(
+                        "{n} run, {n} passed",
+                        n = honest_tests(case)
+                    ))
             }
             Some(p) => {
                 matches!(got.outcome, RunOutcome::VerificationFailed { .. })

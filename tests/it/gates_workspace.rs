@@ -423,7 +423,10 @@ fn task_file_cargo_test_is_parsed_and_bad_values_name_file_line_and_key() {
     )
     .unwrap();
     let c = TaskContract::from_file(&task).unwrap();
-    let Verification::CargoTest { manifest, criteria } = &c.verify.criteria[0] else {
+    let Verification::CargoTest {
+        manifest, criteria, ..
+    } = &c.verify.criteria[0]
+    else {
         panic!("{:?}", c.verify.criteria);
     };
     assert_eq!(manifest, Path::new("Cargo.toml"));

@@ -58,7 +58,8 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::rust_gate::{
-    GateDir, GateVerdict, Phase, random_hex, run_one, runner, rustc, s, scan, tests_to_run,
+    GateDir, GateVerdict, Phase, random_hex, run_one, runner, rustc, s, scan, signatures,
+    tests_to_run,
 };
 use crate::contract::OperatorFile;
 use crate::exec::Executor;
@@ -112,6 +113,7 @@ fn common_args() -> Vec<String> {
 pub async fn check(
     manifest: &Path,
     criteria: &[OperatorFile],
+    pinned: &[String],
     ws: &Workspace,
     exec: Option<&Executor>,
 ) -> GateVerdict {
@@ -125,7 +127,7 @@ pub async fn check(
             );
         }
     };
-    let verdict = phases(manifest, criteria, ws, exec, &dir.0).await;
+    let verdict = phases(manifest, criteria, pinned, ws, exec, &dir.0).await;
     drop(dir);
     verdict
 }
@@ -138,6 +140,10 @@ struct Placed {
     origin: PathBuf,
     /// Its tests, listed from the operator's source.
     tests: Vec<String>,
+    /// The text placed (the operator's source, guard and verdict channel).
+    text: String,
+    /// The pinned signatures' check, when this copy holds it.
+    sig: Option<signatures::Check>,
 }
 
 /// A failed phase ends the gate with its verdict.
@@ -187,16 +193,19 @@ struct Placement {
     agent_manifest: String,
     placed: Vec<Placed>,
     targets: Targets,
+    /// The gate's verdict-channel nonce (in the placed criteria only).
+    nonce: String,
 }
 
 async fn phases(
     manifest_rel: &Path,
     criteria: &[OperatorFile],
+    pinned: &[String],
     ws: &Workspace,
     exec: Option<&Executor>,
     dir: &Path,
 ) -> GateVerdict {
-    match run_phases(manifest_rel, criteria, ws, exec, dir).await {
+    match run_phases(manifest_rel, criteria, pinned, ws, exec, dir).await {
         Ok(v) | Err(v) => v,
     }
 }
@@ -204,13 +213,14 @@ async fn phases(
 async fn run_phases(
     manifest_rel: &Path,
     criteria: &[OperatorFile],
+    pinned: &[String],
     ws: &Workspace,
     exec: Option<&Executor>,
     dir: &Path,
 ) -> Step<GateVerdict> {
     let layout = Layout::create(dir)?;
     // 1. Placing: the copy, the criteria outside it, the rewritten manifest.
-    let placement = place(manifest_rel, criteria, ws, exec, &layout)?;
+    let placement = place(manifest_rel, criteria, pinned, ws, exec, &layout)?;
     // The run's dependency cache, copied (verified) into this gate's target directory.
     let cargo = CargoCall {
         cargo: cargo(),
@@ -221,9 +231,9 @@ async fn run_phases(
     let deps = seed_dependencies(manifest_rel, &placement, &layout, &cargo, exec, dir).await?;
     // 2. Compile the crate and the criteria together; on failure, say whose it was.
     compile(&placement, &layout, &cargo, exec).await?;
-    check_intact(&placement, criteria)?;
+    check_intact(&placement)?;
     // 3. Each listed test, alone, by exact name, ignored ones included.
-    run_tests(&placement.placed, &layout, exec, dir, deps).await
+    run_tests(&placement, &layout, exec, dir, deps).await
 }
 
 /// Copies the workspace, writes each criterion outside the copy under an
@@ -231,6 +241,7 @@ async fn run_phases(
 fn place(
     manifest_rel: &Path,
     criteria: &[OperatorFile],
+    pinned: &[String],
     ws: &Workspace,
     exec: Option<&Executor>,
     layout: &Layout,
@@ -242,7 +253,19 @@ fn place(
     let agent_manifest = std::fs::read_to_string(&manifest_path)
         .map_err(|e| fail_subject(format!("{}: {e}", manifest_rel.display())))?;
     refuse_overrides(manifest_rel, &agent_manifest, criteria, &layout.src)?;
-    let (placed, targets) = place_criteria(criteria, &layout.criteria)?;
+    let nonce = random_hex();
+    let sigs = if pinned.is_empty() {
+        None
+    } else {
+        let krate = manifest::lib_crate_name(&agent_manifest).ok_or_else(|| {
+            fail_subject(format!(
+                "{}: no package or library name, so the pinned signatures cannot be checked",
+                manifest_rel.display()
+            ))
+        })?;
+        Some((krate, pinned))
+    };
+    let (placed, targets) = place_criteria(criteria, &layout.criteria, &nonce, sigs)?;
     let gate_manifest = manifest::gate_manifest(&agent_manifest, &targets)
         .map_err(|e| fail_subject(format!("{}: {e}", manifest_rel.display())))?;
     if let Err(e) = std::fs::write(&manifest_path, gate_manifest) {
@@ -254,6 +277,7 @@ fn place(
         agent_manifest,
         placed,
         targets,
+        nonce,
     })
 }
 
@@ -280,25 +304,41 @@ fn refuse_overrides(
     }
 }
 
-/// The text of a placed criterion: the operator's source and the guards.
-fn criterion_text(c: &OperatorFile) -> String {
+/// The text of a placed criterion: the operator's source with the guard and the
+/// verdict channel of the gate's `nonce` (see the file form), and the attribute guard.
+fn criterion_text(c: &OperatorFile, nonce: &str) -> String {
     format!(
-        "{}\n{}{TEST_ATTR_GUARD}",
-        c.source,
-        super::rust_gate::criterion_guard(&c.source)
+        "{}\n{TEST_ATTR_GUARD}",
+        super::rust_gate::criterion_copy(&c.source, nonce)
     )
 }
 
 /// Writes each criterion into `crit_dir` as `io_harness_criterion_<random>_<i>.rs`,
 /// with its tests listed from the operator's source.
-fn place_criteria(criteria: &[OperatorFile], crit_dir: &Path) -> Step<(Vec<Placed>, Targets)> {
+fn place_criteria(
+    criteria: &[OperatorFile],
+    crit_dir: &Path,
+    nonce: &str,
+    sigs: Option<(String, &[String])>,
+) -> Step<(Vec<Placed>, Targets)> {
     let stem = format!("io_harness_criterion_{}", random_hex());
     let mut placed = Vec::with_capacity(criteria.len());
     let mut targets = Vec::with_capacity(criteria.len());
     for (i, c) in criteria.iter().enumerate() {
         let name = format!("{stem}_{i}");
         let path = crit_dir.join(format!("{name}.rs"));
-        if let Err(e) = std::fs::write(&path, criterion_text(c)) {
+        let mut text = criterion_text(c, nonce);
+        // The pinned signatures are checked once, in the first criterion's copy.
+        let sig = match (&sigs, i) {
+            (Some((krate, entries)), 0) => {
+                let module = format!("__io_harness_signatures_{nonce}");
+                let check = signatures::check(krate, entries, &module, text.lines().count() + 1);
+                text.push_str(&check.text);
+                Some(check)
+            }
+            _ => None,
+        };
+        if let Err(e) = std::fs::write(&path, &text) {
             return Err(fail_subject(format!("gate directory: {e}")));
         }
         targets.push((name.clone(), s(&path)));
@@ -306,6 +346,8 @@ fn place_criteria(criteria: &[OperatorFile], crit_dir: &Path) -> Step<(Vec<Place
             name,
             origin: c.path.clone(),
             tests: scan::test_names(&c.source),
+            text,
+            sig,
         });
     }
     Ok((placed, targets))
@@ -409,14 +451,16 @@ async fn compile(
         )
     };
     Err(if alone.ok() {
-        GateVerdict::fail(
-            Phase::CriterionCompile,
-            format!(
-                "the crate builds but the criteria do not compile against it (cargo {})",
-                ran.status
-            ),
-            Some(out),
-        )
+        signature_mismatch(placement, &out).unwrap_or_else(|| {
+            GateVerdict::fail(
+                Phase::CriterionCompile,
+                format!(
+                    "the crate builds but the criteria do not compile against it (cargo {})",
+                    ran.status
+                ),
+                Some(out.clone()),
+            )
+        })
     } else {
         GateVerdict::fail(
             Phase::SubjectCompile,
@@ -426,15 +470,30 @@ async fn compile(
     })
 }
 
+/// A criterion compile that failed on a line of the pinned signatures' check: the
+/// crate lacks a signature the contract pins.
+fn signature_mismatch(placement: &Placement, out: &str) -> Option<GateVerdict> {
+    placement
+        .placed
+        .iter()
+        .zip(&placement.targets)
+        .find_map(|(p, (name, _))| {
+            let failing = signatures::failing(p.sig.as_ref()?, &format!("{name}.rs"), out);
+            (!failing.is_empty()).then(|| {
+                GateVerdict::fail(
+                    Phase::CriterionCompile,
+                    signatures::mismatch(&failing),
+                    Some(out.to_string()),
+                )
+            })
+        })
+}
+
 /// What was compiled must be what the harness placed (where nothing isolates the
 /// build, a build script can write the criterion files).
-fn check_intact(placement: &Placement, criteria: &[OperatorFile]) -> Step<()> {
+fn check_intact(placement: &Placement) -> Step<()> {
     for (p, (_, path)) in placement.placed.iter().zip(&placement.targets) {
-        let intact = criteria
-            .iter()
-            .find(|c| c.path == p.origin)
-            .map(criterion_text)
-            .is_some_and(|want| std::fs::read_to_string(path).is_ok_and(|got| got == want));
+        let intact = std::fs::read_to_string(path).is_ok_and(|got| got == p.text);
         if !intact {
             return Err(GateVerdict::fail(
                 Phase::CriterionCompile,
@@ -453,16 +512,23 @@ fn check_intact(placement: &Placement, criteria: &[OperatorFile]) -> Step<()> {
 /// Each listed test of each criterion, alone, by exact name, in the binary the build
 /// produced (checked by hash before every test).
 async fn run_tests(
-    placed: &[Placed],
+    placement: &Placement,
     layout: &Layout,
     exec: Option<&Executor>,
     dir: &Path,
     deps: &str,
 ) -> Step<GateVerdict> {
     let fixtures = [layout.src.clone()];
-    let mut bins = Vec::with_capacity(placed.len());
-    for p in placed {
+    let nonce = placement.nonce.as_str();
+    let mut bins = Vec::with_capacity(placement.placed.len());
+    let kept = dir.join("bins");
+    std::fs::create_dir_all(&kept)
+        .map_err(|e| GateVerdict::fail(Phase::TestRun, format!("gate directory: {e}"), None))?;
+    for p in &placement.placed {
+        // The build's sandbox session is over (its processes ended with it): the
+        // binary is taken out of the target directory, hashed, and only that copy runs.
         let (bin, digest) = test_binary(&layout.target, &p.name)
+            .and_then(|(built, _)| keep_binary(&built, &kept.join(&p.name)))
             .map_err(|why| GateVerdict::fail(Phase::TestRun, why, None))?;
         let tests = tests_to_run(exec, dir, &bin, &p.tests, &fixtures).await?;
         if tests.is_empty() {
@@ -489,7 +555,7 @@ async fn run_tests(
                     None,
                 ));
             }
-            run_one(exec, dir, bin, n, test, &fixtures).await?;
+            run_one(exec, dir, bin, n, test, &fixtures, nonce).await?;
             n += 1;
             ran_names.push(test.clone());
         }
@@ -502,7 +568,8 @@ async fn run_tests(
             ran_names.join(", ")
         ),
         output: None,
-        trust: Some(crate::verify::Trust::RunnerReport),
+        // Every test passed through the harness's verdict channel.
+        trust: Some(crate::verify::Trust::HarnessChannel),
         tests: Some(crate::verify::TestTally {
             run: ran_names.len() as u32,
             passed: ran_names.len() as u32,
@@ -538,6 +605,15 @@ fn lockfile(src: &Path, manifest_rel: &Path) -> Option<Vec<u8>> {
     std::fs::read(beside)
         .or_else(|_| std::fs::read(src.join("Cargo.lock")))
         .ok()
+}
+
+/// Copies the built test binary to `to` (the gate's directory, outside everything the
+/// build could write) and hashes the copy.
+fn keep_binary(built: &Path, to: &Path) -> Result<(PathBuf, [u8; 32]), String> {
+    std::fs::copy(built, to)
+        .and_then(|_| file_digest(to))
+        .map(|d| (to.to_path_buf(), d))
+        .map_err(|e| format!("cannot keep the criterion's test binary: {e}"))
 }
 
 fn file_digest(p: &Path) -> std::io::Result<[u8; 32]> {

@@ -64,8 +64,8 @@ const CORPUS: &[(&str, Option<&str>)] = &[
     ("lying_partialeq_signature", Some("criterion-compile")),
     ("glob_shadows_some", Some("test-run")),
     ("glob_shadows_ok", Some("test-run")),
-    ("glob_shadows_vec_macro", Some("test-run")),
-    ("glob_shadows_format_macro", Some("test-run")),
+    ("macro_use_shadows_vec", Some("test-run")),
+    ("macro_use_shadows_format", Some("test-run")),
     ("glob_shadows_string", Some("test-run")),
     ("honest_vec_format_glob", None),
     // Class 6: forged test output.
@@ -111,8 +111,8 @@ fn expected_reason(case: &str) -> &'static str {
         }
         "glob_shadows_some" => "finds failed (test process exited 101)",
         "glob_shadows_ok" => "parses failed (test process exited 101)",
-        "glob_shadows_vec_macro" => "keeps_evens failed (test process exited 101)",
-        "glob_shadows_format_macro" => "greets failed (test process exited 101)",
+        "macro_use_shadows_vec" => "keeps_evens failed (test process exited 101)",
+        "macro_use_shadows_format" => "greets failed (test process exited 101)",
         "glob_shadows_string" => "shouts failed (test process exited 101)",
         "forged_ok_then_exit"
         | "panic_hook_prints_ok"

@@ -321,6 +321,38 @@ fn task_file_rust_gate_is_parsed_and_an_editable_criterion_refused() {
         "{e}"
     );
 
+    // Pinned signatures: kept, and a method or a generic function refused at load
+    // with file, line and key.
+    std::fs::write(
+        &outside,
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nrust = { subject = \"src/lib.rs\", criterion = \"criteria/t.rs\", signatures = [\"add: fn(i32, i32) -> i32\"] }\n",
+    )
+    .unwrap();
+    let c = TaskContract::from_file(&outside).unwrap();
+    let Verification::Rust { signatures, .. } = &c.verify.criteria[0] else {
+        panic!("{:?}", c.verify.criteria);
+    };
+    assert_eq!(signatures, &["add: fn(i32, i32) -> i32"]);
+    for bad in [
+        "Point::new: fn(i32) -> Point",
+        "id<T>: fn(T) -> T",
+        "f: fn(impl Copy)",
+        "add",
+    ] {
+        std::fs::write(
+            &outside,
+            format!(
+                "goal = \"g\"\nroot = \"ws\"\n[verify]\nrust = {{ subject = \"src/lib.rs\", criterion = \"criteria/t.rs\", signatures = [\"{bad}\"] }}\n"
+            ),
+        )
+        .unwrap();
+        let e = TaskContract::from_file(&outside).unwrap_err().to_string();
+        assert!(
+            e.contains("verify.rust.signatures") && e.contains("task.toml:4"),
+            "{bad}: {e}"
+        );
+    }
+
     let hostile = dir.path().join("hostile.toml");
     std::fs::write(
         &hostile,

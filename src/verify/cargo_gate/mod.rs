@@ -20,33 +20,38 @@
 //!    → `subject-compile`; it builds but a criterion does not compile against it →
 //!    `criterion-compile`.
 //! 3. **`test-run`.** The tests are listed from the criterion sources before anything
-//!    runs (the agent cannot add, rename or hide one), the test binary is identified
-//!    by its target name (exactly one candidate, hashed right after the build), and
-//!    each test runs alone by exact name with `--include-ignored` — an `#[ignore]` a
-//!    build script or macro slipped in hides nothing — in a fresh directory with its
-//!    own copy of the binary. It passes only when its process exits 0 with no cap hit
-//!    *and* libtest reports one test running and that very test ok. A criterion with
-//!    no tests never passes.
+//!    runs (the agent cannot add, rename or hide one). The build's sandbox session is
+//!    over by then — its processes (a build script's leftovers included) ended with it
+//!    — so the test binary, identified by its target name (exactly one candidate), is
+//!    copied out of the target directory into the gate's own directory, hashed, and
+//!    only that copy runs, its hash checked before every test. Each test runs alone
+//!    by exact name with `--include-ignored` — an `#[ignore]` a build script or macro
+//!    slipped in hides nothing — in a fresh directory with its own copy of the
+//!    binary. It passes only when its process exits 0 with no cap hit, libtest
+//!    reports one test running and that very test ok, *and* the harness's verdict
+//!    channel (the file form's module `channel`, compiled into the placed criteria
+//!    with a per-gate nonce) says the test function returned. A criterion with no
+//!    tests never passes. The placed criteria carry the file form's guard too
+//!    (prelude, primitives and invoked std macros pinned over glob imports), and the
+//!    contract's pinned signatures are checked in the first one's copy.
 //!
-//! The verdict's channel is the process's exit status and the harness's own checks
-//! (the list from the operator's source, the binary's hash, the one-test report), not
-//! files the build could write: a build script that writes a "passing" result
-//! anywhere — its `OUT_DIR`, the target directory, the copy — writes into a directory
-//! no part of the verdict reads.
+//! The verdict's channel is the harness's own code in the test process and the
+//! harness's checks (the list from the operator's source, the binary's hash, the
+//! one-test report), not files the build could write: a build script that writes a
+//! "passing" result anywhere — its `OUT_DIR`, the target directory, the copy —
+//! writes into a directory no part of the verdict reads.
 //!
 //! **Known limits.** (1) The agent's code is linked into the criterion's test process
-//! (that is the point), and its build script may pass linker arguments to test
-//! targets, so code of the subject's *can* run in the process that reports the
-//! verdict: it can print libtest's exact `running 1 test` / `test <name> ... ok` lines
-//! (the name is in its argv) and exit 0. The plain forgeries (exiting 0 early,
-//! printing `test result: ok`) fail; word-for-word imitation of libtest by in-process
-//! code cannot be told from libtest by a harness that watches the process from
-//! outside. (2) Build-time code (a build script, a proc macro) runs in the same
-//! sandbox session as the compile and could rewrite the test binary after rustc wrote
-//! it; that is the same power as (1). (3) Tests run with an empty writable directory as
-//! their working directory, not the package root; the crate copy is visible read-only
-//! at `env!("CARGO_MANIFEST_DIR")`. (4) The crate must build offline from the local
-//! registry.
+//! (that is the point), and build-time code (build scripts, proc macros) runs in the
+//! compile's sandbox session, where the placed criteria — and so the nonce — are
+//! readable. Code of the agent's can therefore carry the nonce into the process that
+//! writes the verdict, or replace the binary during the build with one that carries
+//! it; forging the verdict that way is possible, which is why a pass is recorded at
+//! trust level `harness-channel` and no higher. An `ok` line, an early exit or a
+//! binary swapped without the nonce fails. (2) Tests run with an empty writable
+//! directory as their working directory, not the package root; the crate copy is
+//! visible read-only at `env!("CARGO_MANIFEST_DIR")`. (3) The crate must build offline
+//! from the local registry.
 
 mod cache;
 mod copy;

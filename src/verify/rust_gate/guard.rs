@@ -1,9 +1,10 @@
 //! The guard: explicit imports the harness adds to its copy of a criterion so that no
-//! glob import of the subject (`use subject::*`) can change what the criterion's names
-//! mean. A glob import shadows the prelude (a subject's `pub enum Option { Some(..) }`
-//! or `macro_rules! vec` would replace std's for the criterion), but an explicit
-//! import beats a glob in its scope, so the guard pins explicitly, in every scope that
-//! has a glob import and at the crate root:
+//! import of the subject can change what the criterion's names mean. A glob import
+//! (`use subject::*`) silently shadows the prelude (a subject's `pub struct Some<T>`
+//! replaces std's for the criterion) and `#[macro_use] extern crate subject;` puts
+//! the subject's `vec!` over std's, but an explicit import beats both in its scope, so
+//! the guard pins explicitly, in every scope that has a glob import and at the crate
+//! root:
 //!
 //! - every name of the Rust 2021 prelude (`Some`, `Ok`, `Vec`, `String`, `PartialEq`,
 //!   `drop`, the derive macros…) and the primitive types (a glob can shadow `i32` too),

@@ -10,29 +10,37 @@
 //! 3. `criterion-compile`: the criterion compiles as a `--test` crate of its own that
 //!    links the subject with `--extern subject=…`. Being separate crates, the subject
 //!    cannot redefine `assert!`, `#[test]`, `core` or `std` for the criterion, nor
-//!    delete what it calls and still compile; the harness also appends explicit imports
-//!    of the std assertion macros to its copy of the criterion, so a criterion's
-//!    `use subject::*` cannot pull in a shadowing `assert_eq!`.
+//!    delete what it calls and still compile. The harness's copy of the criterion also
+//!    pins the prelude, the primitive types and the std macros it invokes over any
+//!    glob import (module `guard`), so `use subject::*` cannot hand it a lying `Some`,
+//!    `String` or `assert_eq!`. Signatures the contract pins are checked first by a
+//!    harness-written crate (module `signatures`): a return type with a lying
+//!    `PartialEq` fails here, the signature named.
 //! 4. `test-run`: the harness lists the criterion's tests from the criterion source
 //!    (which the agent cannot edit), adds those the compiled binary lists beyond them
 //!    (`--list`: tests a macro writes; the list can only add, never remove a declared
 //!    test, and a declared test the binary lacks is the criterion's problem), then runs
-//!    each by exact name in its own process with a fresh copy of the test binary. A test passes only when its
-//!    process exits 0 *and* libtest reports one test running and that very test ok; a
-//!    list with no tests, a test that did not run, a cap kill or a timeout never passes.
+//!    each by exact name in its own process with a fresh copy of the test binary. A
+//!    test passes only when its process exits 0, libtest reports one test running and
+//!    that very test ok, *and* the harness's verdict for it is there: a guard the
+//!    harness put at the start of every test body writes `<nonce> <name>` only after
+//!    the function returned (module `channel`). A list with no tests, a test that did
+//!    not run, a cap kill or a timeout never passes; a pass is recorded with trust
+//!    level `harness-channel` and the tests counted by name.
 //!
 //! Everything is built in a per-gate directory under the harness's cache
 //! (`$XDG_CACHE_HOME/io-harness/gates/<run>-<pid>-<n>/<n>`), outside the agent's writable area,
 //! rebuilt every gate and removed afterwards. Each test process gets its own directory
 //! as its only writable place, so one test cannot replace the binary a later test runs.
 //!
-//! **Known limit.** The subject's code runs inside the criterion's test process, so it
-//! can still forge behaviour there: a static initialiser or the test itself could print
-//! libtest's exact `test <name> ... ok` line (the name is in its argv) and exit 0. The
-//! exit status is the verdict and the name check stops the plain forgeries (`exit(0)`
-//! before or during the test, printing `test result: ok`), but in-process code that
-//! imitates libtest word for word is not distinguishable from libtest by a harness that
-//! only sees the process from outside.
+//! **Known limit.** The subject's code runs inside the criterion's test process. An
+//! early exit, a forged transcript, a panic hook or a life-before-main constructor no
+//! longer passes (none of them leaves the verdict), but code that reverse-engineers
+//! its own process — finds the nonce in the binary it runs in and writes the verdict
+//! itself — is not told apart. That is what trust level `harness-channel` records:
+//! the verdict came from harness code in a process the subject shares. The channel
+//! needs libtest (stable Rust's only `#[test]` runner); a test whose attribute or body
+//! the harness cannot instrument fails for want of a verdict rather than passing.
 
 pub(crate) mod channel;
 pub(crate) mod guard;

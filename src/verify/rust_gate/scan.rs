@@ -110,10 +110,9 @@ fn char_literal(b: &[u8], i: usize) -> Option<usize> {
             // One character, then the quote. `i + 1` follows an ASCII quote, so it is
             // a character boundary.
             let len = std::str::from_utf8(&b[i + 1..(i + 5).min(b.len())])
-                .map_or_else(
-                    |e| std::str::from_utf8(&b[i + 1..i + 1 + e.valid_up_to()]).unwrap_or(""),
-                    |s| s,
-                )
+                .unwrap_or_else(|e| {
+                    std::str::from_utf8(&b[i + 1..i + 1 + e.valid_up_to()]).unwrap_or("")
+                })
                 .chars()
                 .next()
                 .map(char::len_utf8)?;

@@ -52,6 +52,8 @@ struct RunSeen {
     outputs: Vec<String>,
     denied_writes: Vec<String>,
     observation: String,
+    /// `gate_trust` event details.
+    trust: Vec<String>,
 }
 
 async fn run_turns(c: &TaskContract, turns: Vec<ScriptTurn>) -> RunSeen {
@@ -88,6 +90,7 @@ async fn run_turns(c: &TaskContract, turns: Vec<ScriptTurn>) -> RunSeen {
         outputs: of_kind("gate_output"),
         denied_writes,
         observation,
+        trust: of_kind("gate_trust"),
     }
 }
 
@@ -128,6 +131,8 @@ async fn honest_crate_with_a_dependency_passes_in_the_sandbox() {
     let seen = run_case("base").await;
     assert_eq!(seen.outcome, RunOutcome::Success, "{}", seen.observation);
     assert!(seen.phases.is_empty());
+    // Every test passed through the harness's verdict channel.
+    assert_eq!(seen.trust, ["cargo_test Cargo.toml: harness-channel"]);
     // The dependency stub, the crate with its criterion, then each test by exact name.
     assert_eq!(
         seen.execs

@@ -422,3 +422,15 @@ async fn a_gate_that_runs_no_test_never_passes() {
     assert_eq!(missing.phase, Some("subject-compile"), "{missing:?}");
     assert!(missing.summary.contains("does not exist"), "{missing:?}");
 }
+
+/// A test the harness cannot instrument (its `#[test]` comes from `cfg_attr`) has no
+/// verdict channel: it fails, saying so, rather than pass on libtest's word alone.
+#[tokio::test]
+async fn a_test_the_harness_cannot_instrument_fails_for_want_of_a_verdict() {
+    let good = "pub fn add(a: i32, b: i32) -> i32 { a + b }\n";
+    let crit = "#[cfg_attr(all(), test)]\nfn adds() { assert_eq!(subject::add(2, 3), 5); }\n";
+    let r = host_check(good, crit).await;
+    assert_eq!(r.phase, Some("test-run"), "{r:?}");
+    assert!(r.summary.contains("adds has no harness verdict"), "{r:?}");
+    assert!(!r.passed);
+}

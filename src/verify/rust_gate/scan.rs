@@ -363,7 +363,7 @@ fn site_at(code: &str, at: usize, should_panic: bool) -> Option<TestSite> {
     let k = tail.find(['{', '$', ';'])?;
     let at = close + 1 + k;
     let body = match b[at] {
-        b'{' => Body::Block(at + 1),
+        b'{' => Body::Block(after_inner_attributes(code, at + 1)),
         b'$' => {
             let len = 1 + ident(&code[at + 1..])?.len();
             Body::Fragment(at, at + len)
@@ -375,6 +375,26 @@ fn site_at(code: &str, at: usize, should_panic: bool) -> Option<TestSite> {
         should_panic,
         body,
     })
+}
+
+/// Past the inner attributes (`#![allow(…)]`) that open a body at `at`: the guard
+/// goes after them, where a statement may stand.
+fn after_inner_attributes(code: &str, mut at: usize) -> usize {
+    loop {
+        let rest = &code[at..];
+        let skipped = rest.len() - rest.trim_start().len();
+        let Some(open) = rest.trim_start().strip_prefix("#!").map(str::trim_start) else {
+            return at;
+        };
+        if !open.starts_with('[') {
+            return at;
+        }
+        let bracket = code.len() - open.len();
+        match matching(code.as_bytes(), bracket, b'[', b']') {
+            Some(close) if close > at + skipped => at = close + 1,
+            _ => return at,
+        }
+    }
 }
 
 /// The offset of the bracket closing the one at `open`.
@@ -489,7 +509,7 @@ mod tests {
 
     #[test]
     fn test_sites_are_found_in_plain_code_and_macro_bodies() {
-        let src = "#[test]\nfn a() { x(); }\n# [ test ] #[should_panic(expected = \"}\")]\npub fn b() {}\n\
+        let src = "#[test]\nfn a() { #![allow(unused)] x(); }\n# [ test ] #[should_panic(expected = \"}\")]\npub fn b() {}\n\
                    // #[test] fn c() {}\nmacro_rules! m { ($n:ident, $body:block) => { #[test] fn $n() $body }; }\n\
                    #[::core::prelude::v1::test] async fn d() -> Result<(), ()> { Ok(()) }\n";
         let code = super::code_only(src);
@@ -503,7 +523,9 @@ mod tests {
             [("a", false), ("b", true), ("$n", false), ("d", false)]
         );
         match sites[0].body {
-            super::Body::Block(at) => assert_eq!(&src[..at], "#[test]\nfn a() {"),
+            super::Body::Block(at) => {
+                assert_eq!(&src[..at], "#[test]\nfn a() { #![allow(unused)]");
+            }
             super::Body::Fragment(..) => panic!("a block"),
         }
         match sites[2].body {

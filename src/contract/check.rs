@@ -158,9 +158,13 @@ fn check_criterion(v: &Verification) -> Result<(), ContractError> {
             }
         }
         Verification::Rust {
-            subject, criterion, ..
+            subject,
+            criterion,
+            signatures,
+            ..
         } => {
             inside("verify.rust", "subject ", subject)?;
+            check_signatures("verify.rust.signatures", signatures)?;
             if !criterion.is_absolute() {
                 return Err(field(
                     "verify.rust",
@@ -169,9 +173,13 @@ fn check_criterion(v: &Verification) -> Result<(), ContractError> {
             }
         }
         Verification::CargoTest {
-            manifest, criteria, ..
+            manifest,
+            criteria,
+            signatures,
+            ..
         } => {
             inside("verify.cargo_test", "manifest ", manifest)?;
+            check_signatures("verify.cargo_test.signatures", signatures)?;
             if manifest.file_name().is_none_or(|n| n != "Cargo.toml") {
                 return Err(field(
                     "verify.cargo_test",
@@ -302,4 +310,13 @@ pub(crate) fn check_cost_price(
         )),
         _ => Ok(()),
     }
+}
+
+/// Each pinned signature parses: a free, non-generic function and a function-pointer
+/// type (generic functions and methods cannot be pinned).
+fn check_signatures(key: &str, entries: &[String]) -> Result<(), ContractError> {
+    for e in entries {
+        crate::contract::Signature::parse(e).map_err(|why| field(key, why.to_string()))?;
+    }
+    Ok(())
 }

@@ -14,6 +14,7 @@ pub mod policy;
 pub mod price;
 mod retry;
 mod sandbox;
+mod signature;
 mod span;
 mod stall;
 pub(crate) mod units;
@@ -28,6 +29,7 @@ pub use context::{ContextSettings, TokenCounting};
 use policy::{Override, Rule, TaskPolicy};
 pub use price::{ModelPrice, PriceTable};
 pub use retry::RetryPolicy;
+pub use signature::{Signature, SignatureError};
 pub use stall::StallPolicy;
 
 pub(crate) use check::{check_cost_price, relative_inside};
@@ -104,6 +106,10 @@ pub enum Verification {
         /// started, or a run stored before contents were kept).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         criterion_source: Option<OperatorFile>,
+        /// Signatures the subject must have (`"add: fn(i32, i32) -> i32"`), checked at
+        /// compile time by harness-written code (see [`Signature`]); empty by default.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        signatures: Vec<String>,
     },
     /// The workspace form of a Rust gate: `cargo test` on the agent's crate with
     /// criterion test files placed by the harness, in a copy of the workspace outside
@@ -133,6 +139,10 @@ pub enum Verification {
         /// starts, and in runs stored before baselines were kept.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         baseline_manifests: Option<Vec<OperatorFile>>,
+        /// Signatures the crate must have, paths from its root
+        /// (`"parse::parse_line: fn(&str) -> Option<u32>"`); empty by default.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        signatures: Vec<String>,
     },
 }
 
@@ -180,7 +190,21 @@ impl Verification {
             subject: subject.into(),
             criterion: criterion.into(),
             criterion_source: None,
+            signatures: Vec::new(),
         }
+    }
+
+    /// This Rust gate (either form) with `signatures` pinned; other criteria are
+    /// unchanged. Each entry is checked by [`TaskContract::validate`].
+    pub fn with_signatures<I, S>(mut self, entries: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        if let Self::Rust { signatures, .. } | Self::CargoTest { signatures, .. } = &mut self {
+            *signatures = entries.into_iter().map(Into::into).collect();
+        }
+        self
     }
 
     /// A file-contains criterion.

@@ -150,6 +150,7 @@ mod tests {
                     OperatorFile::read(outside.path().join("o.rs")).unwrap(),
                 ],
                 baseline_manifests: None,
+                signatures: Vec::new(),
             },
         )
         .and_verify(Verification::command(["sh", "./check.sh", "Cargo.toml"]));

@@ -175,7 +175,7 @@ fn verify(
         let r = r.into_inner();
         let criterion = base.join(r.criterion);
         let criterion = std::path::absolute(&criterion).unwrap_or(criterion);
-        criteria.push(Verification::rust(r.subject, criterion));
+        criteria.push(Verification::rust(r.subject, criterion).with_signatures(r.signatures));
     }
     if let Some(ct) = rv.cargo_test {
         let span = ct.span();
@@ -197,6 +197,7 @@ fn verify(
             manifest: ct.manifest,
             criteria: files,
             baseline_manifests: None,
+            signatures: ct.signatures,
         });
     }
     let max_attempts = rv.max_attempts.map_or(5, |m| {

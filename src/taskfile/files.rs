@@ -57,6 +57,7 @@ impl Verification {
         P: Into<PathBuf>,
     {
         Ok(Self::CargoTest {
+            signatures: Vec::new(),
             manifest: manifest.into(),
             criteria: criteria
                 .into_iter()

@@ -151,6 +151,8 @@ pub(super) struct RawVerify {
 pub(super) struct RawRust {
     pub(super) subject: PathBuf,
     pub(super) criterion: PathBuf,
+    #[serde(default)]
+    pub(super) signatures: Vec<String>,
 }
 
 /// `cargo_test = { manifest = "Cargo.toml", criteria = ["criteria/parse_test.rs"] }`
@@ -160,6 +162,8 @@ pub(super) struct RawCargoTest {
     #[serde(default = "default_manifest")]
     pub(super) manifest: PathBuf,
     pub(super) criteria: Vec<PathBuf>,
+    #[serde(default)]
+    pub(super) signatures: Vec<String>,
 }
 
 pub(super) fn default_manifest() -> PathBuf {

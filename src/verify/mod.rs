@@ -187,20 +187,30 @@ async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) ->
             subject,
             criterion,
             criterion_source,
+            signatures,
         } => {
             let kept = criterion_source.as_ref().map(|f| f.source.as_str());
             gate_result(
                 label,
-                rust_gate::check(subject, criterion, kept, ws, exec).await,
+                rust_gate::check(subject, criterion, kept, signatures, ws, exec).await,
             )
         }
         Verification::CargoTest {
             manifest,
             criteria,
+            signatures,
             baseline_manifests,
         } => gate_result(
             label,
-            cargo_gate::check(manifest, criteria, baseline_manifests.as_deref(), ws, exec).await,
+            cargo_gate::check(
+                manifest,
+                criteria,
+                signatures,
+                baseline_manifests.as_deref(),
+                ws,
+                exec,
+            )
+            .await,
         ),
     }
 }

@@ -52,6 +52,8 @@ struct RunSeen {
     outputs: Vec<String>,
     denied_writes: Vec<String>,
     observation: String,
+    /// `gate_trust` event details.
+    trust: Vec<String>,
 }
 
 async fn run_turns(c: &TaskContract, turns: Vec<ScriptTurn>) -> RunSeen {
@@ -88,6 +90,7 @@ async fn run_turns(c: &TaskContract, turns: Vec<ScriptTurn>) -> RunSeen {
         outputs: of_kind("gate_output"),
         denied_writes,
         observation,
+        trust: of_kind("gate_trust"),
     }
 }
 
@@ -128,6 +131,8 @@ async fn honest_crate_with_a_dependency_passes_in_the_sandbox() {
     let seen = run_case("base").await;
     assert_eq!(seen.outcome, RunOutcome::Success, "{}", seen.observation);
     assert!(seen.phases.is_empty());
+    // Every test passed through the harness's verdict channel.
+    assert_eq!(seen.trust, ["cargo_test Cargo.toml: harness-channel"]);
     // The dependency stub, the crate with its criterion, then each test by exact name.
     assert_eq!(
         seen.execs
@@ -186,6 +191,41 @@ async fn a_passing_result_written_by_a_build_script_is_not_read() {
         "test-run",
         "candidate test binaries",
     );
+}
+
+/// Class 6 in the workspace form: output forged from inside the test process (a
+/// panic hook printing libtest's `ok` line, then exit 0) and a test binary replaced
+/// by a process a build script left behind both lack the harness's verdict. Both
+/// passed the gate before it had one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_output_and_a_swapped_binary_have_no_harness_verdict() {
+    for case in ["panic_hook_exit", "build_script_swaps_binary"] {
+        let seen = run_case(case).await;
+        assert_fails_in(&seen, case, "test-run", "has no harness verdict");
+    }
+}
+
+/// The workspace form checks pinned signatures too, paths from the crate root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_signature_the_crate_lacks_fails_criterion_compile() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path(), "base");
+    let mut c = cargo_contract(&ws, &criterion());
+    c.verify.criteria[0] = c.verify.criteria[0]
+        .clone()
+        .with_signatures(["render: fn(u64) -> String"]);
+    let seen = run_turns(&c, vec![ScriptTurn::text("done")]).await;
+    assert_fails_in(
+        &seen,
+        "pinned signature",
+        "criterion-compile",
+        "signature the contract pins: `render: fn(u64) -> String`",
+    );
+    c.verify.criteria[0] = c.verify.criteria[0]
+        .clone()
+        .with_signatures(["render: fn(u32) -> String"]);
+    let seen = run_turns(&c, vec![ScriptTurn::text("done")]).await;
+    assert_eq!(seen.outcome, RunOutcome::Success, "{}", seen.observation);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

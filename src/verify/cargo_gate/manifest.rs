@@ -78,6 +78,22 @@ pub(crate) fn gate_manifest(
     Ok(t.to_string())
 }
 
+/// The name the crate's library is linked under (`[lib] name`, else the package name
+/// with `-` as `_`), for the harness's signature check; `None` when the manifest does
+/// not say.
+pub(crate) fn lib_crate_name(text: &str) -> Option<String> {
+    let t: Table = text.parse().ok()?;
+    let lib = t
+        .get("lib")
+        .and_then(|l| l.get("name"))
+        .and_then(Value::as_str);
+    let package = t
+        .get("package")
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str);
+    lib.or(package).map(|n| n.replace('-', "_"))
+}
+
 /// The stub manifest for the dependency cache, or `None` when the crate has no
 /// registry dependency (nothing to cache) or the manifest cannot be read.
 /// `workspace_root` is the text of the manifest holding `[workspace]` when the crate

@@ -20,33 +20,38 @@
 //!    → `subject-compile`; it builds but a criterion does not compile against it →
 //!    `criterion-compile`.
 //! 3. **`test-run`.** The tests are listed from the criterion sources before anything
-//!    runs (the agent cannot add, rename or hide one), the test binary is identified
-//!    by its target name (exactly one candidate, hashed right after the build), and
-//!    each test runs alone by exact name with `--include-ignored` — an `#[ignore]` a
-//!    build script or macro slipped in hides nothing — in a fresh directory with its
-//!    own copy of the binary. It passes only when its process exits 0 with no cap hit
-//!    *and* libtest reports one test running and that very test ok. A criterion with
-//!    no tests never passes.
+//!    runs (the agent cannot add, rename or hide one). The build's sandbox session is
+//!    over by then — its processes (a build script's leftovers included) ended with it
+//!    — so the test binary, identified by its target name (exactly one candidate), is
+//!    copied out of the target directory into the gate's own directory, hashed, and
+//!    only that copy runs, its hash checked before every test. Each test runs alone
+//!    by exact name with `--include-ignored` — an `#[ignore]` a build script or macro
+//!    slipped in hides nothing — in a fresh directory with its own copy of the
+//!    binary. It passes only when its process exits 0 with no cap hit, libtest
+//!    reports one test running and that very test ok, *and* the harness's verdict
+//!    channel (the file form's module `channel`, compiled into the placed criteria
+//!    with a per-gate nonce) says the test function returned. A criterion with no
+//!    tests never passes. The placed criteria carry the file form's guard too
+//!    (prelude, primitives and invoked std macros pinned over glob imports), and the
+//!    contract's pinned signatures are checked in the first one's copy.
 //!
-//! The verdict's channel is the process's exit status and the harness's own checks
-//! (the list from the operator's source, the binary's hash, the one-test report), not
-//! files the build could write: a build script that writes a "passing" result
-//! anywhere — its `OUT_DIR`, the target directory, the copy — writes into a directory
-//! no part of the verdict reads.
+//! The verdict's channel is the harness's own code in the test process and the
+//! harness's checks (the list from the operator's source, the binary's hash, the
+//! one-test report), not files the build could write: a build script that writes a
+//! "passing" result anywhere — its `OUT_DIR`, the target directory, the copy —
+//! writes into a directory no part of the verdict reads.
 //!
 //! **Known limits.** (1) The agent's code is linked into the criterion's test process
-//! (that is the point), and its build script may pass linker arguments to test
-//! targets, so code of the subject's *can* run in the process that reports the
-//! verdict: it can print libtest's exact `running 1 test` / `test <name> ... ok` lines
-//! (the name is in its argv) and exit 0. The plain forgeries (exiting 0 early,
-//! printing `test result: ok`) fail; word-for-word imitation of libtest by in-process
-//! code cannot be told from libtest by a harness that watches the process from
-//! outside. (2) Build-time code (a build script, a proc macro) runs in the same
-//! sandbox session as the compile and could rewrite the test binary after rustc wrote
-//! it; that is the same power as (1). (3) Tests run with an empty writable directory as
-//! their working directory, not the package root; the crate copy is visible read-only
-//! at `env!("CARGO_MANIFEST_DIR")`. (4) The crate must build offline from the local
-//! registry.
+//! (that is the point), and build-time code (build scripts, proc macros) runs in the
+//! compile's sandbox session, where the placed criteria — and so the nonce — are
+//! readable. Code of the agent's can therefore carry the nonce into the process that
+//! writes the verdict, or replace the binary during the build with one that carries
+//! it; forging the verdict that way is possible, which is why a pass is recorded at
+//! trust level `harness-channel` and no higher. An `ok` line, an early exit or a
+//! binary swapped without the nonce fails. (2) Tests run with an empty writable
+//! directory as their working directory, not the package root; the crate copy is
+//! visible read-only at `env!("CARGO_MANIFEST_DIR")`. (3) The crate must build offline
+//! from the local registry.
 
 mod baseline;
 mod cache;
@@ -59,7 +64,8 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::rust_gate::{
-    GateDir, GateVerdict, Phase, random_hex, run_one, runner, rustc, s, scan, tests_to_run,
+    GateDir, GateVerdict, Phase, random_hex, run_one, runner, rustc, s, scan, signatures,
+    tests_to_run,
 };
 use crate::contract::OperatorFile;
 use crate::exec::Executor;
@@ -115,6 +121,7 @@ fn common_args() -> Vec<String> {
 pub async fn check(
     manifest: &Path,
     criteria: &[OperatorFile],
+    pinned: &[String],
     baseline: Option<&[OperatorFile]>,
     ws: &Workspace,
     exec: Option<&Executor>,
@@ -129,7 +136,12 @@ pub async fn check(
             );
         }
     };
-    let verdict = phases(manifest, (criteria, baseline), ws, exec, &dir.0).await;
+    let operator = Operator {
+        criteria,
+        pinned,
+        baseline,
+    };
+    let verdict = phases(manifest, operator, ws, exec, &dir.0).await;
     drop(dir);
     verdict
 }
@@ -142,6 +154,10 @@ struct Placed {
     origin: PathBuf,
     /// Its tests, listed from the operator's source.
     tests: Vec<String>,
+    /// The text placed (the operator's source, guard and verdict channel).
+    text: String,
+    /// The pinned signatures' check, when this copy holds it.
+    sig: Option<signatures::Check>,
 }
 
 /// A failed phase ends the gate with its verdict.
@@ -191,33 +207,41 @@ struct Placement {
     agent_manifest: String,
     placed: Vec<Placed>,
     targets: Targets,
+    /// The gate's verdict-channel nonce (in the placed criteria only).
+    nonce: String,
 }
 
-/// The operator's criteria and the run's baseline manifests.
-type Operator<'a> = (&'a [OperatorFile], Option<&'a [OperatorFile]>);
+/// What the operator gave the gate: the criteria, the signatures the crate must have,
+/// and the crate's manifests as they were when the run started.
+#[derive(Clone, Copy)]
+struct Operator<'a> {
+    criteria: &'a [OperatorFile],
+    pinned: &'a [String],
+    baseline: Option<&'a [OperatorFile]>,
+}
 
 async fn phases(
     manifest_rel: &Path,
-    criteria: Operator<'_>,
+    operator: Operator<'_>,
     ws: &Workspace,
     exec: Option<&Executor>,
     dir: &Path,
 ) -> GateVerdict {
-    match run_phases(manifest_rel, criteria, ws, exec, dir).await {
+    match run_phases(manifest_rel, operator, ws, exec, dir).await {
         Ok(v) | Err(v) => v,
     }
 }
 
 async fn run_phases(
     manifest_rel: &Path,
-    (criteria, baseline): Operator<'_>,
+    operator: Operator<'_>,
     ws: &Workspace,
     exec: Option<&Executor>,
     dir: &Path,
 ) -> Step<GateVerdict> {
     let layout = Layout::create(dir)?;
     // 1. Placing: the copy, the criteria outside it, the rewritten manifest.
-    let placement = place(manifest_rel, (criteria, baseline), ws, exec, &layout)?;
+    let placement = place(manifest_rel, operator, ws, exec, &layout)?;
     // The run's dependency cache, copied (verified) into this gate's target directory.
     let cargo = CargoCall {
         cargo: cargo(),
@@ -228,16 +252,16 @@ async fn run_phases(
     let deps = seed_dependencies(manifest_rel, &placement, &layout, &cargo, exec, dir).await?;
     // 2. Compile the crate and the criteria together; on failure, say whose it was.
     compile(&placement, &layout, &cargo, exec).await?;
-    check_intact(&placement, criteria)?;
+    check_intact(&placement)?;
     // 3. Each listed test, alone, by exact name, ignored ones included.
-    run_tests(&placement.placed, &layout, exec, dir, deps).await
+    run_tests(&placement, &layout, exec, dir, deps).await
 }
 
 /// Copies the workspace, writes each criterion outside the copy under an
 /// unpredictable target name, and rewrites the copy's manifest to declare them.
 fn place(
     manifest_rel: &Path,
-    (criteria, baseline): Operator<'_>,
+    operator: Operator<'_>,
     ws: &Workspace,
     exec: Option<&Executor>,
     layout: &Layout,
@@ -248,13 +272,23 @@ fn place(
     let manifest_path = layout.src.join(manifest_rel);
     let agent_manifest = std::fs::read_to_string(&manifest_path)
         .map_err(|e| fail_subject(format!("{}: {e}", manifest_rel.display())))?;
-    refuse_overrides(
-        manifest_rel,
-        &agent_manifest,
-        (criteria, baseline),
-        &layout.src,
-    )?;
-    let (placed, targets) = place_criteria(criteria, &layout.criteria)?;
+    let Operator {
+        criteria, pinned, ..
+    } = operator;
+    refuse_overrides(manifest_rel, &agent_manifest, operator, &layout.src)?;
+    let nonce = random_hex();
+    let sigs = if pinned.is_empty() {
+        None
+    } else {
+        let krate = manifest::lib_crate_name(&agent_manifest).ok_or_else(|| {
+            fail_subject(format!(
+                "{}: no package or library name, so the pinned signatures cannot be checked",
+                manifest_rel.display()
+            ))
+        })?;
+        Some((krate, pinned))
+    };
+    let (placed, targets) = place_criteria(criteria, &layout.criteria, &nonce, sigs)?;
     let gate_manifest = manifest::gate_manifest(&agent_manifest, &targets)
         .map_err(|e| fail_subject(format!("{}: {e}", manifest_rel.display())))?;
     if let Err(e) = std::fs::write(&manifest_path, gate_manifest) {
@@ -266,6 +300,7 @@ fn place(
         agent_manifest,
         placed,
         targets,
+        nonce,
     })
 }
 
@@ -275,7 +310,9 @@ fn place(
 fn refuse_overrides(
     manifest_rel: &Path,
     agent_manifest: &str,
-    (criteria, baseline): Operator<'_>,
+    Operator {
+        criteria, baseline, ..
+    }: Operator<'_>,
     src: &Path,
 ) -> Step<()> {
     let sources: Vec<&str> = criteria.iter().map(|c| c.source.as_str()).collect();
@@ -306,25 +343,41 @@ fn refuse_overrides(
     }
 }
 
-/// The text of a placed criterion: the operator's source and the guards.
-fn criterion_text(c: &OperatorFile) -> String {
+/// The text of a placed criterion: the operator's source with the guard and the
+/// verdict channel of the gate's `nonce` (see the file form), and the attribute guard.
+fn criterion_text(c: &OperatorFile, nonce: &str) -> String {
     format!(
-        "{}\n{}{TEST_ATTR_GUARD}",
-        c.source,
-        super::rust_gate::criterion_guard(&c.source)
+        "{}\n{TEST_ATTR_GUARD}",
+        super::rust_gate::criterion_copy(&c.source, nonce)
     )
 }
 
 /// Writes each criterion into `crit_dir` as `io_harness_criterion_<random>_<i>.rs`,
 /// with its tests listed from the operator's source.
-fn place_criteria(criteria: &[OperatorFile], crit_dir: &Path) -> Step<(Vec<Placed>, Targets)> {
+fn place_criteria(
+    criteria: &[OperatorFile],
+    crit_dir: &Path,
+    nonce: &str,
+    sigs: Option<(String, &[String])>,
+) -> Step<(Vec<Placed>, Targets)> {
     let stem = format!("io_harness_criterion_{}", random_hex());
     let mut placed = Vec::with_capacity(criteria.len());
     let mut targets = Vec::with_capacity(criteria.len());
     for (i, c) in criteria.iter().enumerate() {
         let name = format!("{stem}_{i}");
         let path = crit_dir.join(format!("{name}.rs"));
-        if let Err(e) = std::fs::write(&path, criterion_text(c)) {
+        let mut text = criterion_text(c, nonce);
+        // The pinned signatures are checked once, in the first criterion's copy.
+        let sig = match (&sigs, i) {
+            (Some((krate, entries)), 0) => {
+                let module = format!("__io_harness_signatures_{nonce}");
+                let check = signatures::check(krate, entries, &module, text.lines().count() + 1);
+                text.push_str(&check.text);
+                Some(check)
+            }
+            _ => None,
+        };
+        if let Err(e) = std::fs::write(&path, &text) {
             return Err(fail_subject(format!("gate directory: {e}")));
         }
         targets.push((name.clone(), s(&path)));
@@ -332,6 +385,8 @@ fn place_criteria(criteria: &[OperatorFile], crit_dir: &Path) -> Step<(Vec<Place
             name,
             origin: c.path.clone(),
             tests: scan::test_names(&c.source),
+            text,
+            sig,
         });
     }
     Ok((placed, targets))
@@ -435,14 +490,16 @@ async fn compile(
         )
     };
     Err(if alone.ok() {
-        GateVerdict::fail(
-            Phase::CriterionCompile,
-            format!(
-                "the crate builds but the criteria do not compile against it (cargo {})",
-                ran.status
-            ),
-            Some(out),
-        )
+        signature_mismatch(placement, &out).unwrap_or_else(|| {
+            GateVerdict::fail(
+                Phase::CriterionCompile,
+                format!(
+                    "the crate builds but the criteria do not compile against it (cargo {})",
+                    ran.status
+                ),
+                Some(out.clone()),
+            )
+        })
     } else {
         GateVerdict::fail(
             Phase::SubjectCompile,
@@ -452,15 +509,30 @@ async fn compile(
     })
 }
 
+/// A criterion compile that failed on a line of the pinned signatures' check: the
+/// crate lacks a signature the contract pins.
+fn signature_mismatch(placement: &Placement, out: &str) -> Option<GateVerdict> {
+    placement
+        .placed
+        .iter()
+        .zip(&placement.targets)
+        .find_map(|(p, (name, _))| {
+            let failing = signatures::failing(p.sig.as_ref()?, &format!("{name}.rs"), out);
+            (!failing.is_empty()).then(|| {
+                GateVerdict::fail(
+                    Phase::CriterionCompile,
+                    signatures::mismatch(&failing),
+                    Some(out.to_string()),
+                )
+            })
+        })
+}
+
 /// What was compiled must be what the harness placed (where nothing isolates the
 /// build, a build script can write the criterion files).
-fn check_intact(placement: &Placement, criteria: &[OperatorFile]) -> Step<()> {
+fn check_intact(placement: &Placement) -> Step<()> {
     for (p, (_, path)) in placement.placed.iter().zip(&placement.targets) {
-        let intact = criteria
-            .iter()
-            .find(|c| c.path == p.origin)
-            .map(criterion_text)
-            .is_some_and(|want| std::fs::read_to_string(path).is_ok_and(|got| got == want));
+        let intact = std::fs::read_to_string(path).is_ok_and(|got| got == p.text);
         if !intact {
             return Err(GateVerdict::fail(
                 Phase::CriterionCompile,
@@ -479,16 +551,23 @@ fn check_intact(placement: &Placement, criteria: &[OperatorFile]) -> Step<()> {
 /// Each listed test of each criterion, alone, by exact name, in the binary the build
 /// produced (checked by hash before every test).
 async fn run_tests(
-    placed: &[Placed],
+    placement: &Placement,
     layout: &Layout,
     exec: Option<&Executor>,
     dir: &Path,
     deps: &str,
 ) -> Step<GateVerdict> {
     let fixtures = [layout.src.clone()];
-    let mut bins = Vec::with_capacity(placed.len());
-    for p in placed {
+    let nonce = placement.nonce.as_str();
+    let mut bins = Vec::with_capacity(placement.placed.len());
+    let kept = dir.join("bins");
+    std::fs::create_dir_all(&kept)
+        .map_err(|e| GateVerdict::fail(Phase::TestRun, format!("gate directory: {e}"), None))?;
+    for p in &placement.placed {
+        // The build's sandbox session is over (its processes ended with it): the
+        // binary is taken out of the target directory, hashed, and only that copy runs.
         let (bin, digest) = test_binary(&layout.target, &p.name)
+            .and_then(|(built, _)| keep_binary(&built, &kept.join(&p.name)))
             .map_err(|why| GateVerdict::fail(Phase::TestRun, why, None))?;
         let tests = tests_to_run(exec, dir, &bin, &p.tests, &fixtures).await?;
         if tests.is_empty() {
@@ -515,7 +594,7 @@ async fn run_tests(
                     None,
                 ));
             }
-            run_one(exec, dir, bin, n, test, &fixtures).await?;
+            run_one(exec, dir, bin, n, test, &fixtures, nonce).await?;
             n += 1;
             ran_names.push(test.clone());
         }
@@ -528,7 +607,8 @@ async fn run_tests(
             ran_names.join(", ")
         ),
         output: None,
-        trust: Some(crate::verify::Trust::RunnerReport),
+        // Every test passed through the harness's verdict channel.
+        trust: Some(crate::verify::Trust::HarnessChannel),
         tests: Some(crate::verify::TestTally {
             run: ran_names.len() as u32,
             passed: ran_names.len() as u32,
@@ -564,6 +644,15 @@ fn lockfile(src: &Path, manifest_rel: &Path) -> Option<Vec<u8>> {
     std::fs::read(beside)
         .or_else(|_| std::fs::read(src.join("Cargo.lock")))
         .ok()
+}
+
+/// Copies the built test binary to `to` (the gate's directory, outside everything the
+/// build could write) and hashes the copy.
+fn keep_binary(built: &Path, to: &Path) -> Result<(PathBuf, [u8; 32]), String> {
+    std::fs::copy(built, to)
+        .and_then(|_| file_digest(to))
+        .map(|d| (to.to_path_buf(), d))
+        .map_err(|e| format!("cannot keep the criterion's test binary: {e}"))
 }
 
 fn file_digest(p: &Path) -> std::io::Result<[u8; 32]> {

@@ -10,32 +10,43 @@
 //! 3. `criterion-compile`: the criterion compiles as a `--test` crate of its own that
 //!    links the subject with `--extern subject=…`. Being separate crates, the subject
 //!    cannot redefine `assert!`, `#[test]`, `core` or `std` for the criterion, nor
-//!    delete what it calls and still compile; the harness also appends explicit imports
-//!    of the std assertion macros to its copy of the criterion, so a criterion's
-//!    `use subject::*` cannot pull in a shadowing `assert_eq!`.
+//!    delete what it calls and still compile. The harness's copy of the criterion also
+//!    pins the prelude, the primitive types and the std macros it invokes over any
+//!    glob import (module `guard`), so `use subject::*` cannot hand it a lying `Some`,
+//!    `String` or `assert_eq!`. Signatures the contract pins are checked first by a
+//!    harness-written crate (module `signatures`): a return type with a lying
+//!    `PartialEq` fails here, the signature named.
 //! 4. `test-run`: the harness lists the criterion's tests from the criterion source
 //!    (which the agent cannot edit), adds those the compiled binary lists beyond them
 //!    (`--list`: tests a macro writes; the list can only add, never remove a declared
 //!    test, and a declared test the binary lacks is the criterion's problem), then runs
-//!    each by exact name in its own process with a fresh copy of the test binary. A test passes only when its
-//!    process exits 0 *and* libtest reports one test running and that very test ok; a
-//!    list with no tests, a test that did not run, a cap kill or a timeout never passes.
+//!    each by exact name in its own process with a fresh copy of the test binary. A
+//!    test passes only when its process exits 0, libtest reports one test running and
+//!    that very test ok, *and* the harness's verdict for it is there: a guard the
+//!    harness put at the start of every test body writes `<nonce> <name>` only after
+//!    the function returned (module `channel`). A list with no tests, a test that did
+//!    not run, a cap kill or a timeout never passes; a pass is recorded with trust
+//!    level `harness-channel` and the tests counted by name.
 //!
 //! Everything is built in a per-gate directory under the harness's cache
 //! (`$XDG_CACHE_HOME/io-harness/gates/<run>-<pid>-<n>/<n>`), outside the agent's writable area,
 //! rebuilt every gate and removed afterwards. Each test process gets its own directory
 //! as its only writable place, so one test cannot replace the binary a later test runs.
 //!
-//! **Known limit.** The subject's code runs inside the criterion's test process, so it
-//! can still forge behaviour there: a static initialiser or the test itself could print
-//! libtest's exact `test <name> ... ok` line (the name is in its argv) and exit 0. The
-//! exit status is the verdict and the name check stops the plain forgeries (`exit(0)`
-//! before or during the test, printing `test result: ok`), but in-process code that
-//! imitates libtest word for word is not distinguishable from libtest by a harness that
-//! only sees the process from outside.
+//! **Known limit.** The subject's code runs inside the criterion's test process. An
+//! early exit, a forged transcript, a panic hook or a life-before-main constructor no
+//! longer passes (none of them leaves the verdict), but code that reverse-engineers
+//! its own process — finds the nonce in the binary it runs in and writes the verdict
+//! itself — is not told apart. That is what trust level `harness-channel` records:
+//! the verdict came from harness code in a process the subject shares. The channel
+//! needs libtest (stable Rust's only `#[test]` runner); a test whose attribute or body
+//! the harness cannot instrument fails for want of a verdict rather than passing.
 
+pub(crate) mod channel;
+pub(crate) mod guard;
 pub(crate) mod runner;
 pub(crate) mod scan;
+pub(crate) mod signatures;
 
 use std::path::{Path, PathBuf};
 
@@ -106,6 +117,7 @@ pub async fn check(
     subject: &Path,
     criterion: &Path,
     kept: Option<&str>,
+    pinned: &[String],
     ws: &Workspace,
     exec: Option<&Executor>,
 ) -> GateVerdict {
@@ -143,7 +155,7 @@ pub async fn check(
             );
         }
     };
-    let verdict = phases(&source, &crit, &dir.0, exec).await;
+    let verdict = phases(&source, &crit, pinned, &dir.0, exec).await;
     drop(dir);
     verdict
 }
@@ -244,37 +256,27 @@ pub(crate) fn s(p: &Path) -> String {
     p.display().to_string()
 }
 
-/// The macros the guard pins to `std`.
-const GUARDED: &[&str] = &[
-    "assert",
-    "assert_eq",
-    "assert_ne",
-    "debug_assert",
-    "debug_assert_eq",
-    "debug_assert_ne",
-    "panic",
-    "unreachable",
-    "matches",
-];
-
-/// Explicit imports beat glob imports: a criterion's `use subject::*` cannot bring in
-/// a shadowing assertion macro past these. A name the criterion imports explicitly
-/// itself (`use std::panic;`) is left to its own import, which is the operator's and
-/// would otherwise collide with the guard's (E0252).
-pub(crate) fn criterion_guard(criterion: &str) -> String {
-    let own = scan::explicit_imports(criterion);
-    let pinned: Vec<&str> = GUARDED
-        .iter()
-        .copied()
-        .filter(|n| !own.contains(*n))
-        .collect();
-    if pinned.is_empty() {
-        return String::new();
+/// The harness's copy of a criterion: the operator's source with the guard's pins
+/// (module `guard`) and the verdict channel's wrappers (module `channel`) inserted, and
+/// the root pins and the channel's module appended. Insertions never add a line, so
+/// the compiler's line numbers are the operator's.
+pub(crate) fn criterion_copy(criterion: &str, nonce: &str) -> String {
+    let g = guard::guard(criterion);
+    let mut inserts = g.inserts;
+    inserts.extend(channel::test_wrappers(criterion, nonce));
+    inserts.sort_by_key(|(at, _)| *at);
+    let mut out = String::with_capacity(criterion.len() + 4096);
+    let mut last = 0;
+    for (at, text) in inserts {
+        out.push_str(&criterion[last..at]);
+        out.push_str(&text);
+        last = at;
     }
-    format!(
-        "\n#[allow(unused_imports)]\nuse ::std::{{{}}};\n",
-        pinned.join(", ")
-    )
+    out.push_str(&criterion[last..]);
+    out.push('\n');
+    out.push_str(&g.root);
+    out.push_str(&channel::harness_module(nonce));
+    out
 }
 
 /// The files of a file-form gate, written into its `build` directory.
@@ -286,8 +288,10 @@ struct Files {
     marked: PathBuf,
     /// A crate that must name the marker.
     probe: PathBuf,
-    /// The criterion with the guard.
+    /// The criterion with the guard and the verdict channel.
     criterion: PathBuf,
+    /// The gate's nonce, in the criterion copy only.
+    nonce: String,
 }
 
 impl Files {
@@ -298,12 +302,14 @@ impl Files {
         let build = dir.join("build");
         std::fs::create_dir_all(build.join("meta")).map_err(io)?;
         let marker = format!("__io_harness_marker_{}", random_hex());
+        let nonce = random_hex();
         let files = Self {
             plain: build.join("subject.rs"),
             marked: build.join("subject_marked.rs"),
             probe: build.join("probe.rs"),
             criterion: build.join("criterion.rs"),
             build,
+            nonce,
         };
         let writes = [
             (&files.plain, subject.to_string()),
@@ -315,10 +321,7 @@ impl Files {
                 &files.probe,
                 format!("pub fn probe() {{ ::subject::{marker}(); }}\n"),
             ),
-            (
-                &files.criterion,
-                format!("{criterion}\n{}", criterion_guard(criterion)),
-            ),
+            (&files.criterion, criterion_copy(criterion, &files.nonce)),
         ];
         for (p, text) in writes {
             std::fs::write(p, text).map_err(io)?;
@@ -367,10 +370,11 @@ impl Files {
 async fn phases(
     subject: &str,
     criterion: &str,
+    pinned: &[String],
     dir: &Path,
     exec: Option<&Executor>,
 ) -> GateVerdict {
-    match run_phases(subject, criterion, dir, exec).await {
+    match run_phases(subject, criterion, pinned, dir, exec).await {
         Ok(v) | Err(v) => v,
     }
 }
@@ -378,12 +382,14 @@ async fn phases(
 async fn run_phases(
     subject: &str,
     criterion: &str,
+    pinned: &[String],
     dir: &Path,
     exec: Option<&Executor>,
 ) -> Result<GateVerdict, GateVerdict> {
     let files = Files::write(subject, criterion, dir)?;
     let rustc = rustc();
     let extern_subject = compile_subject(&files, &rustc, exec).await?;
+    check_signatures(&files, &rustc, &extern_subject, pinned, exec).await?;
     // 3. criterion-compile: a separate --test crate linking the subject.
     let bin = files.build.join("criterion-tests");
     let argv = Files::rustc(
@@ -404,7 +410,60 @@ async fn run_phases(
         })
         .await?;
     // 4. test-run: each listed test by exact name, in its own process and directory.
-    run_tests(criterion, &bin, dir, exec).await
+    run_tests(criterion, &bin, dir, exec, &files.nonce).await
+}
+
+/// The pinned signatures (module `signatures`): a harness-written crate that compiles
+/// only when the subject's items have exactly those types. Part of
+/// `criterion-compile`: what the criterion relies on is missing.
+async fn check_signatures(
+    files: &Files,
+    rustc: &str,
+    extern_subject: &str,
+    pinned: &[String],
+    exec: Option<&Executor>,
+) -> Result<(), GateVerdict> {
+    if pinned.is_empty() {
+        return Ok(());
+    }
+    let check = signatures::check("subject", pinned, "signatures", 1);
+    let path = files.build.join("signatures.rs");
+    std::fs::write(&path, &check.text).map_err(|e| {
+        GateVerdict::fail(
+            Phase::CriterionCompile,
+            format!("gate directory: {e}"),
+            None,
+        )
+    })?;
+    let meta = s(&files.build.join("meta"));
+    let argv = Files::rustc(
+        rustc,
+        "signatures",
+        &[
+            "--crate-type",
+            "rlib",
+            "--emit=metadata",
+            "--extern",
+            extern_subject,
+            "--out-dir",
+            &meta,
+            &s(&path),
+        ],
+    );
+    let ran = runner::run(exec, &files.build, argv, COMPILE_WALL_SECS).await;
+    if ran.ok() {
+        return Ok(());
+    }
+    let out = ran.output.render();
+    let mut failing = signatures::failing(&check, &s(&path), &out);
+    if failing.is_empty() {
+        failing = pinned.iter().map(String::as_str).collect();
+    }
+    Err(GateVerdict::fail(
+        Phase::CriterionCompile,
+        signatures::mismatch(&failing),
+        Some(out),
+    ))
 }
 
 /// Phases 1 and 2: the subject compiles alone, and with a harness item appended that
@@ -477,6 +536,7 @@ async fn run_tests(
     bin: &Path,
     dir: &Path,
     exec: Option<&Executor>,
+    nonce: &str,
 ) -> Result<GateVerdict, GateVerdict> {
     let tests = tests_to_run(exec, dir, bin, &scan::test_names(criterion), &[]).await?;
     if tests.is_empty() {
@@ -487,7 +547,7 @@ async fn run_tests(
         ));
     }
     for (i, name) in tests.iter().enumerate() {
-        run_one(exec, dir, bin, i, name, &[]).await?;
+        run_one(exec, dir, bin, i, name, &[], nonce).await?;
     }
     Ok(GateVerdict {
         failed: None,
@@ -497,7 +557,8 @@ async fn run_tests(
             tests.join(", ")
         ),
         output: None,
-        trust: Some(crate::verify::Trust::RunnerReport),
+        // Every test passed through the channel: one without a verdict failed.
+        trust: Some(crate::verify::Trust::HarnessChannel),
         tests: Some(crate::verify::TestTally {
             run: tests.len() as u32,
             passed: tests.len() as u32,
@@ -572,7 +633,10 @@ pub(crate) async fn tests_to_run(
 }
 
 /// Runs criterion test `name` of `bin` alone, in a fresh directory `run-<i>` under
-/// `dir` holding its own copy of the binary, with `read_only` host paths visible.
+/// `dir` holding its own copy of the binary, with `read_only` host paths visible. It
+/// passes on three things together: the process exited 0, libtest reported one test
+/// running and this one ok, and the harness's verdict for it (module `channel`)
+/// carries this gate's `nonce`.
 pub(crate) async fn run_one(
     exec: Option<&Executor>,
     dir: &Path,
@@ -580,6 +644,7 @@ pub(crate) async fn run_one(
     i: usize,
     name: &str,
     read_only: &[PathBuf],
+    nonce: &str,
 ) -> Result<(), GateVerdict> {
     let io =
         |e: std::io::Error| GateVerdict::fail(Phase::TestRun, format!("gate directory: {e}"), None);
@@ -593,20 +658,27 @@ pub(crate) async fn run_one(
         .collect();
     let ran = runner::run_viewing(exec, &run_dir, read_only, argv, TEST_WALL_SECS).await;
     let text = ran.output.render();
-    // Exactly one test ran, and it was this one.
+    // Exactly one test ran, and it was this one (`- should panic` for such a test).
     let one = text.lines().any(|l| l.trim_end() == "running 1 test");
     let reported = one
-        && text
-            .lines()
-            .any(|l| l.trim_end() == format!("test {name} ... ok"));
-    if ran.ok() && reported {
+        && text.lines().map(str::trim_end).any(|l| {
+            l == format!("test {name} ... ok") || l == format!("test {name} - should panic ... ok")
+        });
+    let verdict = channel::has_verdict(&run_dir, nonce, name);
+    if ran.ok() && reported && verdict {
         return Ok(());
     }
     let why = if !ran.ok() {
         format!("criterion test {name} failed (test process {})", ran.status)
-    } else {
+    } else if !reported {
         format!(
             "criterion test {name} did not run (the process exited 0 without libtest reporting it ok)"
+        )
+    } else {
+        format!(
+            "criterion test {name} has no harness verdict: libtest's report says ok, but the \
+             test function never returned through the harness's check (the process was ended \
+             or its output forged before it, or the harness could not instrument this test)"
         )
     };
     Err(GateVerdict::fail(Phase::TestRun, why, Some(text)))

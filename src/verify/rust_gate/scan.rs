@@ -8,61 +8,117 @@
 //! run under its wrong name, which fails the gate rather than passing it.
 
 /// `source` with its comments (line and nested block comments) and the contents of
-/// its string literals blanked, newlines kept: a `#[test]` inside a comment is no test,
-/// and a `{` in a string opens no module.
+/// its string and char literals (raw strings included) blanked to spaces, newlines
+/// kept and every byte at its offset: a `#[test]` inside a comment is no test, a `{`
+/// in a string opens no module, and a position found in the result is the same
+/// position in `source` (the harness inserts its code there).
 pub(crate) fn code_only(source: &str) -> String {
-    let mut out = String::with_capacity(source.len());
-    let mut chars = source.chars().peekable();
-    let mut block = 0usize;
-    while let Some(c) = chars.next() {
-        if block > 0 {
-            match (c, chars.peek()) {
-                ('*', Some('/')) => {
-                    chars.next();
-                    block -= 1;
-                }
-                ('/', Some('*')) => {
-                    chars.next();
-                    block += 1;
-                }
-                ('\n', _) => out.push('\n'),
-                _ => {}
+    let b = source.as_bytes();
+    let mut out = b.to_vec();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for o in &mut out[from..to.min(b.len())] {
+            if *o != b'\n' {
+                *o = b' ';
             }
-            continue;
         }
-        match (c, chars.peek()) {
-            ('/', Some('/')) => {
-                for c in chars.by_ref() {
-                    if c == '\n' {
-                        out.push('\n');
-                        break;
-                    }
-                }
+    };
+    let mut i = 0;
+    while i < b.len() {
+        match (b[i], b.get(i + 1).copied()) {
+            (b'/', Some(b'/')) => {
+                let end = b[i..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .map_or(b.len(), |e| i + e);
+                blank(&mut out, i, end);
+                i = end;
             }
-            ('/', Some('*')) => {
-                chars.next();
-                block = 1;
-            }
-            ('"', _) => {
-                out.push('"');
-                let mut escaped = false;
-                for c in chars.by_ref() {
-                    match (escaped, c) {
-                        (false, '\\') => escaped = true,
-                        (false, '"') => break,
-                        (_, '\n') => {
-                            out.push('\n');
-                            escaped = false;
+            (b'/', Some(b'*')) => {
+                let mut depth = 0usize;
+                let mut j = i;
+                while j < b.len() {
+                    match (b[j], b.get(j + 1).copied()) {
+                        (b'/', Some(b'*')) => {
+                            depth += 1;
+                            j += 2;
                         }
-                        _ => escaped = false,
+                        (b'*', Some(b'/')) => {
+                            depth -= 1;
+                            j += 2;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => j += 1,
                     }
                 }
-                out.push('"');
+                blank(&mut out, i, j);
+                i = j;
             }
-            _ => out.push(c),
+            (b'r', Some(b'"' | b'#')) if raw_start(b, i).is_some() => {
+                let (hashes, open) = raw_start(b, i).unwrap_or((0, i));
+                let close: Vec<u8> = std::iter::once(b'"')
+                    .chain(std::iter::repeat_n(b'#', hashes))
+                    .collect();
+                let end = b[open + 1..]
+                    .windows(close.len())
+                    .position(|w| w == close.as_slice())
+                    .map_or(b.len(), |e| open + 1 + e);
+                blank(&mut out, open + 1, end);
+                i = end + close.len();
+            }
+            (b'"', _) => {
+                let mut j = i + 1;
+                while j < b.len() && b[j] != b'"' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                blank(&mut out, i + 1, j);
+                i = j + 1;
+            }
+            (b'\'', _) => {
+                i = char_literal(b, i).map_or(i + 1, |end| {
+                    blank(&mut out, i + 1, end);
+                    end + 1
+                })
+            }
+            _ => i += 1,
         }
     }
-    out
+    // Only ASCII bytes were replaced, and only whole characters: still UTF-8.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// `r"` / `r#"` starting at `i` (not the end of an identifier): the number of `#`
+/// and the offset of the opening quote.
+fn raw_start(b: &[u8], i: usize) -> Option<(usize, usize)> {
+    if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') && b[i - 1] != b'b' {
+        return None;
+    }
+    let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+    (b.get(i + 1 + hashes) == Some(&b'"')).then_some((hashes, i + 1 + hashes))
+}
+
+/// The offset of the closing quote of a char literal opening at `i`, or `None` for
+/// a lifetime or label (`'a`).
+fn char_literal(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i + 1)? {
+        b'\\' => {
+            let end = b[i + 2..].iter().take(12).position(|&c| c == b'\'')?;
+            Some(i + 2 + end.max(1))
+        }
+        _ => {
+            // One character, then the quote. `i + 1` follows an ASCII quote, so it is
+            // a character boundary.
+            let len = std::str::from_utf8(&b[i + 1..(i + 5).min(b.len())])
+                .unwrap_or_else(|e| {
+                    std::str::from_utf8(&b[i + 1..i + 1 + e.valid_up_to()]).unwrap_or("")
+                })
+                .chars()
+                .next()
+                .map(char::len_utf8)?;
+            (b.get(i + 1 + len) == Some(&b'\'')).then_some(i + 1 + len)
+        }
+    }
 }
 
 /// The names `use` items of `source` bind explicitly (`use std::panic;` → `panic`,
@@ -119,6 +175,240 @@ fn find_word(hay: &str, word: &str) -> Option<usize> {
             return Some(at);
         }
         from = at + word.len();
+    }
+    None
+}
+
+/// The brace depth before each byte of `code` (blanked by [`code_only`]) and whether
+/// each open brace opened a module (`mod name {`), the file root counting as one.
+fn in_module_scope(code: &str) -> Vec<bool> {
+    let mut scopes = vec![true];
+    let mut at = Vec::with_capacity(code.len());
+    for (i, c) in code.bytes().enumerate() {
+        at.push(scopes.last().copied().unwrap_or(true));
+        match c {
+            b'{' => {
+                let before = code[..i].trim_end();
+                let word_start = before
+                    .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .map_or(0, |s| s + 1);
+                let is_mod = before[..word_start].trim_end().ends_with("mod")
+                    && find_word(&before[..word_start], "mod").is_some();
+                scopes.push(is_mod);
+            }
+            b'}' if scopes.len() > 1 => {
+                scopes.pop();
+            }
+            _ => {}
+        }
+    }
+    at
+}
+
+/// The names items directly in a module (or the file root) of `code` define:
+/// `fn`, `struct`, `enum`, `union`, `trait`, `type`, `const`, `static`, `mod`,
+/// `macro_rules!`. Items inside functions and impls are not the module's names.
+pub(crate) fn module_items(code: &str) -> std::collections::BTreeSet<String> {
+    let scope = in_module_scope(code);
+    let mut names = std::collections::BTreeSet::new();
+    for kw in [
+        "fn", "struct", "enum", "union", "trait", "type", "const", "static", "mod",
+    ] {
+        let mut from = 0;
+        while let Some(i) = find_word(&code[from..], kw) {
+            let at = from + i;
+            from = at + kw.len();
+            if !scope[at] {
+                continue;
+            }
+            let rest = code[from..].trim_start();
+            let rest = rest.strip_prefix("mut ").unwrap_or(rest).trim_start();
+            if let Some(name) = ident(rest) {
+                names.insert(name.to_string());
+            }
+        }
+    }
+    let mut from = 0;
+    while let Some(i) = code[from..].find("macro_rules!") {
+        from += i + "macro_rules!".len();
+        if let Some(name) = ident(code[from..].trim_start()) {
+            names.insert(name.to_string());
+        }
+    }
+    names
+}
+
+/// The offsets just past each glob `use` item (`use subject::*;`) of `code` that is
+/// not at the file root: there the guard's pins go in the same scope.
+pub(crate) fn nested_glob_imports(code: &str) -> Vec<usize> {
+    let mut depth = vec![0usize; code.len() + 1];
+    let mut d = 0usize;
+    for (i, c) in code.bytes().enumerate() {
+        depth[i] = d;
+        match c {
+            b'{' => d += 1,
+            b'}' => d = d.saturating_sub(1),
+            _ => {}
+        }
+    }
+    let mut ends = Vec::new();
+    let mut from = 0;
+    while let Some(i) = find_word(&code[from..], "use") {
+        let at = from + i;
+        let item = &code[at..];
+        let end = item.find(';').map_or(code.len(), |e| at + e + 1);
+        from = end.min(code.len());
+        if depth[at] > 0 && code[at..end.min(code.len())].contains('*') {
+            ends.push(end.min(code.len()));
+        }
+        if from >= code.len() {
+            break;
+        }
+    }
+    ends
+}
+
+/// Where a test function's body starts, for the harness's guard.
+pub(crate) enum Body {
+    /// Just past the body's opening `{`.
+    Block(usize),
+    /// A `$body` fragment of a `macro_rules!` (start and end offsets), wrapped whole.
+    Fragment(usize, usize),
+}
+
+/// A `#[test]` function as written in the source (maybe inside a macro body).
+pub(crate) struct TestSite {
+    /// Its name token: an identifier or a macro variable (`$name`).
+    pub(crate) name: String,
+    /// It carries `#[should_panic]`.
+    pub(crate) should_panic: bool,
+    pub(crate) body: Body,
+}
+
+/// Each function of `code` (blanked by [`code_only`]) under an attribute run holding
+/// a test attribute: `#[test]`, `# [ test ]`, any path ending in `test`
+/// (`#[core::prelude::v1::test]`, `#[tokio::test]`).
+pub(crate) fn test_sites(code: &str) -> Vec<TestSite> {
+    let b = code.as_bytes();
+    let mut sites = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'#' || !code[i + 1..].trim_start().starts_with('[') {
+            i += 1;
+            continue;
+        }
+        // An attribute run: `#[…]` items separated by whitespace.
+        let (mut test, mut should_panic, mut j) = (false, false, i);
+        while j < b.len() && b[j] == b'#' {
+            let Some(open) = code[j + 1..].find('[').map(|o| j + 1 + o) else {
+                break;
+            };
+            if !code[j + 1..open].trim().is_empty() {
+                break;
+            }
+            let Some(close) = matching(b, open, b'[', b']') else {
+                break;
+            };
+            let attr: String = code[open + 1..close]
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            test |= attr == "test" || (attr.ends_with("::test") && !attr.contains('('));
+            should_panic |= attr == "should_panic" || attr.starts_with("should_panic(");
+            j = close + 1;
+            j += code[j..].len() - code[j..].trim_start().len();
+        }
+        if test && let Some(site) = site_at(code, j, should_panic) {
+            sites.push(site);
+        }
+        i = j.max(i + 1);
+    }
+    sites
+}
+
+/// The function header starting at `at` (after its attributes): its name and body.
+fn site_at(code: &str, at: usize, should_panic: bool) -> Option<TestSite> {
+    let mut rest = code[at..].trim_start();
+    loop {
+        let before = rest;
+        for kw in ["pub", "async", "unsafe", "const", "extern"] {
+            if let Some(r) = rest
+                .strip_prefix(kw)
+                .filter(|r| !r.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+            {
+                rest = r.trim_start();
+            }
+        }
+        // `pub(crate)`, and `extern "C"` (its string is blanked to `"   "`).
+        if let Some(r) = rest.strip_prefix('(') {
+            rest = r.split_once(')').map_or(r, |(_, r)| r).trim_start();
+        } else if let Some(r) = rest.strip_prefix('"') {
+            rest = r.split_once('"').map_or(r, |(_, r)| r).trim_start();
+        }
+        if rest == before {
+            break;
+        }
+    }
+    let rest = rest.strip_prefix("fn")?.trim_start();
+    let dollar = rest.starts_with('$');
+    let name_len = ident(rest.trim_start_matches('$'))?.len() + usize::from(dollar);
+    let name = rest[..name_len].to_string();
+    let b = code.as_bytes();
+    let after_name = code.len() - rest.len() + name_len;
+    let open = after_name + code[after_name..].find('(')?;
+    let close = matching(b, open, b'(', b')')?;
+    // The body: the first `{` (or `$fragment`) after the parameters; `;` ends a
+    // declaration without one.
+    let tail = &code[close + 1..];
+    let k = tail.find(['{', '$', ';'])?;
+    let at = close + 1 + k;
+    let body = match b[at] {
+        b'{' => Body::Block(after_inner_attributes(code, at + 1)),
+        b'$' => {
+            let len = 1 + ident(&code[at + 1..])?.len();
+            Body::Fragment(at, at + len)
+        }
+        _ => return None,
+    };
+    Some(TestSite {
+        name,
+        should_panic,
+        body,
+    })
+}
+
+/// Past the inner attributes (`#![allow(…)]`) that open a body at `at`: the guard
+/// goes after them, where a statement may stand.
+fn after_inner_attributes(code: &str, mut at: usize) -> usize {
+    loop {
+        let rest = &code[at..];
+        let skipped = rest.len() - rest.trim_start().len();
+        let Some(open) = rest.trim_start().strip_prefix("#!").map(str::trim_start) else {
+            return at;
+        };
+        if !open.starts_with('[') {
+            return at;
+        }
+        let bracket = code.len() - open.len();
+        match matching(code.as_bytes(), bracket, b'[', b']') {
+            Some(close) if close > at + skipped => at = close + 1,
+            _ => return at,
+        }
+    }
+}
+
+/// The offset of the bracket closing the one at `open`.
+fn matching(b: &[u8], open: usize, o: u8, c: u8) -> Option<usize> {
+    let mut depth = 0usize;
+    for (k, &ch) in b.iter().enumerate().skip(open) {
+        if ch == o {
+            depth += 1;
+        } else if ch == c {
+            depth -= 1;
+            if depth == 0 {
+                return Some(k);
+            }
+        }
     }
     None
 }
@@ -216,6 +506,43 @@ fn mod_name(s: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::test_names;
+
+    #[test]
+    fn test_sites_are_found_in_plain_code_and_macro_bodies() {
+        let src = "#[test]\nfn a() { #![allow(unused)] x(); }\n# [ test ] #[should_panic(expected = \"}\")]\npub fn b() {}\n\
+                   // #[test] fn c() {}\nmacro_rules! m { ($n:ident, $body:block) => { #[test] fn $n() $body }; }\n\
+                   #[::core::prelude::v1::test] async fn d() -> Result<(), ()> { Ok(()) }\n";
+        let code = super::code_only(src);
+        let sites = super::test_sites(&code);
+        let got: Vec<(&str, bool)> = sites
+            .iter()
+            .map(|s| (s.name.as_str(), s.should_panic))
+            .collect();
+        assert_eq!(
+            got,
+            [("a", false), ("b", true), ("$n", false), ("d", false)]
+        );
+        match sites[0].body {
+            super::Body::Block(at) => {
+                assert_eq!(&src[..at], "#[test]\nfn a() { #![allow(unused)]");
+            }
+            super::Body::Fragment(..) => panic!("a block"),
+        }
+        match sites[2].body {
+            super::Body::Fragment(s, e) => assert_eq!(&src[s..e], "$body"),
+            super::Body::Block(_) => panic!("a fragment"),
+        }
+    }
+
+    #[test]
+    fn code_only_keeps_offsets_and_blanks_char_and_raw_string_literals() {
+        let src = "let a = '\"'; let b = r#\"{ \"x\" }\"#; fn f<'a>(x: &'a str) {} // é\n";
+        let code = super::code_only(src);
+        assert_eq!(code.len(), src.len());
+        assert_eq!(code.matches('\"').count(), 2, "{code}");
+        assert_eq!(code.matches('{').count(), 1, "{code}");
+        assert!(code.contains("fn f<'a>(x: &'a str) {}"), "{code}");
+    }
 
     #[test]
     fn a_test_inside_a_comment_is_no_test() {

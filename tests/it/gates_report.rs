@@ -28,6 +28,17 @@ fn python() -> String {
     p.display().to_string()
 }
 
+/// Where the venv's interpreter really lives (a pyenv under `$HOME`, which the
+/// sandbox hides): the task file shows it read-only, as an operator would.
+fn python_home() -> String {
+    let real = std::fs::canonicalize(python()).unwrap();
+    real.parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .display()
+        .to_string()
+}
+
 /// The active toolchain's own cargo and rustc (the rustup proxy needs a `$HOME`
 /// the sandbox does not show).
 fn toolchain() -> (String, String) {
@@ -220,7 +231,8 @@ async fn run_case(case: &Case) -> Got {
         std::fs::write(p, text).unwrap();
     }
     let toml = format!(
-        "goal = \"make add correct\"\nroot = \"ws\"\n[verify]\nmax_attempts = 1\n{}\n",
+        "goal = \"make add correct\"\nroot = \"ws\"\n[sandbox]\nread_only_paths = [\"{}\"]\n[verify]\nmax_attempts = 1\n{}\n",
+        python_home(),
         case.verify
     );
     let c = TaskContract::from_toml_str(&toml, &dir.path().join("task.toml"))

@@ -140,11 +140,15 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Vec<Case>, JunitError> {
                 }
             }
             Event::End(_) => {
-                if stack.pop().as_deref() == Some("testcase") {
-                    open_case = None;
-                }
+                let closed = stack.pop();
+                open_case = open_case.filter(|_| closed.as_deref() != Some("testcase"));
             }
-            Event::Eof => break,
+            Event::Eof => {
+                if let Some(open) = stack.last() {
+                    return Err(JunitError::Xml(format!("it ends inside <{open}>")));
+                }
+                break;
+            }
             Event::DocType(_) => {
                 return Err(JunitError::NotJunit("a DOCTYPE is not accepted".into()));
             }

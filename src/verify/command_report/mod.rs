@@ -333,6 +333,61 @@ mod tests {
         ));
     }
 
+    /// Each gate run gets a directory of its own: a report an earlier gate wrote (or
+    /// anything placed ahead) is never at the path the next gate reads.
+    #[test]
+    fn every_gate_run_gets_a_fresh_empty_report_directory() {
+        let a = ReportPath::create(None).unwrap();
+        std::fs::write(a.file(), "<testsuites/>").unwrap();
+        let b = ReportPath::create(None).unwrap();
+        assert_ne!(a.dir(), b.dir());
+        assert!(!b.file().exists());
+        assert_eq!(b.file().parent(), Some(b.dir()));
+        assert_eq!(
+            b.env()[0],
+            (REPORT_ENV.to_string(), b.file().display().to_string())
+        );
+        let gone = a.dir().to_path_buf();
+        drop(a);
+        assert!(!gone.exists(), "a gate's report directory outlived it");
+    }
+
+    /// Without a sandbox the gate runs as a host subprocess; it counts the same way.
+    /// A program named `cargo` that prints libtest's summary stands in for cargo.
+    #[tokio::test]
+    async fn a_host_gate_counts_from_its_output_and_writes_its_report() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("cargo");
+        std::fs::write(
+            &bin,
+            "#!/bin/sh\necho 'test result: ok. 0 passed; 0 failed; 2 ignored'\n\
+             [ -n \"$IO_HARNESS_REPORT\" ] && echo '<testsuite><testcase name=\"t\"/></testsuite>' > \"$2\"\nexit 0\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ws = crate::tools::Workspace::open(dir.path()).unwrap();
+        let argv = vec![bin.display().to_string(), "test".to_string()];
+        let mut gate = crate::contract::Verification::command(argv.clone());
+        let r = crate::verify::check(std::slice::from_ref(&gate), &ws, None).await;
+        let got = &r.results[0];
+        assert!(!got.passed);
+        assert!(
+            got.summary.contains("cargo test reported no tests run"),
+            "{}",
+            got.summary
+        );
+        assert_eq!(got.trust, Some(Trust::RunnerReport));
+        if let crate::contract::Verification::Command { argv, report, .. } = &mut gate {
+            argv.push("{report}".into());
+            *report = Some(TestReport::default());
+        }
+        let r = crate::verify::check(&[gate], &ws, None).await;
+        let got = &r.results[0];
+        assert!(got.passed, "{}", got.summary);
+        assert_eq!(got.tests.as_ref().map(|t| t.passed), Some(1));
+    }
+
     fn report(xml: &str, spec: &TestReport) -> Counted {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("r.xml");

@@ -4,7 +4,9 @@
 //! Content checks read through the confined [`Workspace`], so a
 //! symlink the agent planted cannot point a check at a file outside the workspace.
 //! Command gates run a program without a shell in the workspace root with a wall-clock
-//! limit; a timeout, a signal or a missing program never passes. Rust gates
+//! limit; a timeout, a signal or a missing program never passes, and a recognised test
+//! runner must also report a test run and none failed, or a declared JUnit report
+//! must show it (`command_report`). Rust gates
 //! ([`rust_gate`]) compile a subject file and a criterion as separate crates in ordered
 //! phases and name the phase that failed; the workspace form ([`cargo_gate`]) runs
 //! `cargo test` on the agent's crate with criterion tests the harness places, reusing

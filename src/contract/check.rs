@@ -149,12 +149,21 @@ impl TaskContract {
 /// One criterion's shape (paths relative and inside, a program named, …).
 fn check_criterion(v: &Verification) -> Result<(), ContractError> {
     match v {
-        Verification::Command { argv, timeout, .. } => {
+        Verification::Command {
+            argv,
+            timeout,
+            trust,
+            report,
+            ..
+        } => {
             if argv.is_empty() || argv[0].is_empty() {
                 return Err(field("verify.command", "must name a program"));
             }
             if timeout.is_zero() {
                 return Err(field("verify.timeout", "must be longer than zero"));
+            }
+            if let Some(r) = report {
+                check_report(*trust, r)?;
             }
         }
         Verification::Rust {
@@ -204,6 +213,35 @@ fn check_criterion(v: &Verification) -> Result<(), ContractError> {
         }
         Verification::FileContains { file, .. } => inside("verify.file_contains", "", file)?,
         Verification::FileEquals { file, .. } => inside("verify.file_equals", "", file)?,
+    }
+    Ok(())
+}
+
+/// A command gate's declared test report: it counts something, names real tests,
+/// and is not combined with an exit-code-only setting that would ignore it.
+fn check_report(trust: super::CommandTrust, r: &super::TestReport) -> Result<(), ContractError> {
+    if trust == super::CommandTrust::ExitCode {
+        return Err(field(
+            "verify.report",
+            "a report is counted, so it cannot go with trust = \"exit-code\"",
+        ));
+    }
+    if r.min_tests == 0 {
+        return Err(field(
+            "verify.report.min_tests",
+            "must be at least 1 (a report that counts no test shows nothing ran)",
+        ));
+    }
+    if let Some((i, _)) = r
+        .require
+        .iter()
+        .enumerate()
+        .find(|(_, t)| t.trim().is_empty() || !t.contains("::"))
+    {
+        return Err(field(
+            &format!("verify.report.require[{i}]"),
+            "must name a test as classname::name",
+        ));
     }
     Ok(())
 }

@@ -7,6 +7,7 @@
 //! `resume` continues under exactly the same terms.
 
 mod check;
+mod command_report;
 mod context;
 mod error;
 pub mod mcp;
@@ -25,6 +26,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use command_report::{CommandTrust, REPORT_PLACEHOLDER, TestReport};
 pub use context::{ContextSettings, TokenCounting};
 use policy::{Override, Rule, TaskPolicy};
 pub use price::{ModelPrice, PriceTable};
@@ -89,6 +91,15 @@ pub enum Verification {
         /// [`Verification::pin_command_files`].
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pinned: Vec<PinnedFile>,
+        /// What a pass rests on besides the exit code (`[verify] trust`): by default
+        /// a recognised test runner must report at least one test run and none
+        /// failed.
+        #[serde(default, skip_serializing_if = "CommandTrust::is_auto")]
+        trust: CommandTrust,
+        /// A JUnit report the command writes to the path that replaces `{report}` in
+        /// its argv (also given as `IO_HARNESS_REPORT`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        report: Option<TestReport>,
     },
     /// A Rust gate: `subject` (a workspace file) must compile on its own as a crate,
     /// keep its items, let the Rust test source `criterion` compile against it as a
@@ -181,6 +192,8 @@ impl Verification {
             expect_exit: 0,
             timeout: Duration::from_secs(300),
             pinned: Vec::new(),
+            trust: CommandTrust::Auto,
+            report: None,
         }
     }
 

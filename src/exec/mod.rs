@@ -318,6 +318,32 @@ impl Executor {
         let mut spec = self.spec(argv, wall_secs);
         spec.workdir = workdir.to_path_buf();
         spec.read_only_paths.extend(read_only.iter().cloned());
+        self.launch(spec, purpose).await
+    }
+
+    /// [`Executor::run`] in the workspace with `writable`, directories outside it,
+    /// writable too and `env` added to the environment: a command gate that writes a
+    /// test report gets a fresh harness-owned directory for it (`IO_HARNESS_REPORT`).
+    pub async fn run_writing(
+        &self,
+        argv: Vec<String>,
+        wall_secs: Option<u64>,
+        writable: &[PathBuf],
+        env: &[(String, String)],
+    ) -> Result<SandboxOutcome, SandboxError> {
+        let mut spec = self.spec(argv, wall_secs);
+        spec.writable_paths.extend(writable.iter().cloned());
+        spec.env.extend(env.iter().cloned());
+        self.launch(spec, Purpose::Gate).await
+    }
+
+    /// Launches a built spec: its egress proxy, the run's halt, the text-busy retry,
+    /// and the record.
+    async fn launch(
+        &self,
+        mut spec: RunSpec,
+        purpose: Purpose,
+    ) -> Result<SandboxOutcome, SandboxError> {
         let proxy = self.start_egress(&mut spec).await?;
         let halt = self.halt();
         // The run's deadline comes first (or with it): it is what ends the command,

@@ -330,6 +330,8 @@ fn criteria(v: &AgentVerify, gate: &dyn PolicyGate) -> Result<VerifySettings, St
             expect_exit: v.expect_exit.unwrap_or(0),
             timeout: Duration::from_secs(300),
             pinned: Vec::new(),
+            trust: crate::contract::CommandTrust::Auto,
+            report: None,
         });
     } else if v.expect_exit.is_some() {
         return Err("verify.expect_exit needs verify.command".into());

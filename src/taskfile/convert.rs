@@ -9,12 +9,15 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::raw::{RawBudget, RawContext, RawFile, RawPolicy, RawProvider, RawRetry, RawVerify};
+use super::raw::{
+    RawBudget, RawContext, RawFile, RawPolicy, RawProvider, RawReport, RawRetry, RawVerify,
+};
 use crate::contract::policy::TaskPolicy;
 use crate::contract::units::{parse_duration, parse_duration_field};
 use crate::contract::{
-    AgentSettings, Budget, ContextSettings, OperatorFile, ProviderSpec, RetryPolicy,
-    SandboxSettings, StallPolicy, TaskContract, Verification, VerifySettings, WorkspaceMode,
+    AgentSettings, Budget, CommandTrust, ContextSettings, OperatorFile, ProviderSpec,
+    REPORT_PLACEHOLDER, RetryPolicy, SandboxSettings, StallPolicy, TaskContract, TestReport,
+    Verification, VerifySettings, WorkspaceMode,
 };
 
 /// A key that cannot be converted: its dotted name, where it stands, what is wrong.
@@ -142,6 +145,8 @@ fn verify(
         None => Duration::from_secs(300),
     };
     let mut criteria = Vec::new();
+    let trust = command_trust(rv.trust, spans)?;
+    let report = rv.report.map(|r| report(r, spans)).transpose()?;
     if let Some(c) = rv.command {
         spans.note("verify.command", c.span());
         criteria.push(
@@ -150,14 +155,23 @@ fn verify(
                 expect_exit: rv.expect_exit.unwrap_or(0),
                 timeout,
                 pinned: Vec::new(),
+                trust: trust.unwrap_or_default(),
+                report,
             }
             .pin_command_files(root),
         );
-    } else if rv.expect_exit.is_some() {
+    } else if let Some(key) = [
+        (rv.expect_exit.is_some(), "expect_exit"),
+        (trust.is_some(), "trust"),
+        (report.is_some(), "report"),
+    ]
+    .iter()
+    .find_map(|(set, key)| set.then_some(*key))
+    {
         return Err((
-            "verify.expect_exit".into(),
-            Some(verify_span),
-            "expect_exit needs verify.command".into(),
+            format!("verify.{key}"),
+            spans.find(&format!("verify.{key}")).or(Some(verify_span)),
+            format!("{key} needs verify.command"),
         ));
     }
     if let Some(fc) = rv.file_contains {
@@ -209,6 +223,52 @@ fn verify(
         max_attempts,
         every_step: rv.every_step,
     })
+}
+
+/// `[verify] trust`: `"auto"` (the default) or `"exit-code"`.
+fn command_trust(
+    raw: Option<Spanned<String>>,
+    spans: &mut Spans,
+) -> Result<Option<CommandTrust>, ConvertError> {
+    let Some(t) = raw else { return Ok(None) };
+    spans.note("verify.trust", t.span());
+    match t.get_ref().as_str() {
+        "auto" => Ok(Some(CommandTrust::Auto)),
+        "exit-code" => Ok(Some(CommandTrust::ExitCode)),
+        other => Err((
+            "verify.trust".into(),
+            Some(t.span()),
+            format!("{other:?} is not a trust setting (\"auto\" or \"exit-code\")"),
+        )),
+    }
+}
+
+/// `[verify] report`: only `junit = "{report}"` is a report location, so the report
+/// is always a fresh file the harness owns, never a workspace path the agent could
+/// have written beforehand.
+fn report(r: Spanned<RawReport>, spans: &mut Spans) -> Result<TestReport, ConvertError> {
+    spans.note("verify.report", r.span());
+    let r = r.into_inner();
+    spans.note("verify.report.junit", r.junit.span());
+    if r.junit.get_ref() != REPORT_PLACEHOLDER {
+        return Err((
+            "verify.report.junit".into(),
+            Some(r.junit.span()),
+            format!(
+                "must be \"{REPORT_PLACEHOLDER}\": the harness chooses a fresh path outside \
+                 the workspace and puts it where the command's argv says {REPORT_PLACEHOLDER}"
+            ),
+        ));
+    }
+    let mut report = TestReport {
+        require: r.require,
+        ..TestReport::default()
+    };
+    if let Some(m) = r.min_tests {
+        spans.note("verify.report.min_tests", m.span());
+        report.min_tests = m.into_inner();
+    }
+    Ok(report)
 }
 
 /// `[budget]`.

@@ -137,6 +137,8 @@ pub(super) struct RawVerify {
     pub(super) command: Option<Spanned<Vec<String>>>,
     pub(super) expect_exit: Option<i32>,
     pub(super) timeout: Option<Spanned<String>>,
+    pub(super) trust: Option<Spanned<String>>,
+    pub(super) report: Option<Spanned<RawReport>>,
     pub(super) file_contains: Option<Spanned<RawFileContains>>,
     pub(super) file_equals: Option<Spanned<RawFileEquals>>,
     pub(super) rust: Option<Spanned<RawRust>>,
@@ -144,6 +146,16 @@ pub(super) struct RawVerify {
     pub(super) max_attempts: Option<Spanned<u32>>,
     #[serde(default)]
     pub(super) every_step: bool,
+}
+
+/// `report = { junit = "{report}", min_tests = 1, require = ["a::b"] }`
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReport {
+    pub(super) junit: Spanned<String>,
+    pub(super) min_tests: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub(super) require: Vec<String>,
 }
 
 #[derive(Deserialize)]

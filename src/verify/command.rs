@@ -82,6 +82,18 @@ const PASSED_ENV: &[&str] = &[
 impl CommandGate {
     /// Runs the command to completion (or to its deadline).
     pub async fn run(&self) -> CommandRun {
+        self.run_tapped(&[], &mut |_, _| {}).await
+    }
+
+    /// [`CommandGate::run`] with `env` added to the built environment, and every
+    /// byte of output also shown to `tap` (stream 0 is stdout, 1 stderr) as it
+    /// arrives: a gate counts a runner's tests from all of it, not from the bounded
+    /// capture.
+    pub(crate) async fn run_tapped(
+        &self,
+        env: &[(String, String)],
+        tap: &mut (dyn FnMut(usize, &[u8]) + Send),
+    ) -> CommandRun {
         let mut output = BoundedOutput::new(self.output_limit);
         let Some((program, args)) = self.argv.split_first() else {
             return CommandRun {
@@ -103,6 +115,7 @@ impl CommandGate {
                 cmd.env(name, v);
             }
         }
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
         let mut attempt = 0;
         let spawned = loop {
             match cmd.spawn() {
@@ -140,11 +153,17 @@ impl CommandGate {
             while out_open || err_open {
                 tokio::select! {
                     r = read_some(&mut stdout, &mut b1), if out_open => match r {
-                        Some(n) => output.push(&b1[..n]),
+                        Some(n) => {
+                            tap(0, &b1[..n]);
+                            output.push(&b1[..n]);
+                        }
                         None => out_open = false,
                     },
                     r = read_some(&mut stderr, &mut b2), if err_open => match r {
-                        Some(n) => output.push(&b2[..n]),
+                        Some(n) => {
+                            tap(1, &b2[..n]);
+                            output.push(&b2[..n]);
+                        }
                         None => err_open = false,
                     },
                 }

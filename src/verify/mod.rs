@@ -4,7 +4,9 @@
 //! Content checks read through the confined [`Workspace`], so a
 //! symlink the agent planted cannot point a check at a file outside the workspace.
 //! Command gates run a program without a shell in the workspace root with a wall-clock
-//! limit; a timeout, a signal or a missing program never passes. Rust gates
+//! limit; a timeout, a signal or a missing program never passes, and a recognised test
+//! runner must also report a test run and none failed, or a declared JUnit report
+//! must show it (`command_report`). Rust gates
 //! ([`rust_gate`]) compile a subject file and a criterion as separate crates in ordered
 //! phases and name the phase that failed; the workspace form ([`cargo_gate`]) runs
 //! `cargo test` on the agent's crate with criterion tests the harness places, reusing
@@ -17,6 +19,7 @@
 
 pub mod cargo_gate;
 mod command;
+mod command_report;
 pub mod ecosystem;
 mod evidence;
 pub mod rust_gate;
@@ -24,9 +27,10 @@ pub mod rust_gate;
 use std::path::Path;
 
 use crate::contract::Verification;
-use crate::exec::{Executor, Purpose, output};
+use crate::exec::{Executor, output};
 use crate::sandbox::{Cap, SandboxError};
 use crate::tools::{ToolError, Workspace};
+use command_report::{Counting, ReportPath, SummaryScan};
 
 /// Re-exported from [`crate::exec`], where command output is captured.
 pub use crate::exec::BoundedOutput;
@@ -116,14 +120,21 @@ pub async fn check(
 }
 
 /// A gate command in the sandbox: how it ended, and its bounded combined output.
+/// `writable` and `env` are the report directory and its variable (empty without a
+/// report); `scan`, when counting, reads all of stdout and stderr.
 async fn sandboxed_gate(
     exec: &Executor,
     argv: &[String],
     timeout: std::time::Duration,
+    (writable, env): (&[std::path::PathBuf], &[(String, String)]),
+    scan: Option<&mut SummaryScan>,
 ) -> (CommandStatus, BoundedOutput) {
     let mut output = BoundedOutput::new(output::DEFAULT_LIMIT);
     let wall = timeout.as_secs().max(1);
-    let status = match exec.run(argv.to_vec(), Purpose::Gate, Some(wall)).await {
+    let status = match exec
+        .run_writing(argv.to_vec(), Some(wall), writable, env)
+        .await
+    {
         Err(SandboxError::Exec { program, source })
             if source.kind() == std::io::ErrorKind::NotFound =>
         {
@@ -133,6 +144,10 @@ async fn sandboxed_gate(
         Ok(out) => {
             output.push(&out.stdout.bytes);
             output.push(&out.stderr.bytes);
+            if let Some(scan) = scan {
+                scan.feed(0, &out.stdout.bytes);
+                scan.feed(1, &out.stderr.bytes);
+            }
             match (out.cap_hit, out.exit_code, out.signal) {
                 (Some(Cap::Wall), _, _) => CommandStatus::TimedOut(timeout),
                 // A cap kill never passes, whatever status the command left.
@@ -182,7 +197,17 @@ async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) ->
             expect_exit,
             timeout,
             pinned,
-        } => command_check(label, ws, exec, argv, *expect_exit, *timeout, pinned).await,
+            trust,
+            report,
+        } => {
+            let counting = Counting::of(argv, *expect_exit, *trust, report.as_ref());
+            let gate = GateCommand {
+                argv,
+                expect_exit: *expect_exit,
+                timeout: *timeout,
+            };
+            command_check(label, ws, exec, &gate, pinned, counting).await
+        }
         Verification::Rust {
             subject,
             criterion,
@@ -215,49 +240,68 @@ async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) ->
     }
 }
 
+/// What a command gate runs and expects.
+struct GateCommand<'a> {
+    argv: &'a [String],
+    expect_exit: i32,
+    timeout: std::time::Duration,
+}
+
 /// A command gate: refused unrun when a pinned file changed, else run (in the
-/// sandbox when the run has one) and passed on the expected exit code.
+/// sandbox when the run has one) and passed on the expected exit code and, unless it
+/// rests on the exit code alone, on the tests it counted (`command_report`).
 async fn command_check(
     label: String,
     ws: &Workspace,
     exec: Option<&Executor>,
-    argv: &[String],
-    expect_exit: i32,
-    timeout: std::time::Duration,
+    gate: &GateCommand<'_>,
     pinned: &[crate::contract::PinnedFile],
+    counting: Counting<'_>,
 ) -> CriterionResult {
     if let Some(why) = changed_pins(ws, pinned) {
-        return CriterionResult {
-            label,
-            passed: false,
-            summary: format!("not run: {why}"),
-            output: Some(format!(
-                "the gate did not run: {why}; restore it to the operator's version"
-            )),
-            phase: None,
-            trust: None,
-            tests: None,
-            restored: Vec::new(),
-        };
+        return not_run(label, why, None, "; restore it to the operator's version");
     }
-    let (status, output) = match exec {
-        Some(e) => sandboxed_gate(e, argv, timeout).await,
-        None => {
-            let gate = CommandGate {
-                argv: argv.to_vec(),
-                workdir: ws.root().to_path_buf(),
-                timeout,
-                output_limit: output::DEFAULT_LIMIT,
-            };
-            let run = gate.run().await;
-            (run.status, run.output)
-        }
+    let report = match counting {
+        Counting::Report(_) => match ReportPath::create(exec) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                let why = format!("its report directory could not be created: {e}");
+                return not_run(label, why, Some(Trust::RunnerReport), "");
+            }
+        },
+        _ => None,
     };
-    let passed = matches!(status, CommandStatus::Exited(code) if code == expect_exit);
-    let summary = match &status {
-        CommandStatus::Exited(code) if passed => format!("exited {code} as expected"),
-        CommandStatus::Exited(code) => format!("exited {code}, expected {expect_exit}"),
-        other => other.to_string(),
+    let (status, output, scan) = run_gate_command(ws, exec, gate, &counting, report.as_ref()).await;
+    let counted = match (&counting, &report) {
+        (Counting::Summary(r), _) => Some(command_report::judge_summary(
+            *r,
+            scan.and_then(SummaryScan::finish),
+        )),
+        (Counting::Report(spec), Some(path)) => {
+            Some(command_report::judge_report(path.file(), spec))
+        }
+        _ => None,
+    };
+    drop(report);
+    let expect_exit = gate.expect_exit;
+    let exit_ok = matches!(status, CommandStatus::Exited(code) if code == expect_exit);
+    let count_failure = counted.as_ref().and_then(|c| c.failure.clone());
+    let passed = exit_ok && count_failure.is_none();
+    let summary = match (&status, &count_failure, &counted) {
+        (CommandStatus::Exited(code), _, _) if !exit_ok => {
+            format!("exited {code}, expected {expect_exit}")
+        }
+        (CommandStatus::Exited(_), Some(why), _) => format!("exited {expect_exit}, but {why}"),
+        (CommandStatus::Exited(_), None, Some(c)) => format!(
+            "exited {expect_exit} as expected; {} (as the test runner reports it)",
+            c.tests
+                .as_ref()
+                .map_or_else(String::new, ToString::to_string)
+        ),
+        (CommandStatus::Exited(_), None, None) => format!(
+            "exited {expect_exit} as expected (the pass rests on the exit code alone: no tests were counted)"
+        ),
+        (other, _, _) => other.to_string(),
     };
     CriterionResult {
         label,
@@ -265,7 +309,63 @@ async fn command_check(
         summary,
         output: (!passed).then(|| output.render()),
         phase: None,
-        trust: Some(Trust::ExitCode),
+        trust: Some(command_report::trust_of(&counting)),
+        tests: counted.and_then(|c| c.tests),
+        restored: Vec::new(),
+    }
+}
+
+/// Runs a command gate's command (with `{report}` replaced and its report directory
+/// writable when it has one), reading a recognised runner's output as it goes.
+async fn run_gate_command(
+    ws: &Workspace,
+    exec: Option<&Executor>,
+    gate: &GateCommand<'_>,
+    counting: &Counting<'_>,
+    report: Option<&ReportPath>,
+) -> (CommandStatus, BoundedOutput, Option<SummaryScan>) {
+    let mut scan = match counting {
+        Counting::Summary(r) => Some(SummaryScan::new(*r)),
+        _ => None,
+    };
+    let argv = report.map_or_else(
+        || gate.argv.to_vec(),
+        |r| command_report::substitute(gate.argv, r.file()),
+    );
+    let env = report.map(ReportPath::env).unwrap_or_default();
+    let writable: Vec<std::path::PathBuf> =
+        report.map(|r| r.dir().to_path_buf()).into_iter().collect();
+    let (status, output) = match exec {
+        Some(e) => sandboxed_gate(e, &argv, gate.timeout, (&writable, &env), scan.as_mut()).await,
+        None => {
+            let host = CommandGate {
+                argv,
+                workdir: ws.root().to_path_buf(),
+                timeout: gate.timeout,
+                output_limit: output::DEFAULT_LIMIT,
+            };
+            let run = host
+                .run_tapped(&env, &mut |stream, bytes| {
+                    if let Some(s) = scan.as_mut() {
+                        s.feed(stream, bytes);
+                    }
+                })
+                .await;
+            (run.status, run.output)
+        }
+    };
+    (status, output, scan)
+}
+
+/// A command gate that did not run: why, told to the model and the record.
+fn not_run(label: String, why: String, trust: Option<Trust>, advice: &str) -> CriterionResult {
+    CriterionResult {
+        label,
+        passed: false,
+        summary: format!("not run: {why}"),
+        output: Some(format!("the gate did not run: {why}{advice}")),
+        phase: None,
+        trust,
         tests: None,
         restored: Vec::new(),
     }

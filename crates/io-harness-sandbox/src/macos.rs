@@ -93,7 +93,14 @@ mod runner {
         move |private: &Path, argv: &[String]| {
             let wd = std::fs::canonicalize(&spec.workdir).unwrap_or_else(|_| spec.workdir.clone());
             let private = std::fs::canonicalize(private).unwrap_or_else(|_| private.to_owned());
-            let profile = profile_with(&wd, &[&private], spec.network);
+            let extra: Vec<std::path::PathBuf> = spec
+                .writable_paths
+                .iter()
+                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+                .collect();
+            let mut writable: Vec<&Path> = vec![&private];
+            writable.extend(extra.iter().map(std::path::PathBuf::as_path));
+            let profile = profile_with(&wd, &writable, spec.network);
             let mut out = vec![SANDBOX_EXEC.to_owned(), "-p".to_owned(), profile];
             out.extend(argv.iter().cloned());
             out

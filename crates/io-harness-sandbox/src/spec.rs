@@ -145,8 +145,12 @@ pub struct RunSpec {
     /// Program and arguments. `argv[0]` is looked up in the child's `PATH` when it
     /// has no `/`.
     pub argv: Vec<String>,
-    /// The directory the command runs in; the only host directory it may write.
+    /// The directory the command runs in; the host directory it may write (with
+    /// `writable_paths`).
     pub workdir: PathBuf,
+    /// Extra host directories the command may write, outside `workdir` (a gate's
+    /// fresh report directory). Each must exist and be a directory.
+    pub writable_paths: Vec<PathBuf>,
     /// Resource caps.
     pub limits: SandboxLimits,
     /// Network posture.
@@ -185,6 +189,7 @@ impl RunSpec {
         Self {
             argv: argv.into_iter().map(Into::into).collect(),
             workdir: workdir.into(),
+            writable_paths: Vec::new(),
             limits: SandboxLimits::default(),
             network: NetworkPosture::None,
             proxy: None,

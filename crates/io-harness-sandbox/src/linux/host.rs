@@ -170,6 +170,11 @@ pub(crate) fn mount_inputs(spec: &RunSpec, wd: &Path, facts: &HostFacts) -> Moun
     hide.sort();
     hide.dedup();
 
+    let writable = spec
+        .writable_paths
+        .iter()
+        .filter_map(|p| canonical(p))
+        .collect();
     let mut read_only = facts.read_only.clone();
     read_only.extend(spec.read_only_paths.iter().filter_map(|p| canonical(p)));
     read_only.sort();
@@ -197,6 +202,7 @@ pub(crate) fn mount_inputs(spec: &RunSpec, wd: &Path, facts: &HostFacts) -> Moun
         devices: facts.devices.clone(),
         proc_read_only: facts.proc_read_only.clone(),
         workdir: wd.to_owned(),
+        writable,
         home: facts.home.clone(),
         hide,
         read_only,

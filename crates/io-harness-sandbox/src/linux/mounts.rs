@@ -110,6 +110,8 @@ pub(crate) struct MountInputs {
     pub proc_read_only: Vec<PathBuf>,
     /// The workspace (canonical).
     pub workdir: PathBuf,
+    /// Extra writable directories outside it (canonical, existing).
+    pub writable: Vec<PathBuf>,
     /// The host `$HOME` (canonical), hidden with mode 0700.
     pub home: Option<PathBuf>,
     /// Directories and files to hide (canonical, existing).
@@ -254,6 +256,10 @@ impl Builder {
         let mut places: Vec<(PathBuf, usize)> = Vec::new();
         let slot = self.clone_tree(&inputs.workdir, true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
         places.push((inputs.workdir.clone(), slot));
+        for w in &inputs.writable {
+            let slot = self.clone_tree(w, true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+            places.push((w.clone(), slot));
+        }
         let mut brought_back = Vec::new();
         for ro in &inputs.read_only {
             if visible(ro, &inputs.hide, &[]) || places.iter().any(|(p, _)| p == ro) {

@@ -65,6 +65,25 @@ fn cstring(p: &Path) -> Result<CString, SandboxError> {
         .map_err(|_| SandboxError::invalid("a NUL byte in a path"))
 }
 
+/// The extra writable directories, canonical; each must be an existing directory
+/// other than `/`.
+fn writable(spec: &RunSpec) -> Result<Vec<PathBuf>, SandboxError> {
+    spec.writable_paths
+        .iter()
+        .map(|p| {
+            let c = fs::canonicalize(p)
+                .map_err(|e| SandboxError::invalid(format!("writable {}: {e}", p.display())))?;
+            if !c.is_dir() || c == Path::new("/") {
+                return Err(SandboxError::invalid(format!(
+                    "writable {} must be a directory other than /",
+                    p.display()
+                )));
+            }
+            Ok(c)
+        })
+        .collect()
+}
+
 /// Validate and canonicalize the workdir.
 fn workdir(spec: &RunSpec) -> Result<PathBuf, SandboxError> {
     if spec.argv.is_empty() || spec.argv[0].is_empty() {
@@ -243,7 +262,7 @@ fn landlock(
     enabled: bool,
     deny_inet: bool,
     with_mounts: bool,
-    wd: &Path,
+    (wd, extra): (&Path, &[PathBuf]),
     env: &Environment,
 ) -> Result<(Option<LandlockChild>, LandlockReport), SandboxError> {
     let shape = Shape {
@@ -259,10 +278,14 @@ fn landlock(
                 PathBuf::from("/dev/shm"),
             ];
             w.push(env.inside_home.clone());
-            (w, vec![PathBuf::from("/dev/pts")], vec![wd])
+            let mut host = vec![wd];
+            host.extend(extra.iter().map(PathBuf::as_path));
+            (w, vec![PathBuf::from("/dev/pts")], host)
         } else {
             let base = env.private_dir.as_deref().unwrap_or(wd);
-            (Vec::new(), Vec::new(), vec![wd, base])
+            let mut host = vec![wd, base];
+            host.extend(extra.iter().map(PathBuf::as_path));
+            (Vec::new(), Vec::new(), host)
         };
     let prepared = if enabled {
         ll::prepare(&Rules {
@@ -403,8 +426,14 @@ pub(crate) fn prepare(
     } else {
         None
     };
-    let (landlock_child, landlock_report) =
-        landlock(on(off::LANDLOCK), ns.deny_inet, mounts.is_some(), &wd, &env)?;
+    let extra = writable(spec)?;
+    let (landlock_child, landlock_report) = landlock(
+        on(off::LANDLOCK),
+        ns.deny_inet,
+        mounts.is_some(),
+        (&wd, &extra),
+        &env,
+    )?;
     // Phase 5: the seccomp filters.
     let seccomp = if on(off::SECCOMP) {
         seccomp::programs(ns.deny_inet)?

@@ -39,6 +39,36 @@ fn write_outside_workdir(sb: &dyn Sandbox) {
 }
 backends!(write_outside_workdir, [native, floor]);
 
+/// A directory named in `writable_paths` (a gate's report directory) is writable,
+/// and only it: its parent and siblings stay as closed as the rest of the host.
+fn writable_path_and_nothing_beside_it(sb: &dyn Sandbox) {
+    let f = Fixture::new();
+    let dir = f.host_path("report");
+    std::fs::create_dir(&dir).unwrap();
+    let mut spec = f.spec(sh(&format!(
+        "echo '<testsuites/>' > {}/r.xml && echo WROTE",
+        dir.display()
+    )));
+    spec.writable_paths.push(dir.clone());
+    let (code, out, err) = run_text(sb, &spec);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("WROTE"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("r.xml")).unwrap(),
+        "<testsuites/>\n"
+    );
+    let beside = f.host_path("beside");
+    spec.argv = sh(&format!("echo pwned > {}", beside.display()));
+    let (code, _, err) = run_text(sb, &spec);
+    assert_denied(code, &err);
+    assert!(
+        !beside.exists(),
+        "a file appeared beside the writable directory"
+    );
+    f.assert_canary();
+}
+backends!(writable_path_and_nothing_beside_it, [native, floor]);
+
 fn overwrite_host_file(sb: &dyn Sandbox) {
     let f = Fixture::new();
     let spec = f.spec(sh(&format!("echo pwned > {}", f.canary().display())));

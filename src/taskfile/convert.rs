@@ -11,7 +11,7 @@ use toml::Spanned;
 
 use super::raw::{RawBudget, RawContext, RawFile, RawPolicy, RawProvider, RawRetry, RawVerify};
 use crate::contract::policy::TaskPolicy;
-use crate::contract::units::{parse_duration, parse_duration_field};
+use crate::contract::units::{parse_duration, parse_duration_field, parse_size};
 use crate::contract::{
     AgentSettings, Budget, ContextSettings, OperatorFile, ProviderSpec, RetryPolicy,
     SandboxSettings, StallPolicy, TaskContract, Verification, VerifySettings, WorkspaceMode,
@@ -201,11 +201,31 @@ fn verify(
         spans.note("verify.max_attempts", m.span());
         m.into_inner()
     });
+    let dep_cache_max = match rv.dep_cache_max {
+        Some(v) => {
+            spans.note("verify.dep_cache_max", v.span());
+            Some(dep_cache_max(v)?)
+        }
+        None => None,
+    };
     Ok(VerifySettings {
         criteria,
         max_attempts,
         every_step: rv.every_step,
+        dep_cache_max,
     })
+}
+
+/// `dep_cache_max = "10GiB"`: the shared dependency cache's bound, a byte count or a
+/// size string; `0` keeps the run's gates out of it.
+fn dep_cache_max(v: Spanned<toml::Value>) -> Result<u64, ConvertError> {
+    let span = v.span();
+    let err = |m: String| ("verify.dep_cache_max".to_string(), Some(span.clone()), m);
+    match v.into_inner() {
+        toml::Value::Integer(n) if n >= 0 => Ok(n as u64),
+        toml::Value::String(s) => parse_size(&s).map_err(err),
+        other => Err(err(format!("{other} is not a size like \"10GiB\""))),
+    }
 }
 
 /// `[budget]`.

@@ -529,3 +529,16 @@ pub(crate) fn append_audit(
         store.note_lost(Some(run_id), "audit failure count", &e);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shared_dependency_cache_is_hidden_from_every_sandbox() {
+        let store = Store::memory().unwrap();
+        let hidden = hidden_paths(&store, None);
+        assert!(hidden.contains(&dep_cache_dir()), "{hidden:?}");
+        assert!(dep_cache_dir().ends_with("io-harness/deps"));
+    }
+}

@@ -58,6 +58,8 @@ impl KeyParts<'_> {
                 put(f.as_bytes());
             }
         }
+        // The build the entry holds: `cargo test --no-run`, the test profile.
+        put(b"cargo test --no-run");
         put(b"toolchain");
         put(self.toolchain.as_bytes());
         for a in self.common {
@@ -240,8 +242,8 @@ pub(crate) fn has_local_deps(manifest: &str) -> bool {
 /// `rustc -vV` and `cargo -vV` of the gate's toolchain (once per process); `None`
 /// when either fails, which makes nothing shareable.
 pub(crate) fn toolchain(rustc: &str, cargo: &str) -> Option<String> {
-    static SEEN: OnceLock<std::sync::Mutex<HashMap<(String, String), Option<String>>>> =
-        OnceLock::new();
+    type Seen = std::sync::Mutex<HashMap<(String, String), Option<String>>>;
+    static SEEN: OnceLock<Seen> = OnceLock::new();
     let map = SEEN.get_or_init(Default::default);
     let k = (rustc.to_string(), cargo.to_string());
     if let Some(v) = map.lock().ok().and_then(|m| m.get(&k).cloned()) {
@@ -356,6 +358,19 @@ mod tests {
         // A transitive dependency the lock lacks is no resolution either.
         let dangling = lock("aa", "dependencies = [\"gone 1.0.0\"]\n");
         assert!(locked_entries(STUB, dangling.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn path_and_git_dependencies_are_seen_wherever_declared() {
+        let plain = "[package]\nname = \"a\"\n[dependencies]\nitoa = \"1\"\n";
+        assert!(!has_local_deps(plain));
+        for extra in [
+            "[dev-dependencies]\nx = { path = \"x\" }\n",
+            "[build-dependencies]\nx = { git = \"https://example.com/x\" }\n",
+            "[target.'cfg(unix)'.dependencies]\nx = { path = \"x\" }\n",
+        ] {
+            assert!(has_local_deps(&format!("{plain}{extra}")), "{extra}");
+        }
     }
 
     #[test]

@@ -257,6 +257,11 @@ pub struct VerifySettings {
     pub max_attempts: u32,
     /// Check after every step instead of only when the model says it is done.
     pub every_step: bool,
+    /// Bytes the dependency cache shared across runs may hold (`dep_cache_max`,
+    /// least recently used entries evicted past it); `None` is the default, 10 GiB;
+    /// `Some(0)` keeps this run's gates out of the shared cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dep_cache_max: Option<u64>,
 }
 
 /// Limits that each end the run with an outcome of their own.
@@ -515,6 +520,7 @@ impl TaskContract {
                 criteria: vec![verify],
                 max_attempts: 5,
                 every_step: false,
+                dep_cache_max: None,
             },
             budget: Budget::default(),
             providers: Vec::new(),

@@ -146,7 +146,22 @@ pub(crate) fn hidden_paths(store: &Store, audit: Option<&AuditLog>) -> Vec<PathB
     if let Some(a) = audit {
         hidden.push(a.dir().to_path_buf());
     }
+    // The dependency cache shared across runs: a gate gets a copy, never a view.
+    hidden.push(dep_cache_dir());
     hidden
+}
+
+/// The dependency cache shared across runs (`$XDG_CACHE_HOME/io-harness/deps`, else
+/// `~/.cache/io-harness/deps`): beside the gates' directories, hidden from every
+/// sandbox of a run.
+pub(crate) fn dep_cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("io-harness")
+        .join("deps")
 }
 
 /// Why a command was run.
@@ -180,6 +195,9 @@ pub struct Executor {
     masked: Vec<PathBuf>,
     /// The run's cancel token and deadline (none until the session sets it).
     halt: Mutex<Halt>,
+    /// The shared dependency cache's bound (`[verify] dep_cache_max`); `None` is the
+    /// default.
+    dep_cache_max: Option<u64>,
 }
 
 impl Executor {
@@ -206,7 +224,41 @@ impl Executor {
             hidden,
             masked,
             halt: Mutex::new(Halt::default()),
+            dep_cache_max: None,
         }
+    }
+
+    /// Sets the bound of the shared dependency cache (`[verify] dep_cache_max`, in
+    /// bytes; `Some(0)` keeps this run's gates out of it).
+    pub fn with_dep_cache_max(mut self, bytes: Option<u64>) -> Self {
+        self.dep_cache_max = bytes;
+        self
+    }
+
+    /// The bound of the shared dependency cache, when the contract set one.
+    pub(crate) fn dep_cache_max(&self) -> Option<u64> {
+        self.dep_cache_max
+    }
+
+    /// Whether the commands' writes are confined to their writable directory, so no
+    /// gate build can reach the harness's caches: a native backend that may not fall
+    /// back to the portable floor.
+    pub(crate) fn confines_writes(&self) -> bool {
+        matches!(
+            self.backend(),
+            Backend::LinuxNamespaces | Backend::MacosSandboxExec
+        ) && !self.settings.allow_weaker
+    }
+
+    /// The host variables a command receives (the names the contract passes, with
+    /// their values now); the sandbox adds only fixed defaults and private `HOME` and
+    /// `TMPDIR`.
+    pub(crate) fn passed_env(&self) -> Vec<(String, String)> {
+        self.settings
+            .env
+            .iter()
+            .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
+            .collect()
     }
 
     /// The cancel token and deadline every later command observes.
@@ -265,12 +317,7 @@ impl Executor {
             NetworkSetting::Allowlist => NetworkPosture::Allowlist,
             NetworkSetting::Open => NetworkPosture::Open,
         };
-        spec.env = self
-            .settings
-            .env
-            .iter()
-            .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
-            .collect();
+        spec.env = self.passed_env();
         spec.read_only_paths = self.settings.read_only_paths.clone();
         spec.masked_paths = self.masked.clone();
         spec.hidden_paths = self.hidden.clone();
@@ -506,5 +553,18 @@ pub(crate) fn append_audit(
         && let Err(e) = store.count_audit_failure(run_id)
     {
         store.note_lost(Some(run_id), "audit failure count", &e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shared_dependency_cache_is_hidden_from_every_sandbox() {
+        let store = Store::memory().unwrap();
+        let hidden = hidden_paths(&store, None);
+        assert!(hidden.contains(&dep_cache_dir()), "{hidden:?}");
+        assert!(dep_cache_dir().ends_with("io-harness/deps"));
     }
 }

@@ -354,6 +354,7 @@ fn criteria(v: &AgentVerify, gate: &dyn PolicyGate) -> Result<VerifySettings, St
         criteria: out,
         max_attempts: v.max_attempts.unwrap_or(3).max(1),
         every_step: false,
+        dep_cache_max: None,
     })
 }
 

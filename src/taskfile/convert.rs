@@ -13,7 +13,7 @@ use super::raw::{
     RawBudget, RawContext, RawFile, RawPolicy, RawProvider, RawReport, RawRetry, RawVerify,
 };
 use crate::contract::policy::TaskPolicy;
-use crate::contract::units::{parse_duration, parse_duration_field};
+use crate::contract::units::{parse_duration, parse_duration_field, parse_size};
 use crate::contract::{
     AgentSettings, Budget, CommandTrust, ContextSettings, OperatorFile, ProviderSpec,
     REPORT_PLACEHOLDER, RetryPolicy, SandboxSettings, StallPolicy, TaskContract, TestReport,
@@ -218,10 +218,18 @@ fn verify(
         spans.note("verify.max_attempts", m.span());
         m.into_inner()
     });
+    let dep_cache_max = match rv.dep_cache_max {
+        Some(v) => {
+            spans.note("verify.dep_cache_max", v.span());
+            Some(dep_cache_max(v)?)
+        }
+        None => None,
+    };
     Ok(VerifySettings {
         criteria,
         max_attempts,
         every_step: rv.every_step,
+        dep_cache_max,
     })
 }
 
@@ -269,6 +277,18 @@ fn report(r: Spanned<RawReport>, spans: &mut Spans) -> Result<TestReport, Conver
         report.min_tests = m.into_inner();
     }
     Ok(report)
+}
+
+/// `dep_cache_max = "10GiB"`: the shared dependency cache's bound, a byte count or a
+/// size string; `0` keeps the run's gates out of it.
+fn dep_cache_max(v: Spanned<toml::Value>) -> Result<u64, ConvertError> {
+    let span = v.span();
+    let err = |m: String| ("verify.dep_cache_max".to_string(), Some(span.clone()), m);
+    match v.into_inner() {
+        toml::Value::Integer(n) if n >= 0 => Ok(n as u64),
+        toml::Value::String(s) => parse_size(&s).map_err(err),
+        other => Err(err(format!("{other} is not a size like \"10GiB\""))),
+    }
 }
 
 /// `[budget]`.

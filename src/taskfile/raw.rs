@@ -146,6 +146,7 @@ pub(super) struct RawVerify {
     pub(super) max_attempts: Option<Spanned<u32>>,
     #[serde(default)]
     pub(super) every_step: bool,
+    pub(super) dep_cache_max: Option<Spanned<toml::Value>>,
 }
 
 /// `report = { junit = "{report}", min_tests = 1, require = ["a::b"] }`

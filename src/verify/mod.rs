@@ -398,9 +398,11 @@ fn changed_pins(ws: &Workspace, pinned: &[crate::contract::PinnedFile]) -> Optio
     None
 }
 
-/// Removes the run's gate directory and forgets its dependency caches: called when a
-/// run ends, so no later run finds a cache it did not seal (it would not trust it
-/// anyway).
+/// Removes the run's gate directory and forgets its own dependency caches (those of
+/// gates that could not use the shared one): called when a run ends, so no later run
+/// finds a run cache it did not seal (it would not trust it anyway). The dependency
+/// cache shared across runs lives elsewhere and stays; every copy out of it is
+/// checked against its seal.
 pub fn remove_gate_dir(exec: &Executor) {
     let base = rust_gate::run_base(Some(exec));
     cargo_gate::forget_under(&base);

@@ -133,13 +133,15 @@ async fn honest_crate_with_a_dependency_passes_in_the_sandbox() {
     assert!(seen.phases.is_empty());
     // Every test passed through the harness's verdict channel.
     assert_eq!(seen.trust, ["cargo_test Cargo.toml: harness-channel"]);
-    // The dependency stub, the crate with its criterion, then each test by exact name.
-    assert_eq!(
+    // The dependency stub (none when the cache shared across runs already had its
+    // key: tests/it/gate_cache.rs covers that), the crate with its criterion, then
+    // each test by exact name.
+    assert!(
         seen.execs
             .iter()
             .filter(|e| e.contains("io_harness_dep_stub") || e.contains("stub/Cargo.toml"))
-            .count(),
-        1,
+            .count()
+            <= 1,
         "{:?}",
         seen.execs
     );
@@ -331,13 +333,14 @@ async fn a_poisoning_build_script_cannot_reach_the_cache_in_the_sandbox() {
     .await;
     assert_eq!(seen.outcome, RunOutcome::Success, "{}", seen.observation);
     assert_eq!(seen.phases, ["test-run"]);
-    // One dependency build for the run: the second gate reused the sealed cache.
-    assert_eq!(
+    // At most one dependency build for the run (none when the shared cache had the
+    // key): the second gate reused the sealed cache.
+    assert!(
         seen.execs
             .iter()
             .filter(|e| e.contains("stub/Cargo.toml"))
-            .count(),
-        1,
+            .count()
+            <= 1,
         "{:?}",
         seen.execs
     );

@@ -5,6 +5,7 @@ mod context;
 #[cfg(feature = "failpoints")]
 mod crash;
 mod egress;
+mod gate_cache;
 mod gates;
 mod gates_report;
 mod gates_workspace;

@@ -100,7 +100,8 @@ pub(super) fn tool_context(
         run_id,
         opts.audit.clone(),
         masked,
-    );
+    )
+    .with_dep_cache_max(contract.verify.dep_cache_max);
     let memory = crate::tools::MemoryContext {
         store: store.clone(),
         workspace: contract.root.display().to_string(),

@@ -254,7 +254,7 @@ async fn run_phases(
     compile(&placement, &layout, &cargo, exec).await?;
     check_intact(&placement)?;
     // 3. Each listed test, alone, by exact name, ignored ones included.
-    run_tests(&placement, &layout, exec, dir, deps).await
+    run_tests(&placement, &layout, exec, dir, &deps).await
 }
 
 /// Copies the workspace, writes each criterion outside the copy under an
@@ -393,7 +393,8 @@ fn place_criteria(
 }
 
 /// Strips the workspace root's profiles and seeds the target directory from the
-/// run's dependency cache; says what the dependencies came from.
+/// dependency cache (shared across runs, or the run's own); says where the
+/// dependencies came from.
 async fn seed_dependencies(
     manifest_rel: &Path,
     placement: &Placement,
@@ -401,7 +402,7 @@ async fn seed_dependencies(
     cargo: &CargoCall,
     exec: Option<&Executor>,
     dir: &Path,
-) -> Step<&'static str> {
+) -> Step<String> {
     let lock = lockfile(&layout.src, manifest_rel);
     let root_manifest = workspace_root_manifest(&layout.src, manifest_rel);
     if let Some((path, text)) = &root_manifest {
@@ -416,7 +417,7 @@ async fn seed_dependencies(
     }
     let root_text = root_manifest.as_ref().map(|(_, t)| t.as_str());
     let Some(stub) = manifest::stub_manifest(&placement.agent_manifest, root_text) else {
-        return Ok("none cached (no registry dependency the cache could build alone)");
+        return Ok("none cached (no registry dependency the cache could build alone)".into());
     };
     let base = dir.parent().unwrap_or(dir).to_path_buf();
     let inputs = cache::CacheInputs {
@@ -425,8 +426,14 @@ async fn seed_dependencies(
         lock: lock.as_deref(),
         common: &cargo.common,
         cargo: &cargo.cargo,
+        rustc: &rustc(),
     };
-    Ok(cache::seed(&inputs, &layout.target, exec).await.describe())
+    let used = cache::seed(&inputs, &layout.target, exec).await.describe();
+    Ok(if cache::has_local_deps(&placement.agent_manifest) {
+        format!("{used}; path and git dependencies are never cached, the gate builds them")
+    } else {
+        used
+    })
 }
 
 /// How the gate calls cargo on the copy.

@@ -23,12 +23,12 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 
-if "$venv/bin/python" -c 'import openai, anthropic, pydantic' >/dev/null 2>&1; then
+if "$venv/bin/python" -c 'import openai, anthropic, pydantic, pytest' >/dev/null 2>&1; then
     echo "setup-test-env: $venv is ready"
 else
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check openai anthropic pydantic
-    "$venv/bin/python" -c 'import openai, anthropic, pydantic; print("setup-test-env: openai", openai.__version__, "anthropic", anthropic.__version__, "pydantic", pydantic.VERSION)'
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check openai anthropic pydantic pytest
+    "$venv/bin/python" -c 'import openai, anthropic, pydantic, pytest; print("setup-test-env: openai", openai.__version__, "anthropic", anthropic.__version__, "pydantic", pydantic.VERSION)'
 fi
 
 # Reference MCP servers, pinned. Bump both versions together and rerun.

@@ -8,6 +8,7 @@
 
 mod check;
 mod context;
+mod criterion;
 mod error;
 pub mod mcp;
 pub mod policy;
@@ -25,6 +26,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use context::{ContextSettings, TokenCounting};
+pub use criterion::{CriterionBaseline, CriterionSet, KeptFile, KeptSection};
 use policy::{Override, Rule, TaskPolicy};
 pub use price::{ModelPrice, PriceTable};
 pub use retry::RetryPolicy;
@@ -87,6 +89,11 @@ pub enum Verification {
         /// [`Verification::pin_command_files`].
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pinned: Vec<PinnedFile>,
+        /// The criterion set (`criterion_paths`, `criterion_exclude`, and the baseline
+        /// kept when the run started): restored before every run of the gate, with the
+        /// ecosystem's default set of files that redirect execution.
+        #[serde(default, skip_serializing_if = "CriterionSet::is_empty")]
+        criterion: CriterionSet,
     },
     /// A Rust gate: `subject` (a workspace file) must compile on its own as a crate,
     /// keep its items, let the Rust test source `criterion` compile against it as a
@@ -164,7 +171,34 @@ impl Verification {
             expect_exit: 0,
             timeout: Duration::from_secs(300),
             pinned: Vec::new(),
+            criterion: CriterionSet::default(),
         }
+    }
+
+    /// Adds workspace paths or globs to a command criterion's criterion set
+    /// (`criterion_paths`); other criteria are unchanged.
+    pub fn criterion_paths<I, S>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        if let Self::Command { criterion, .. } = &mut self {
+            criterion.paths.extend(paths.into_iter().map(Into::into));
+        }
+        self
+    }
+
+    /// Takes workspace paths or globs out of a command criterion's criterion set
+    /// (`criterion_exclude`), the ecosystem's defaults included.
+    pub fn criterion_exclude<I, S>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        if let Self::Command { criterion, .. } = &mut self {
+            criterion.exclude.extend(paths.into_iter().map(Into::into));
+        }
+        self
     }
 
     /// A Rust gate criterion.

@@ -330,6 +330,7 @@ fn criteria(v: &AgentVerify, gate: &dyn PolicyGate) -> Result<VerifySettings, St
             expect_exit: v.expect_exit.unwrap_or(0),
             timeout: Duration::from_secs(300),
             pinned: Vec::new(),
+            criterion: Default::default(),
         });
     } else if v.expect_exit.is_some() {
         return Err("verify.expect_exit needs verify.command".into());

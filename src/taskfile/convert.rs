@@ -13,7 +13,7 @@ use super::raw::{RawBudget, RawContext, RawFile, RawPolicy, RawProvider, RawRetr
 use crate::contract::policy::TaskPolicy;
 use crate::contract::units::{parse_duration, parse_duration_field};
 use crate::contract::{
-    AgentSettings, Budget, ContextSettings, OperatorFile, ProviderSpec, RetryPolicy,
+    AgentSettings, Budget, ContextSettings, CriterionSet, OperatorFile, ProviderSpec, RetryPolicy,
     SandboxSettings, StallPolicy, TaskContract, Verification, VerifySettings, WorkspaceMode,
 };
 
@@ -141,6 +141,13 @@ fn verify(
         None => Duration::from_secs(300),
     };
     let mut criteria = Vec::new();
+    let criterion = criterion_set(rv.criterion_paths, rv.criterion_exclude, spans);
+    if rv.command.is_none()
+        && let Some((key, span)) = criterion_without_command(&criterion, spans)
+    {
+        let message = format!("{} needs verify.command", &key["verify.".len()..]);
+        return Err((key, span, message));
+    }
     if let Some(c) = rv.command {
         spans.note("verify.command", c.span());
         criteria.push(
@@ -149,6 +156,7 @@ fn verify(
                 expect_exit: rv.expect_exit.unwrap_or(0),
                 timeout,
                 pinned: Vec::new(),
+                criterion,
             }
             .pin_command_files(root),
         );
@@ -206,6 +214,40 @@ fn verify(
         max_attempts,
         every_step: rv.every_step,
     })
+}
+
+/// `criterion_paths` and `criterion_exclude` of `[verify]` (checked, like every
+/// criterion, when the contract is validated).
+fn criterion_set(
+    paths: Option<Spanned<Vec<String>>>,
+    exclude: Option<Spanned<Vec<String>>>,
+    spans: &mut Spans,
+) -> CriterionSet {
+    let mut set = CriterionSet::default();
+    if let Some(p) = paths {
+        spans.note("verify.criterion_paths", p.span());
+        set.paths = p.into_inner();
+    }
+    if let Some(e) = exclude {
+        spans.note("verify.criterion_exclude", e.span());
+        set.exclude = e.into_inner();
+    }
+    set
+}
+
+/// The key of a criterion-set setting given without a command gate to apply to.
+fn criterion_without_command(
+    set: &CriterionSet,
+    spans: &Spans,
+) -> Option<(String, Option<Range<usize>>)> {
+    let key = if !set.paths.is_empty() {
+        "verify.criterion_paths"
+    } else if !set.exclude.is_empty() {
+        "verify.criterion_exclude"
+    } else {
+        return None;
+    };
+    Some((key.to_string(), spans.find(key)))
 }
 
 /// `[budget]`.

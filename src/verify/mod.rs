@@ -17,6 +17,7 @@
 
 pub mod cargo_gate;
 mod command;
+pub mod criterion_set;
 pub mod ecosystem;
 mod evidence;
 pub mod rust_gate;
@@ -182,7 +183,16 @@ async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) ->
             expect_exit,
             timeout,
             pinned,
-        } => command_check(label, ws, exec, argv, *expect_exit, *timeout, pinned).await,
+            criterion,
+        } => match criterion_set::restore(ws, argv, criterion) {
+            // The criterion set is put back before the gate sees the workspace.
+            Ok(restored) => {
+                let gate =
+                    command_check(label, ws, exec, argv, *expect_exit, *timeout, pinned).await;
+                with_restored(gate, restored)
+            }
+            Err(why) => not_restored(label, why),
+        },
         Verification::Rust {
             subject,
             criterion,
@@ -251,6 +261,31 @@ async fn command_check(
         output: (!passed).then(|| output.render()),
         phase: None,
         trust: Some(Trust::ExitCode),
+        tests: None,
+        restored: Vec::new(),
+    }
+}
+
+/// A command gate's result with what the criterion-set restore did: recorded in
+/// `restored`, and named to the model as not part of its work area.
+fn with_restored(mut r: CriterionResult, restored: criterion_set::Restored) -> CriterionResult {
+    if let Some(note) = restored.note() {
+        r.summary = format!("{}; {note}", r.summary);
+    }
+    r.restored = restored.actions;
+    r
+}
+
+/// A command gate whose criterion set could not be restored: it fails unrun.
+fn not_restored(label: String, why: String) -> CriterionResult {
+    let why = format!("the criterion set could not be restored: {why}");
+    CriterionResult {
+        label,
+        passed: false,
+        summary: format!("not run: {why}"),
+        output: Some(format!("the gate did not run: {why}")),
+        phase: None,
+        trust: None,
         tests: None,
         restored: Vec::new(),
     }

@@ -6,6 +6,7 @@ mod context;
 mod crash;
 mod egress;
 mod gates;
+mod gates_command;
 mod gates_workspace;
 mod halt;
 mod kill;

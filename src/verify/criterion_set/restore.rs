@@ -1,0 +1,193 @@
+//! Before every run of a command gate: the criterion set put back to its baseline in
+//! the live workspace. Whole files differing from their kept copy are rewritten from
+//! the copy, files of the set the agent added are removed, sections are rewritten
+//! with the rest of their file left as the agent made it, and bytecode is removed.
+//! Restoring in place (rather than on a copy) means the gate runs where it always
+//! ran, and the final diff and the model see exactly what the gate saw; the model is
+//! told which files were put back and that they are not part of its work area.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
+
+use io_harness_confine::Follow;
+
+use super::baseline::{kept_bytes, read_file};
+use super::rules::Selection;
+use super::{sections, walk};
+use crate::contract::{CriterionSet, KeptFile};
+use crate::tools::Workspace;
+
+/// What a restore did.
+#[derive(Debug, Default)]
+pub(crate) struct Restored {
+    /// One line per action, for the record (`restored conftest.py`, `removed
+    /// .cargo/config.toml`, `restored pyproject.toml [tool.pytest]`).
+    pub actions: Vec<String>,
+    /// The files the agent had changed there, for the model.
+    pub files: Vec<String>,
+}
+
+impl Restored {
+    fn did(&mut self, action: &str, rel: &str, section: Option<&str>) {
+        self.actions.push(match section {
+            Some(s) => format!("{action} {rel} [{s}]"),
+            None => format!("{action} {rel}"),
+        });
+        if !self.files.iter().any(|f| f == rel) {
+            self.files.push(rel.to_string());
+        }
+    }
+
+    /// The sentence appended to the gate's summary when the agent had changed the
+    /// criterion set (`None` when it had not).
+    pub(crate) fn note(&self) -> Option<String> {
+        (!self.files.is_empty()).then(|| {
+            format!(
+                "restored before the gate ran, not part of your work area: {}",
+                self.files.join(", ")
+            )
+        })
+    }
+}
+
+/// Removes `rel` (a file or symlink, never what it points to).
+fn remove(ws: &Workspace, rel: &str) -> Result<(), String> {
+    match ws.confined().remove_file(rel) {
+        Ok(()) | Err(io_harness_confine::Error::NotFound(_)) => Ok(()),
+        Err(e) => Err(format!("cannot remove {rel}: {e}")),
+    }
+}
+
+/// Writes `bytes` to `rel` as a regular file (whatever stood there first removed).
+fn put(ws: &Workspace, rel: &str, bytes: &[u8], executable: bool) -> Result<(), String> {
+    remove(ws, rel)?;
+    ws.write(rel, bytes)
+        .map_err(|e| format!("cannot restore {rel}: {e}"))?;
+    let (file, _) = ws
+        .confined()
+        .open_file(rel, Follow::Never)
+        .map_err(|e| format!("cannot reopen {rel}: {e}"))?;
+    let mode = if executable { 0o755 } else { 0o644 };
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("cannot set the mode of {rel}: {e}"))
+}
+
+/// Restores the criterion set of the gate `argv` in `ws` from `set.baseline`. A set
+/// without a baseline (a contract checked outside a run) is left alone. An error
+/// means the set could not be restored, and the gate must not run.
+pub(crate) fn restore(
+    ws: &Workspace,
+    argv: &[String],
+    set: &CriterionSet,
+) -> Result<Restored, String> {
+    let mut done = Restored::default();
+    let Some(base) = &set.baseline else {
+        return Ok(done);
+    };
+    let sel = Selection::new(argv, set)?;
+    let kept: BTreeMap<&str, &KeptFile> = base.files.iter().map(|k| (k.path.as_str(), k)).collect();
+    let live = walk::files(ws)?;
+    let mut purged = 0usize;
+    let mut present = BTreeSet::new();
+    for entry in &live {
+        let rel = entry.rel.as_str();
+        if sel.purge(rel) {
+            remove(ws, rel)?;
+            purged += 1;
+        } else if sel.whole(rel) {
+            present.insert(rel);
+            if !kept.contains_key(rel) {
+                remove(ws, rel)?;
+                done.did("removed", rel, None);
+            }
+        } else if let Some((format, names)) = sel.sections_of(rel) {
+            present.insert(rel);
+            restore_sections(ws, rel, format, names, set, &mut done)?;
+        }
+    }
+    for (rel, k) in &kept {
+        let want = kept_bytes(k);
+        match read_file(ws, rel) {
+            Some((bytes, exec)) if bytes == want && exec == k.executable => {}
+            _ => {
+                put(ws, rel, &want, k.executable)?;
+                done.did("restored", rel, None);
+            }
+        }
+    }
+    // A sectioned file the agent deleted comes back with its kept sections alone.
+    let mut gone: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
+    for s in &base.sections {
+        if let Some(t) = &s.text
+            && !present.contains(s.path.as_str())
+        {
+            gone.entry(&s.path).or_default().push((&s.section, t));
+        }
+    }
+    for (rel, secs) in gone {
+        let Some((format, _)) = sel.sections_of(rel) else {
+            continue;
+        };
+        let mut text = if format == super::rules::Format::Json {
+            "{}".to_string()
+        } else {
+            String::new()
+        };
+        for (name, t) in &secs {
+            text = sections::replace(format, &text, name, Some(t))
+                .map_err(|e| format!("{rel}: {e}"))?;
+        }
+        put(ws, rel, text.as_bytes(), false)?;
+        done.did("restored", rel, None);
+    }
+    if purged > 0 {
+        done.actions.push(format!(
+            "removed {purged} bytecode file(s) (__pycache__, *.pyc)"
+        ));
+    }
+    Ok(done)
+}
+
+/// Puts the kept sections of `rel` back, rewriting it only when one differs.
+fn restore_sections(
+    ws: &Workspace,
+    rel: &str,
+    format: super::rules::Format,
+    names: &[&str],
+    set: &CriterionSet,
+    done: &mut Restored,
+) -> Result<(), String> {
+    let Some((bytes, exec)) = read_file(ws, rel) else {
+        // A symlink where a sectioned file was expected: its target is not ours to
+        // judge, so it goes.
+        remove(ws, rel)?;
+        done.did("removed", rel, None);
+        return Ok(());
+    };
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    let mut changed = false;
+    for name in names {
+        let kept = set
+            .baseline
+            .as_ref()
+            .and_then(|b| {
+                b.sections
+                    .iter()
+                    .find(|s| s.path == rel && s.section == *name)
+            })
+            .and_then(|s| s.text.as_deref());
+        let live = sections::extract(format, &text, name).map_err(|e| {
+            format!("{rel} {e}, so its criterion section [{name}] cannot be restored")
+        })?;
+        if live.as_deref() != kept {
+            text =
+                sections::replace(format, &text, name, kept).map_err(|e| format!("{rel}: {e}"))?;
+            done.did("restored", rel, Some(name));
+            changed = true;
+        }
+    }
+    if changed {
+        put(ws, rel, text.as_bytes(), exec)?;
+    }
+    Ok(())
+}

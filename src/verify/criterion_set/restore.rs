@@ -191,3 +191,104 @@ fn restore_sections(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::criterion_set::baseline::capture;
+
+    fn set_up(files: &[(&str, &str)]) -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        for (rel, text) in files {
+            let p = dir.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        let ws = Workspace::open(dir.path()).unwrap();
+        (dir, ws)
+    }
+
+    fn kept(ws: &Workspace, argv: &[&str], paths: &[&str]) -> (Vec<String>, CriterionSet) {
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        let mut set = CriterionSet {
+            paths: paths.iter().map(|s| s.to_string()).collect(),
+            ..CriterionSet::default()
+        };
+        let sel = Selection::new(&argv, &set).unwrap();
+        set.baseline = Some(capture(ws, &sel).unwrap().0);
+        (argv, set)
+    }
+
+    #[test]
+    fn restores_from_the_kept_copy_removes_additions_and_purges_bytecode() {
+        let (dir, ws) = set_up(&[
+            ("conftest.py", "import pytest\n"),
+            ("check.sh", "test -f done\n"),
+            ("pyproject.toml", "[project]\nname = \"a\"\n"),
+        ]);
+        let root = dir.path();
+        let (argv, set) = kept(&ws, &["pytest"], &["check.sh"]);
+        // The agent's changes: a rewritten criterion file, a new nested conftest, a
+        // symlink planted where a criterion script was, bytecode, a pytest section
+        // added to a file that had none, and its own honest work.
+        std::fs::write(root.join("conftest.py"), "import os\n").unwrap();
+        std::fs::create_dir_all(root.join("tests/__pycache__")).unwrap();
+        std::fs::write(root.join("tests/conftest.py"), "x = 1\n").unwrap();
+        std::fs::write(root.join("tests/__pycache__/t.cpython-311.pyc"), "pyc").unwrap();
+        std::fs::remove_file(root.join("check.sh")).unwrap();
+        std::os::unix::fs::symlink("/bin/true", root.join("check.sh")).unwrap();
+        std::fs::write(
+            root.join("pyproject.toml"),
+            "[project]\nname = \"a\"\ndependencies = [\"b\"]\n[tool.pytest.ini_options]\naddopts = \"--co\"\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("app.py"), "x = 2\n").unwrap();
+        let done = restore(&ws, &argv, &set).unwrap();
+        let read = |rel: &str| std::fs::read_to_string(root.join(rel)).unwrap();
+        assert_eq!(read("conftest.py"), "import pytest\n");
+        assert_eq!(read("check.sh"), "test -f done\n");
+        assert!(!root.join("check.sh").is_symlink());
+        assert!(!root.join("tests/conftest.py").exists());
+        assert!(!root.join("tests/__pycache__/t.cpython-311.pyc").exists());
+        let pyproject = read("pyproject.toml");
+        assert!(pyproject.contains("dependencies") && !pyproject.contains("--co"), "{pyproject}");
+        assert_eq!(read("app.py"), "x = 2\n");
+        assert_eq!(
+            done.actions,
+            [
+                "restored pyproject.toml [tool.pytest]",
+                "removed tests/conftest.py",
+                "restored check.sh",
+                "restored conftest.py",
+                "removed 1 bytecode file(s) (__pycache__, *.pyc)",
+            ]
+        );
+        let note = done.note().unwrap();
+        assert!(note.contains("not part of your work area") && note.contains("check.sh"), "{note}");
+        // Restored, the set is at rest: a second restore does nothing.
+        let again = restore(&ws, &argv, &set).unwrap();
+        assert!(again.actions.is_empty() && again.note().is_none(), "{:?}", again.actions);
+    }
+
+    #[test]
+    fn deleted_sectioned_file_comes_back_with_its_sections_and_no_baseline_is_no_restore() {
+        let (dir, ws) = set_up(&[(
+            "package.json",
+            "{\"name\":\"a\",\"scripts\":{\"test\":\"node --test\"}}",
+        )]);
+        let (argv, set) = kept(&ws, &["npm", "test"], &[]);
+        std::fs::remove_file(dir.path().join("package.json")).unwrap();
+        let done = restore(&ws, &argv, &set).unwrap();
+        assert_eq!(done.actions, ["restored package.json"]);
+        let back = std::fs::read_to_string(dir.path().join("package.json")).unwrap();
+        assert!(back.contains("node --test"), "{back}");
+
+        std::fs::write(dir.path().join(".npmrc"), "script-shell=/bin/true\n").unwrap();
+        let unstarted = CriterionSet::default();
+        assert!(restore(&ws, &argv, &unstarted).unwrap().actions.is_empty());
+        // An unparseable sectioned file cannot be restored: the gate must not run.
+        std::fs::write(dir.path().join("package.json"), "{not json").unwrap();
+        let e = restore(&ws, &argv, &set).unwrap_err();
+        assert!(e.contains("package.json") && e.contains("cannot be restored"), "{e}");
+    }
+}

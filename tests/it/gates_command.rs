@@ -533,3 +533,33 @@ async fn an_oversized_criterion_set_refuses_the_start() {
         "{e}"
     );
 }
+
+/// A resume compares the contract it is given with the stored one: the baseline is the
+/// run's, taken at its start, so a workspace the agent changed since must not make the
+/// same contract look different (nor become the new baseline).
+#[test]
+fn a_resume_compares_with_the_baseline_the_start_kept() {
+    use io_harness::verify::criterion_set::{adopt_baselines, keep_baselines};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("conftest.py"), "import pytest\n").unwrap();
+    let mut c = TaskContract::workspace("g", dir.path(), Verification::command(["pytest"]));
+    c.resolve_root().unwrap();
+    let mut stored = c.clone();
+    keep_baselines(&mut stored).unwrap();
+    let Verification::Command { criterion, .. } = &stored.verify.criteria[0] else {
+        panic!();
+    };
+    let base = criterion.baseline.as_ref().unwrap();
+    assert_eq!(base.files.len(), 1);
+    assert_eq!(base.files[0].path, "conftest.py");
+    assert_eq!(base.files[0].content, "import pytest\n");
+
+    std::fs::write(dir.path().join("conftest.py"), "import os\n").unwrap();
+    let mut retaken = c.clone();
+    keep_baselines(&mut retaken).unwrap();
+    assert_ne!(retaken, stored, "the live workspace is not the baseline");
+    let mut given = c.clone();
+    adopt_baselines(&mut given, &stored);
+    keep_baselines(&mut given).unwrap();
+    assert_eq!(given, stored);
+}

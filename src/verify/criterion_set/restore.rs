@@ -251,7 +251,10 @@ mod tests {
         assert!(!root.join("tests/conftest.py").exists());
         assert!(!root.join("tests/__pycache__/t.cpython-311.pyc").exists());
         let pyproject = read("pyproject.toml");
-        assert!(pyproject.contains("dependencies") && !pyproject.contains("--co"), "{pyproject}");
+        assert!(
+            pyproject.contains("dependencies") && !pyproject.contains("--co"),
+            "{pyproject}"
+        );
         assert_eq!(read("app.py"), "x = 2\n");
         assert_eq!(
             done.actions,
@@ -264,10 +267,17 @@ mod tests {
             ]
         );
         let note = done.note().unwrap();
-        assert!(note.contains("not part of your work area") && note.contains("check.sh"), "{note}");
+        assert!(
+            note.contains("not part of your work area") && note.contains("check.sh"),
+            "{note}"
+        );
         // Restored, the set is at rest: a second restore does nothing.
         let again = restore(&ws, &argv, &set).unwrap();
-        assert!(again.actions.is_empty() && again.note().is_none(), "{:?}", again.actions);
+        assert!(
+            again.actions.is_empty() && again.note().is_none(),
+            "{:?}",
+            again.actions
+        );
     }
 
     #[test]
@@ -289,6 +299,45 @@ mod tests {
         // An unparseable sectioned file cannot be restored: the gate must not run.
         std::fs::write(dir.path().join("package.json"), "{not json").unwrap();
         let e = restore(&ws, &argv, &set).unwrap_err();
-        assert!(e.contains("package.json") && e.contains("cannot be restored"), "{e}");
+        assert!(
+            e.contains("package.json") && e.contains("cannot be restored"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn go_replace_and_vendor_are_undone_and_a_required_version_kept() {
+        let (dir, ws) = set_up(&[
+            (
+                "go.mod",
+                "module x\n\ngo 1.22\n\nrequire example.com/a v1.0.0\n",
+            ),
+            ("main_test.go", "package x\n"),
+        ]);
+        let (argv, set) = kept(&ws, &["go", "test", "./..."], &[]);
+        let root = dir.path();
+        std::fs::write(
+            root.join("go.mod"),
+            "module x\n\ngo 1.22\n\nrequire example.com/a v1.2.0\nreplace example.com/a => ./fake\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.join("vendor/example.com/a")).unwrap();
+        std::fs::write(root.join("vendor/modules.txt"), "# example.com/a v1.2.0\n").unwrap();
+        std::fs::write(root.join("go.work"), "go 1.22\nuse ./fake\n").unwrap();
+        let done = restore(&ws, &argv, &set).unwrap();
+        let gomod = std::fs::read_to_string(root.join("go.mod")).unwrap();
+        assert!(
+            !gomod.contains("replace") && gomod.contains("v1.2.0"),
+            "{gomod}"
+        );
+        assert!(!root.join("vendor/modules.txt").exists() && !root.join("go.work").exists());
+        assert_eq!(
+            done.actions,
+            [
+                "removed go.work",
+                "restored go.mod [replace]",
+                "removed vendor/modules.txt"
+            ]
+        );
     }
 }

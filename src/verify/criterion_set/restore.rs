@@ -334,8 +334,8 @@ mod tests {
         assert_eq!(
             done.actions,
             [
-                "removed go.work",
                 "restored go.mod [replace]",
+                "removed go.work",
                 "removed vendor/modules.txt"
             ]
         );

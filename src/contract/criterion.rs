@@ -43,6 +43,19 @@ pub struct CriterionBaseline {
     /// that kind that existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sections: Vec<KeptSection>,
+    /// Symlinks of the set (or standing where a directory of the set could be), by
+    /// target: one the agent added or retargeted is removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<KeptLink>,
+}
+
+/// A symlink of a criterion set's baseline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptLink {
+    /// Workspace-relative path of the link itself.
+    pub path: String,
+    /// What it pointed to, as written.
+    pub target: String,
 }
 
 /// A whole file of a criterion set, kept by content.

@@ -26,7 +26,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use context::{ContextSettings, TokenCounting};
-pub use criterion::{CriterionBaseline, CriterionSet, KeptFile, KeptSection};
+pub use criterion::{CriterionBaseline, CriterionSet, KeptFile, KeptLink, KeptSection};
 use policy::{Override, Rule, TaskPolicy};
 pub use price::{ModelPrice, PriceTable};
 pub use retry::RetryPolicy;

@@ -13,7 +13,7 @@ use super::rules::Selection;
 use super::sections;
 use super::walk;
 use crate::contract::{
-    ContractError, CriterionBaseline, KeptFile, KeptSection, TaskContract, Verification,
+    ContractError, CriterionBaseline, KeptFile, KeptLink, KeptSection, TaskContract, Verification,
 };
 use crate::tools::Workspace;
 
@@ -30,6 +30,15 @@ pub(super) fn read_file(ws: &Workspace, rel: &str) -> Option<(Vec<u8>, bool)> {
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len).unwrap_or(0));
     file.read_to_end(&mut bytes).ok()?;
     Some((bytes, exec))
+}
+
+/// What the symlink `rel` points to, as written (never followed). `rel` was listed
+/// by a walk that enters no symlinked directory, so its parent is a real directory.
+pub(super) fn link_target(ws: &Workspace, rel: &str) -> Option<String> {
+    let rel = ws.normalize(rel).ok()?;
+    std::fs::read_link(ws.root().join(rel))
+        .ok()
+        .map(|t| t.to_string_lossy().into_owned())
 }
 
 /// The kept form of `bytes` at `rel`.
@@ -63,7 +72,16 @@ pub(crate) fn capture(ws: &Workspace, sel: &Selection) -> Result<(CriterionBasel
     let mut total = 0u64;
     for entry in walk::files(ws)? {
         let rel = entry.rel.as_str();
-        if sel.whole(rel) {
+        if entry.symlink {
+            if sel.link_matters(rel)
+                && let Some(target) = link_target(ws, rel)
+            {
+                base.links.push(KeptLink {
+                    path: rel.to_string(),
+                    target,
+                });
+            }
+        } else if sel.whole(rel) {
             // A symlink of the set is not kept: the agent's copy of one is removed.
             let Some((bytes, exec)) = read_file(ws, rel) else {
                 continue;

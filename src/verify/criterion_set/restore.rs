@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use io_harness_confine::Follow;
 
-use super::baseline::{kept_bytes, read_file};
+use super::baseline::{kept_bytes, link_target, read_file};
 use super::rules::Selection;
 use super::{sections, walk};
 use crate::contract::{CriterionSet, KeptFile};
@@ -91,7 +91,20 @@ pub(crate) fn restore(
     let mut present = BTreeSet::new();
     for entry in &live {
         let rel = entry.rel.as_str();
-        if sel.purge(rel) {
+        if entry.symlink {
+            // A file kept by content is put back below, whatever stands there now.
+            if sel.link_matters(rel) && !kept.contains_key(rel) {
+                let target = link_target(ws, rel);
+                let kept_link = base
+                    .links
+                    .iter()
+                    .any(|l| l.path == rel && Some(&l.target) == target.as_ref());
+                if !kept_link {
+                    remove(ws, rel)?;
+                    done.did("removed", rel, None);
+                }
+            }
+        } else if sel.purge(rel) {
             remove(ws, rel)?;
             purged += 1;
         } else if sel.whole(rel) {
@@ -339,5 +352,34 @@ mod tests {
                 "removed vendor/modules.txt"
             ]
         );
+    }
+
+    #[test]
+    fn symlinks_the_agent_plants_are_removed_and_the_baselines_kept() {
+        let (dir, ws) = set_up(&[
+            ("Cargo.toml", "[package]\nname = \"a\"\n"),
+            ("node_modules/jest/bin/jest.js", "x"),
+        ]);
+        let root = dir.path();
+        let link = |target: &str, at: &str| {
+            std::fs::create_dir_all(root.join(at).parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(target, root.join(at)).unwrap();
+        };
+        link("../jest/bin/jest.js", "node_modules/.bin/jest");
+        let (argv, set) = kept(&ws, &["npm", "test"], &[]);
+        assert_eq!(set.baseline.as_ref().unwrap().links.len(), 1);
+        link("/bin/true", "node_modules/.bin/node");
+        let done = restore(&ws, &argv, &set).unwrap();
+        assert_eq!(done.actions, ["removed node_modules/.bin/node"]);
+        assert!(root.join("node_modules/.bin/jest").is_symlink());
+
+        // Cargo: `.cargo` as a link to a directory holding a runner config.
+        let (argv, set) = kept(&ws, &["cargo", "test"], &[]);
+        std::fs::create_dir_all(root.join("evil")).unwrap();
+        std::fs::write(root.join("evil/config.toml"), "[build]\nrustc = \"x\"\n").unwrap();
+        link("evil", ".cargo");
+        let done = restore(&ws, &argv, &set).unwrap();
+        assert_eq!(done.actions, ["removed .cargo"]);
+        assert!(!root.join(".cargo").exists() && root.join("evil/config.toml").exists());
     }
 }

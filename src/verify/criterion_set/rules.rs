@@ -234,6 +234,30 @@ impl Selection {
             && self.purge.is_match(rel)
     }
 
+    /// A symlink at `rel` matters to the set: it is a file of the set, or it could
+    /// stand for a directory holding one (`.cargo` → a directory with a
+    /// `config.toml`, a `node_modules/.bin`, a shadowing package, bytecode).
+    pub(crate) fn link_matters(&self, rel: &str) -> bool {
+        const PROBES: &[&str] = &[
+            "config.toml",
+            "config",
+            ".bin/node",
+            "node",
+            "modules.txt",
+            "env",
+            "go/env",
+            "__init__.py",
+            "conftest.py",
+            "x.pyc",
+        ];
+        self.whole(rel)
+            || self.sections_of(rel).is_some()
+            || PROBES.iter().any(|p| {
+                let child = format!("{rel}/{p}");
+                self.whole(&child) || self.purge(&child)
+            })
+    }
+
     /// The format and sections of `rel` that are kept and restored, when it is a
     /// sectioned file of the set (and not already whole).
     pub(crate) fn sections_of(&self, rel: &str) -> Option<(Format, &'static [&'static str])> {

@@ -146,6 +146,24 @@ impl TaskContract {
     }
 }
 
+/// Each entry of `criterion_paths` / `criterion_exclude` is a workspace-relative
+/// path or glob (`/` separated, no `..`, not absolute) that compiles.
+fn criterion_globs(key: &str, globs: &[String]) -> Result<(), ContractError> {
+    for g in globs {
+        let climbs = g.split('/').any(|c| c == "..");
+        if g.is_empty() || g.starts_with('/') || climbs || g.contains('\0') {
+            return Err(field(
+                key,
+                format!("{g:?} must be a relative path or glob inside the workspace"),
+            ));
+        }
+        if let Err(e) = globset::Glob::new(g) {
+            return Err(field(key, format!("{g:?} is not a valid glob: {e}")));
+        }
+    }
+    Ok(())
+}
+
 /// One criterion's shape (paths relative and inside, a program named, …).
 fn check_criterion(v: &Verification) -> Result<(), ContractError> {
     match v {
@@ -154,11 +172,14 @@ fn check_criterion(v: &Verification) -> Result<(), ContractError> {
             timeout,
             trust,
             report,
+            criterion,
             ..
         } => {
             if argv.is_empty() || argv[0].is_empty() {
                 return Err(field("verify.command", "must name a program"));
             }
+            criterion_globs("verify.criterion_paths", &criterion.paths)?;
+            criterion_globs("verify.criterion_exclude", &criterion.exclude)?;
             if timeout.is_zero() {
                 return Err(field("verify.timeout", "must be longer than zero"));
             }

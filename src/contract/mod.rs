@@ -9,6 +9,7 @@
 mod check;
 mod command_report;
 mod context;
+mod criterion;
 mod error;
 pub mod mcp;
 pub mod policy;
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 pub use command_report::{CommandTrust, REPORT_PLACEHOLDER, TestReport};
 pub use context::{ContextSettings, TokenCounting};
+pub use criterion::{CriterionBaseline, CriterionSet, KeptFile, KeptLink, KeptSection};
 use policy::{Override, Rule, TaskPolicy};
 pub use price::{ModelPrice, PriceTable};
 pub use retry::RetryPolicy;
@@ -100,6 +102,11 @@ pub enum Verification {
         /// its argv (also given as `IO_HARNESS_REPORT`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         report: Option<TestReport>,
+        /// The criterion set (`criterion_paths`, `criterion_exclude`, and the baseline
+        /// kept when the run started): restored before every run of the gate, with the
+        /// ecosystem's default set of files that redirect execution.
+        #[serde(default, skip_serializing_if = "CriterionSet::is_empty")]
+        criterion: CriterionSet,
     },
     /// A Rust gate: `subject` (a workspace file) must compile on its own as a crate,
     /// keep its items, let the Rust test source `criterion` compile against it as a
@@ -194,7 +201,34 @@ impl Verification {
             pinned: Vec::new(),
             trust: CommandTrust::Auto,
             report: None,
+            criterion: CriterionSet::default(),
         }
+    }
+
+    /// Adds workspace paths or globs to a command criterion's criterion set
+    /// (`criterion_paths`); other criteria are unchanged.
+    pub fn criterion_paths<I, S>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        if let Self::Command { criterion, .. } = &mut self {
+            criterion.paths.extend(paths.into_iter().map(Into::into));
+        }
+        self
+    }
+
+    /// Takes workspace paths or globs out of a command criterion's criterion set
+    /// (`criterion_exclude`), the ecosystem's defaults included.
+    pub fn criterion_exclude<I, S>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        if let Self::Command { criterion, .. } = &mut self {
+            criterion.exclude.extend(paths.into_iter().map(Into::into));
+        }
+        self
     }
 
     /// A Rust gate criterion.

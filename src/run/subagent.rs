@@ -332,6 +332,7 @@ fn criteria(v: &AgentVerify, gate: &dyn PolicyGate) -> Result<VerifySettings, St
             pinned: Vec::new(),
             trust: crate::contract::CommandTrust::Auto,
             report: None,
+            criterion: Default::default(),
         });
     } else if v.expect_exit.is_some() {
         return Err("verify.expect_exit needs verify.command".into());

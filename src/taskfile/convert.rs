@@ -15,7 +15,7 @@ use super::raw::{
 use crate::contract::policy::TaskPolicy;
 use crate::contract::units::{parse_duration, parse_duration_field, parse_size};
 use crate::contract::{
-    AgentSettings, Budget, CommandTrust, ContextSettings, OperatorFile, ProviderSpec,
+    AgentSettings, Budget, CommandTrust, ContextSettings, CriterionSet, OperatorFile, ProviderSpec,
     REPORT_PLACEHOLDER, RetryPolicy, SandboxSettings, StallPolicy, TaskContract, TestReport,
     Verification, VerifySettings, WorkspaceMode,
 };
@@ -147,6 +147,13 @@ fn verify(
     let mut criteria = Vec::new();
     let trust = command_trust(rv.trust, spans)?;
     let report = rv.report.map(|r| report(r, spans)).transpose()?;
+    let criterion = criterion_set(rv.criterion_paths, rv.criterion_exclude, spans);
+    if rv.command.is_none()
+        && let Some((key, span)) = criterion_without_command(&criterion, spans)
+    {
+        let message = format!("{} needs verify.command", &key["verify.".len()..]);
+        return Err((key, span, message));
+    }
     if let Some(c) = rv.command {
         spans.note("verify.command", c.span());
         criteria.push(
@@ -157,6 +164,7 @@ fn verify(
                 pinned: Vec::new(),
                 trust: trust.unwrap_or_default(),
                 report,
+                criterion,
             }
             .pin_command_files(root),
         );
@@ -289,6 +297,40 @@ fn dep_cache_max(v: Spanned<toml::Value>) -> Result<u64, ConvertError> {
         toml::Value::String(s) => parse_size(&s).map_err(err),
         other => Err(err(format!("{other} is not a size like \"10GiB\""))),
     }
+}
+
+/// `criterion_paths` and `criterion_exclude` of `[verify]` (checked, like every
+/// criterion, when the contract is validated).
+fn criterion_set(
+    paths: Option<Spanned<Vec<String>>>,
+    exclude: Option<Spanned<Vec<String>>>,
+    spans: &mut Spans,
+) -> CriterionSet {
+    let mut set = CriterionSet::default();
+    if let Some(p) = paths {
+        spans.note("verify.criterion_paths", p.span());
+        set.paths = p.into_inner();
+    }
+    if let Some(e) = exclude {
+        spans.note("verify.criterion_exclude", e.span());
+        set.exclude = e.into_inner();
+    }
+    set
+}
+
+/// The key of a criterion-set setting given without a command gate to apply to.
+fn criterion_without_command(
+    set: &CriterionSet,
+    spans: &Spans,
+) -> Option<(String, Option<Range<usize>>)> {
+    let key = if !set.paths.is_empty() {
+        "verify.criterion_paths"
+    } else if !set.exclude.is_empty() {
+        "verify.criterion_exclude"
+    } else {
+        return None;
+    };
+    Some((key.to_string(), spans.find(key)))
 }
 
 /// `[budget]`.

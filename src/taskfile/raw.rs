@@ -143,6 +143,8 @@ pub(super) struct RawVerify {
     pub(super) file_equals: Option<Spanned<RawFileEquals>>,
     pub(super) rust: Option<Spanned<RawRust>>,
     pub(super) cargo_test: Option<Spanned<RawCargoTest>>,
+    pub(super) criterion_paths: Option<Spanned<Vec<String>>>,
+    pub(super) criterion_exclude: Option<Spanned<Vec<String>>>,
     pub(super) max_attempts: Option<Spanned<u32>>,
     #[serde(default)]
     pub(super) every_step: bool,

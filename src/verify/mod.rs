@@ -20,6 +20,7 @@
 pub mod cargo_gate;
 mod command;
 mod command_report;
+pub mod criterion_set;
 pub mod ecosystem;
 mod evidence;
 pub mod rust_gate;
@@ -199,15 +200,21 @@ async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) ->
             pinned,
             trust,
             report,
-        } => {
-            let counting = Counting::of(argv, *expect_exit, *trust, report.as_ref());
-            let gate = GateCommand {
-                argv,
-                expect_exit: *expect_exit,
-                timeout: *timeout,
-            };
-            command_check(label, ws, exec, &gate, pinned, counting).await
-        }
+            criterion,
+        } => match criterion_set::restore(ws, argv, criterion) {
+            // The criterion set is put back before the gate sees the workspace.
+            Ok(restored) => {
+                let counting = Counting::of(argv, *expect_exit, *trust, report.as_ref());
+                let gate = GateCommand {
+                    argv,
+                    expect_exit: *expect_exit,
+                    timeout: *timeout,
+                };
+                let result = command_check(label, ws, exec, &gate, pinned, counting).await;
+                with_restored(result, restored)
+            }
+            Err(why) => not_restored(label, why),
+        },
         Verification::Rust {
             subject,
             criterion,
@@ -366,6 +373,31 @@ fn not_run(label: String, why: String, trust: Option<Trust>, advice: &str) -> Cr
         output: Some(format!("the gate did not run: {why}{advice}")),
         phase: None,
         trust,
+        tests: None,
+        restored: Vec::new(),
+    }
+}
+
+/// A command gate's result with what the criterion-set restore did: recorded in
+/// `restored`, and named to the model as not part of its work area.
+fn with_restored(mut r: CriterionResult, restored: criterion_set::Restored) -> CriterionResult {
+    if let Some(note) = restored.note() {
+        r.summary = format!("{}; {note}", r.summary);
+    }
+    r.restored = restored.actions;
+    r
+}
+
+/// A command gate whose criterion set could not be restored: it fails unrun.
+fn not_restored(label: String, why: String) -> CriterionResult {
+    let why = format!("the criterion set could not be restored: {why}");
+    CriterionResult {
+        label,
+        passed: false,
+        summary: format!("not run: {why}"),
+        output: Some(format!("the gate did not run: {why}")),
+        phase: None,
+        trust: None,
         tests: None,
         restored: Vec::new(),
     }

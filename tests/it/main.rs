@@ -7,6 +7,7 @@ mod crash;
 mod egress;
 mod gate_cache;
 mod gates;
+mod gates_command;
 mod gates_report;
 mod gates_workspace;
 mod halt;

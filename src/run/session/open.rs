@@ -91,6 +91,7 @@ impl Origin {
         contract.resolve_root()?;
         // Stored with the run: a resume reads them from the store, not the disk.
         contract.keep_operator_files()?;
+        crate::verify::criterion_set::keep_baselines(&mut contract)?;
         Ok(Self {
             contract,
             link,
@@ -267,7 +268,10 @@ async fn check_resumable(
         let mut g = given.clone();
         // The stored contract has its root resolved and its operator files kept;
         // compare like with like.
-        if g.resolve_root().is_err() || g.keep_operator_files().is_err() || g != stored.contract {
+        let kept = g.resolve_root().is_ok() && g.keep_operator_files().is_ok();
+        // The criterion sets' baselines are the run's, taken at its start.
+        crate::verify::criterion_set::adopt_baselines(&mut g, &stored.contract);
+        if !kept || g != stored.contract {
             return Err(RunError::ContractMismatch { run_id });
         }
     }

@@ -200,27 +200,7 @@ fn verify(
         criteria.push(Verification::rust(r.subject, criterion).with_signatures(r.signatures));
     }
     if let Some(ct) = rv.cargo_test {
-        let span = ct.span();
-        spans.note("verify.cargo_test", span.clone());
-        let ct = ct.into_inner();
-        let mut files = Vec::with_capacity(ct.criteria.len());
-        for p in ct.criteria {
-            let full = base.join(&p);
-            let file = OperatorFile::read(&full).map_err(|e| {
-                (
-                    "verify.cargo_test".to_string(),
-                    Some(span.clone()),
-                    format!("criterion {}: {e}", full.display()),
-                )
-            })?;
-            files.push(file);
-        }
-        criteria.push(Verification::CargoTest {
-            manifest: ct.manifest,
-            criteria: files,
-            baseline_manifests: None,
-            signatures: ct.signatures,
-        });
+        criteria.push(cargo_test(ct, base, spans)?);
     }
     let max_attempts = rv.max_attempts.map_or(5, |m| {
         spans.note("verify.max_attempts", m.span());
@@ -238,6 +218,35 @@ fn verify(
         max_attempts,
         every_step: rv.every_step,
         dep_cache_max,
+    })
+}
+
+/// `[verify] cargo_test`: its criteria are read now.
+fn cargo_test(
+    ct: Spanned<super::raw::RawCargoTest>,
+    base: &Path,
+    spans: &mut Spans,
+) -> Result<Verification, ConvertError> {
+    let span = ct.span();
+    spans.note("verify.cargo_test", span.clone());
+    let ct = ct.into_inner();
+    let mut files = Vec::with_capacity(ct.criteria.len());
+    for p in ct.criteria {
+        let full = base.join(&p);
+        let file = OperatorFile::read(&full).map_err(|e| {
+            (
+                "verify.cargo_test".to_string(),
+                Some(span.clone()),
+                format!("criterion {}: {e}", full.display()),
+            )
+        })?;
+        files.push(file);
+    }
+    Ok(Verification::CargoTest {
+        manifest: ct.manifest,
+        criteria: files,
+        baseline_manifests: None,
+        signatures: ct.signatures,
     })
 }
 

@@ -1,5 +1,6 @@
 //! Run observers of the CLI: a live progress line on a terminal, JSON lines with
-//! `--json`, silence otherwise.
+//! `--json`, and otherwise (a CI log, a pipe) one plain timestamped line per event a
+//! person reading the log needs, written as it happens.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
@@ -17,8 +18,8 @@ pub enum Progress {
         state: Mutex<LineState>,
         secrets: Vec<String>,
     },
-    /// Nothing (stderr is not a terminal).
-    Quiet,
+    /// One timestamped line per event on stderr (stderr is not a terminal).
+    Log { secrets: Vec<String> },
 }
 
 #[derive(Default)]
@@ -41,7 +42,7 @@ impl Progress {
                 secrets,
             }
         } else {
-            Self::Quiet
+            Self::Log { secrets }
         }
     }
 
@@ -60,10 +61,17 @@ impl Observer for Progress {
     fn on_event(&self, event: &RunEvent) -> Flow {
         match self {
             Self::Json { secrets } => {
-                if let Ok(line) = serde_json::to_string(event) {
+                if let Ok(mut v) = serde_json::to_value(event) {
+                    v["at"] = now().into();
+                    let line = output::redact(&v.to_string(), secrets);
                     let mut out = std::io::stdout().lock();
-                    let _ = writeln!(out, "{}", output::redact(&line, secrets));
+                    let _ = writeln!(out, "{line}");
                     let _ = out.flush();
+                }
+            }
+            Self::Log { secrets } => {
+                if let Some(line) = log_line(event) {
+                    errln!("{} {}", now(), output::clean(&line, secrets));
                 }
             }
             Self::Line { state, secrets } => {
@@ -115,8 +123,75 @@ impl Observer for Progress {
                 let _ = std::io::stderr().flush();
                 s.drawn = true;
             }
-            Self::Quiet => {}
         }
         Flow::Continue
     }
+}
+
+/// The wall-clock time, RFC 3339 with milliseconds (UTC).
+fn now() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// The line a CI log shows for `event`, if it shows one.
+fn log_line(event: &RunEvent) -> Option<String> {
+    Some(match event {
+        RunEvent::RunStarted {
+            run_id,
+            goal,
+            resumed,
+            ..
+        } => {
+            let how = if *resumed { "resumed" } else { "started" };
+            format!("run {run_id} {how}: {}", goal.lines().next().unwrap_or(""))
+        }
+        RunEvent::StepStarted {
+            step, max_steps, ..
+        } => format!("step {step}/{max_steps} started"),
+        RunEvent::ModelReplied {
+            step, tool_calls, ..
+        } => format!("step {step}: the model replied with {tool_calls} tool call(s)"),
+        RunEvent::ProviderRetry {
+            provider,
+            attempt,
+            kind,
+            delay_ms,
+            next,
+            ..
+        } => format!(
+            "provider {provider} attempt {attempt} failed ({kind}); next: {next} after {delay_ms} ms"
+        ),
+        RunEvent::ToolCalled { name, target, .. } => match target {
+            Some(t) => format!("tool {name} {t}"),
+            None => format!("tool {name}"),
+        },
+        RunEvent::ToolFinished {
+            name,
+            is_error,
+            duration_ms,
+            ..
+        } => {
+            let how = if *is_error { "failed" } else { "done" };
+            format!("tool {name} {how} in {duration_ms} ms")
+        }
+        RunEvent::PolicyDecision {
+            act,
+            target,
+            decision,
+            layer,
+            ..
+        } if decision != "allow" => format!("policy {decision} {act} {target} ({layer})"),
+        RunEvent::Verified { passed: true, .. } => "verification passed".to_string(),
+        RunEvent::Verified {
+            failed, attempt, ..
+        } => format!(
+            "verification failed (attempt {attempt}): {}",
+            failed.join(", ")
+        ),
+        RunEvent::Finished { outcome, .. } => format!(
+            "outcome: {}",
+            serde_json::to_string(outcome).unwrap_or_default()
+        ),
+        _ => return None,
+    })
 }

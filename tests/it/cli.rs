@@ -746,3 +746,81 @@ fn runs_takes_a_limit_and_a_since() {
         text(&bad.stderr)
     );
 }
+
+/// Issue 19.1: without a terminal and without `--json`, nothing was printed until the
+/// run ended. On a non-terminal stderr each event a person needs is one timestamped
+/// line, written as it happens: the first arrives while the run is still going
+/// (here, while a command of step 1 sleeps 3 s), within a second of the start.
+#[test]
+fn a_ci_log_gets_one_timestamped_line_per_event_while_the_run_goes() {
+    use std::io::BufRead;
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.path().join("t/ws")).unwrap();
+    f.write(
+        "t/script.jsonl",
+        "{\"tool_calls\": [{\"name\": \"run_command\", \"input\": {\"argv\": [\"sleep\", \"3\"]}}]}\n\
+         {\"tool_calls\": [{\"name\": \"write_file\", \"input\": {\"path\": \"a.txt\", \"content\": \"a\"}}]}\n\
+         {\"text\": \"done\"}\n",
+    );
+    let task = f.write(
+        "t/task.toml",
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"a.txt\", needle = \"a\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    );
+    let started = std::time::Instant::now();
+    let mut child = bin()
+        .args(["run", task.to_str().unwrap()])
+        .env("XDG_CACHE_HOME", f.path().join("cache"))
+        .env("XDG_DATA_HOME", f.path().join("data"))
+        .env("IO_HARNESS_STORE", f.store())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let first_at = started.elapsed();
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{first}\n{}", rest.join("\n"));
+    assert!(
+        first_at < std::time::Duration::from_secs(1),
+        "first line after {first_at:?}"
+    );
+    assert!(first.contains("run 1 started: g"), "{first}");
+    // `2026-12-01T16:59:01.123Z message`.
+    let stamp = first.split(' ').next().unwrap();
+    assert!(humantime::parse_rfc3339(stamp).is_ok(), "{first}");
+    let all = rest.join("\n");
+    for needle in [
+        "step 1/",
+        "tool run_command",
+        "tool run_command done in ",
+        "tool write_file a.txt",
+        "verification passed",
+        "outcome: ",
+    ] {
+        assert!(all.contains(needle), "{needle:?} not in\n{all}");
+    }
+}
+
+/// Issue 19.1: `--json` event lines carry the time they were written.
+#[test]
+fn json_event_lines_carry_their_time() {
+    let f = Fixture::new();
+    let task = quick_task(&f);
+    let out = f.cmd(&["run", task.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let events: Vec<&serde_json::Value> =
+        lines.iter().filter(|v| v.get("event").is_some()).collect();
+    assert!(events.len() >= 5, "{lines:?}");
+    let mut last = std::time::UNIX_EPOCH;
+    for e in events {
+        let at = humantime::parse_rfc3339(e["at"].as_str().unwrap()).unwrap();
+        assert!(at >= last, "{e}");
+        last = at;
+    }
+}

@@ -294,6 +294,9 @@ fn check_provider(p: &ProviderSpec) -> Result<(), ContractError> {
     if p.max_output_tokens == 0 {
         return Err(field("provider.max_output_tokens", "must be at least 1"));
     }
+    if let Some(url) = &p.base_url {
+        check_base_url(url)?;
+    }
     if p.stream_idle_timeout.is_some_and(|t| t.is_zero()) {
         return Err(field(
             "provider.stream_idle_timeout",
@@ -307,6 +310,25 @@ fn check_provider(p: &ProviderSpec) -> Result<(), ContractError> {
         return Err(field(
             "provider.script",
             "kind = \"scripted\" needs a script file",
+        ));
+    }
+    Ok(())
+}
+
+/// A base URL the client could never reach is a configuration error before the run,
+/// not eleven seconds of retries into it.
+fn check_base_url(url: &str) -> Result<(), ContractError> {
+    let key = "provider.base_url";
+    let parsed = reqwest::Url::parse(url).map_err(|e| {
+        field(
+            key,
+            format!("{url:?} is not a URL ({e}); write it like http://127.0.0.1:8080/v1"),
+        )
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(field(
+            key,
+            format!("{url:?} must be an http:// or https:// URL with a host"),
         ));
     }
     Ok(())

@@ -67,5 +67,17 @@ fn from_str(text: &str, file: &Path) -> Result<TaskContract, ContractError> {
         ContractError::Field { key, message } => invalid(spans.find(&key), &key, message),
         other => other,
     })?;
+    // The instructions file is read from the workspace when the run starts; one that
+    // is not there would be told to the model only.
+    if let Some(i) = &contract.instructions
+        && !contract.root.join(i).is_file()
+    {
+        let message = format!(
+            "{} is not a file in the workspace {}",
+            i.display(),
+            contract.root.display()
+        );
+        return Err(invalid(spans.find("instructions"), "instructions", message));
+    }
     Ok(contract)
 }

@@ -310,3 +310,25 @@ fn stream_idle_timeout_parses_inherits_and_bad_values_name_file_line_and_key() {
         "{msg}"
     );
 }
+
+/// Issue 19.6: a missing instructions file was told only to the model, and a base URL
+/// no client could reach retried for eleven seconds. Both are load errors now.
+#[test]
+fn a_missing_instructions_file_or_an_unreachable_base_url_names_file_line_and_key() {
+    let (line, key, msg) = invalid(&format!("instructions = \"AGENTS.md\"\n{OK}"));
+    assert_eq!((line, key.as_str()), (1, "instructions"), "{msg}");
+    assert!(
+        msg.contains("AGENTS.md is not a file in the workspace"),
+        "{msg}"
+    );
+    let p = "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[provider]\nkind = \"openai\"\nmodel = \"m\"\n";
+    for bad in ["localhost:8080/v1", "ftp://h/v1", "http:///v1"] {
+        let (line, key, msg) = invalid(&format!("{p}base_url = \"{bad}\"\n"));
+        assert_eq!(
+            (line, key.as_str()),
+            (4, "provider.base_url"),
+            "{bad}: {msg}"
+        );
+    }
+    assert!(load(&format!("{p}base_url = \"http://127.0.0.1:8080/v1\"\n")).is_ok());
+}

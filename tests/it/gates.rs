@@ -60,6 +60,11 @@ const CORPUS: &[(&str, Option<&str>)] = &[
     ("no_mangle_main", Some("criterion-compile")),
     ("macro_generated_tests", Some("test-run")),
     ("criterion_test_cfgd_away", Some("criterion-compile")),
+    ("foreign_exception_unwind", Some("test-run")),
+    ("pthread_exit_unwind", Some("test-run")),
+    ("result_err_debug_exits", Some("test-run")),
+    ("should_panic_payload_drop_exits", Some("test-run")),
+    ("honest_criterion_changes_cwd", None),
     // Class 3: values that lie about themselves.
     ("lying_partialeq_signature", Some("criterion-compile")),
     ("glob_shadows_some", Some("test-run")),
@@ -90,6 +95,7 @@ fn signatures(case: &str) -> &'static [&'static str] {
 fn honest_tests(case: &str) -> usize {
     match case {
         "honest_nested_modules" | "honest_vec_format_glob" => 3,
+        "honest_criterion_changes_cwd" => 1,
         _ => 2,
     }
 }
@@ -98,6 +104,9 @@ fn honest_tests(case: &str) -> usize {
 fn expected_reason(case: &str) -> &'static str {
     match case {
         "exit_from_static_initializer" => "tests could not be listed",
+        "foreign_exception_unwind" | "pthread_exit_unwind" => "adds has no harness verdict",
+        "result_err_debug_exits" => "parses_twelve has no harness verdict",
+        "should_panic_payload_drop_exits" => "div_zero failed (test process exited 101)",
         "exit_in_fn" | "exit_from_thread" | "prints_test_result_ok" => "adds did not run",
         "replaces_test_binary" => "adds_negative failed (test process exited 101)",
         "infinite_loop" | "fork_bomb" => "wall cap",

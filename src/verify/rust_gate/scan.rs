@@ -270,8 +270,13 @@ pub(crate) fn nested_glob_imports(code: &str) -> Vec<usize> {
 
 /// Where a test function's body starts, for the harness's guard.
 pub(crate) enum Body {
-    /// Just past the body's opening `{`.
-    Block(usize),
+    /// Just past the body's opening `{` (and its inner attributes), the offset of its
+    /// closing `}`, and the function's return type as written (`None`: `()`).
+    Block {
+        open: usize,
+        close: usize,
+        ret: Option<String>,
+    },
     /// A `$body` fragment of a `macro_rules!` (start and end offsets), wrapped whole.
     Fragment(usize, usize),
 }
@@ -282,6 +287,8 @@ pub(crate) struct TestSite {
     pub(crate) name: String,
     /// It carries `#[should_panic]`.
     pub(crate) should_panic: bool,
+    /// It is an `async fn` (a runtime's test attribute).
+    pub(crate) is_async: bool,
     pub(crate) body: Body,
 }
 
@@ -329,6 +336,7 @@ pub(crate) fn test_sites(code: &str) -> Vec<TestSite> {
 /// The function header starting at `at` (after its attributes): its name and body.
 fn site_at(code: &str, at: usize, should_panic: bool) -> Option<TestSite> {
     let mut rest = code[at..].trim_start();
+    let mut is_async = false;
     loop {
         let before = rest;
         for kw in ["pub", "async", "unsafe", "const", "extern"] {
@@ -336,6 +344,7 @@ fn site_at(code: &str, at: usize, should_panic: bool) -> Option<TestSite> {
                 .strip_prefix(kw)
                 .filter(|r| !r.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
             {
+                is_async |= kw == "async";
                 rest = r.trim_start();
             }
         }
@@ -363,7 +372,11 @@ fn site_at(code: &str, at: usize, should_panic: bool) -> Option<TestSite> {
     let k = tail.find(['{', '$', ';'])?;
     let at = close + 1 + k;
     let body = match b[at] {
-        b'{' => Body::Block(after_inner_attributes(code, at + 1)),
+        b'{' => Body::Block {
+            open: after_inner_attributes(code, at + 1),
+            close: matching(b, at, b'{', b'}')?,
+            ret: return_type(&code[close + 1..at]),
+        },
         b'$' => {
             let len = 1 + ident(&code[at + 1..])?.len();
             Body::Fragment(at, at + len)
@@ -373,8 +386,26 @@ fn site_at(code: &str, at: usize, should_panic: bool) -> Option<TestSite> {
     Some(TestSite {
         name,
         should_panic,
+        is_async,
         body,
     })
+}
+
+/// The return type in a signature's tail (what follows the parameters up to the
+/// body): the text after `->`, up to a `where` clause.
+fn return_type(tail: &str) -> Option<String> {
+    let (_, ret) = tail.split_once("->")?;
+    let ret = match ret.find("where") {
+        Some(w)
+            if ret[..w].ends_with(char::is_whitespace)
+                && ret[w + 5..].starts_with(char::is_whitespace) =>
+        {
+            &ret[..w]
+        }
+        _ => ret,
+    };
+    let ret = ret.trim();
+    (!ret.is_empty()).then(|| ret.to_string())
 }
 
 /// Past the inner attributes (`#![allow(…)]`) that open a body at `at`: the guard
@@ -522,16 +553,23 @@ mod tests {
             got,
             [("a", false), ("b", true), ("$n", false), ("d", false)]
         );
-        match sites[0].body {
-            super::Body::Block(at) => {
-                assert_eq!(&src[..at], "#[test]\nfn a() { #![allow(unused)]");
+        match &sites[0].body {
+            super::Body::Block { open, close, ret } => {
+                assert_eq!(&src[..*open], "#[test]\nfn a() { #![allow(unused)]");
+                assert_eq!(&src[*close..=*close], "}");
+                assert_eq!(ret, &None);
             }
             super::Body::Fragment(..) => panic!("a block"),
         }
-        match sites[2].body {
-            super::Body::Fragment(s, e) => assert_eq!(&src[s..e], "$body"),
-            super::Body::Block(_) => panic!("a fragment"),
+        match &sites[2].body {
+            super::Body::Fragment(s, e) => assert_eq!(&src[*s..*e], "$body"),
+            super::Body::Block { .. } => panic!("a fragment"),
         }
+        match &sites[3].body {
+            super::Body::Block { ret, .. } => assert_eq!(ret.as_deref(), Some("Result<(), ()>")),
+            super::Body::Fragment(..) => panic!("a block"),
+        }
+        assert!(sites[3].is_async && !sites[0].is_async);
     }
 
     #[test]

@@ -65,6 +65,9 @@ const CORPUS: &[(&str, Option<&str>)] = &[
     ("result_err_debug_exits", Some("test-run")),
     ("should_panic_payload_drop_exits", Some("test-run")),
     ("honest_criterion_changes_cwd", None),
+    ("glob_std_module_shadow", Some("test-run")),
+    ("glob_core_module_shadow", Some("test-run")),
+    ("glob_size_of_shadow", Some("test-run")),
     // Class 3: values that lie about themselves.
     ("lying_partialeq_signature", Some("criterion-compile")),
     ("glob_shadows_some", Some("test-run")),
@@ -107,6 +110,10 @@ fn expected_reason(case: &str) -> &'static str {
         "foreign_exception_unwind" | "pthread_exit_unwind" => "adds has no harness verdict",
         "result_err_debug_exits" => "parses_twelve has no harness verdict",
         "should_panic_payload_drop_exits" => "div_zero failed (test process exited 101)",
+        "glob_std_module_shadow" | "glob_core_module_shadow" => {
+            "maxes failed (test process exited 101)"
+        }
+        "glob_size_of_shadow" => "compact failed (test process exited 101)",
         "exit_in_fn" | "exit_from_thread" | "prints_test_result_ok" => "adds did not run",
         "replaces_test_binary" => "adds_negative failed (test process exited 101)",
         "infinite_loop" | "fork_bomb" => "wall cap",

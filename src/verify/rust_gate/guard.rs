@@ -65,7 +65,16 @@ pub(crate) const PRELUDE: &[&str] = &[
     "FromIterator",
     "Debug",
     "Hash",
+    // In every edition's prelude since Rust 1.80.
+    "size_of",
+    "size_of_val",
+    "align_of",
+    "align_of_val",
 ];
+
+/// The crates every criterion links by name: a glob-imported `mod std` of the
+/// subject's would otherwise stand in for them in `std::cmp::max(…)`.
+const CRATES: &[&str] = &["std", "core"];
 
 /// The primitive types (`std::primitive`): an item named `i32` shadows the primitive.
 pub(crate) const PRIMITIVES: &[&str] = &[
@@ -153,6 +162,9 @@ pub(crate) fn pins(own: &BTreeSet<String>, macros: &[&str]) -> String {
             .collect()
     };
     let mut out = String::new();
+    for krate in CRATES.iter().filter(|c| !own.contains(**c)) {
+        out.push_str(&format!("#[allow(unused_imports)] use ::{krate};\n"));
+    }
     for (path, names) in [
         ("::std::prelude::rust_2021", keep(PRELUDE)),
         ("::std::primitive", keep(PRIMITIVES)),

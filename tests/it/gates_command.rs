@@ -383,6 +383,11 @@ async fn run_case(case: &Case) -> Got {
         .max_verify_attempts(1)
         .max_steps(12);
     c.sandbox.read_only_paths.extend(python_home());
+    // The venv itself: a checkout under `/tmp` (a CI clone) is not in the sandbox's
+    // view otherwise, its `/tmp` being its own.
+    c.sandbox
+        .read_only_paths
+        .push(Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv"));
     c.validate().unwrap();
     let store = Store::memory().unwrap();
     let provider = Scripted::new(turns);

@@ -28,6 +28,15 @@ fn python() -> String {
     p.display().to_string()
 }
 
+/// The venv itself: shown read-only, since a checkout under `/tmp` (a CI clone) is
+/// not in the sandbox's view otherwise (its `/tmp` is its own).
+fn venv_dir() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".venv")
+        .display()
+        .to_string()
+}
+
 /// Where the venv's interpreter really lives (a pyenv under `$HOME`, which the
 /// sandbox hides): the task file shows it read-only, as an operator would.
 fn python_home() -> String {
@@ -231,8 +240,9 @@ async fn run_case(case: &Case) -> Got {
         std::fs::write(p, text).unwrap();
     }
     let toml = format!(
-        "goal = \"make add correct\"\nroot = \"ws\"\n[sandbox]\nread_only_paths = [\"{}\"]\n[verify]\nmax_attempts = 1\n{}\n",
+        "goal = \"make add correct\"\nroot = \"ws\"\n[sandbox]\nread_only_paths = [\"{}\", \"{}\"]\n[verify]\nmax_attempts = 1\n{}\n",
         python_home(),
+        venv_dir(),
         case.verify
     );
     let c = TaskContract::from_toml_str(&toml, &dir.path().join("task.toml"))

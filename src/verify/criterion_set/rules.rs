@@ -40,16 +40,25 @@ math,ntpath,numbers,opcode,operator,os,pathlib,pdb,platform,posixpath,pprint,que
 quopri,random,re,readline,reprlib,select,selectors,shlex,shutil,signal,site,socket,\
 ssl,stat,string,struct,subprocess,tempfile,textwrap,threading,time,token,tokenize,\
 traceback,types,typing,typing_extensions,unicodedata,urllib,uuid,warnings,weakref,xml,\
-zipfile,zipimport,zlib}";
+zipfile,zipimport,zlib,tomllib,tomli,exceptiongroup,colorama,array,runpy,sysconfig,\
+pkgutil,optparse,getopt,zoneinfo,sqlite3,pickle,marshal,builtins,attr,attrs}";
 
 fn python_whole() -> Vec<String> {
     let mut v: Vec<String> = [
         "**/conftest.py",
         "**/pytest.ini",
         "**/.pytest.ini",
+        "**/pytest.toml",
+        "**/.pytest.toml",
         "**/sitecustomize.py",
         "**/usercustomize.py",
-        "**/*.pth",
+        // Python reads `.pth` files in site directories only (elsewhere `.pth` is
+        // PyTorch's weights, the agent's work).
+        "**/site-packages/*.pth",
+        "**/dist-packages/*.pth",
+        // A plugin registered by a distribution's entry points (`[pytest11]`).
+        "**/*.dist-info/entry_points.txt",
+        "**/*.egg-info/entry_points.txt",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -57,8 +66,12 @@ fn python_whole() -> Vec<String> {
     // A runner's module shadowed from the directories put first on `sys.path`: the
     // root (`python -m`) and the usual test directories (pytest's rootdir insertion).
     for dir in ["", "tests/", "test/"] {
+        // A module, a regular package (its `__init__`: a directory of data files
+        // imports nothing) or an extension module of the runner's name.
         v.push(format!("{dir}{PY_SHADOWED}.py"));
-        v.push(format!("{dir}{PY_SHADOWED}/**"));
+        v.push(format!("{dir}{PY_SHADOWED}/__init__.py"));
+        v.push(format!("{dir}{PY_SHADOWED}/__init__.*so"));
+        v.push(format!("{dir}{PY_SHADOWED}.so"));
         v.push(format!("{dir}{PY_SHADOWED}.*.so"));
     }
     v
@@ -96,7 +109,16 @@ const CARGO_WHOLE: &[&str] = &[
 const CARGO_SECTIONS: &[SectionRule] = &[SectionRule {
     glob: "**/Cargo.toml",
     format: Format::Toml,
-    sections: &["patch", "replace", "test", "lib.harness", "lib.test"],
+    sections: &[
+        "patch",
+        "replace",
+        "test",
+        "lib.harness",
+        "lib.test",
+        "package.autotests",
+        "package.autolib",
+        "workspace",
+    ],
 }];
 
 const NODE_WHOLE: &[&str] = &[
@@ -106,6 +128,9 @@ const NODE_WHOLE: &[&str] = &[
     ".pnpmfile.cjs",
     "bunfig.toml",
     "jest.config.*",
+    "**/babel.config.*",
+    "**/.babelrc",
+    "**/.babelrc.*",
     "vitest.config.*",
     ".mocharc*",
     "**/node_modules/.bin/**",
@@ -114,7 +139,7 @@ const NODE_WHOLE: &[&str] = &[
 const NODE_SECTIONS: &[SectionRule] = &[SectionRule {
     glob: "**/package.json",
     format: Format::Json,
-    sections: &["scripts", "jest", "mocha", "ava", "config"],
+    sections: &["scripts", "jest", "mocha", "ava", "config", "babel"],
 }];
 
 const GO_WHOLE: &[&str] = &[
@@ -321,13 +346,24 @@ mod tests {
             "tests/deep/conftest.py",
             "pytest.ini",
             "sitecustomize.py",
-            "x.pth",
+            "venv/lib/python3.11/site-packages/x.pth",
             "pytest.py",
             "unittest/__init__.py",
             "tests/json.py",
+            // Adversary breaks (issue 14): pytest 9's own config files, an entry-point
+            // plugin, a runner module shadowed as a bare extension or a `tomllib`.
+            "pytest.toml",
+            ".pytest.toml",
+            "cheat-1.0.dist-info/entry_points.txt",
+            "cheat.egg-info/entry_points.txt",
+            "json.so",
+            "tomllib.py",
         ] {
             assert!(py.whole(f), "{f}");
         }
+        // Adversary honest failures: data files in a directory named like a stdlib
+        // module, and PyTorch weights, are the agent's work.
+        assert!(!py.whole("html/welcome.html") && !py.whole("models/weights.pth"));
         // The agent's own package may have a module named like the stdlib.
         assert!(!py.whole("mypkg/json.py") && !py.whole("src/app.py"));
         assert!(py.purge("tests/__pycache__/test_x.cpython-311.pyc"));
@@ -336,6 +372,7 @@ mod tests {
 
         let node = sel("npm test", &[], &[]);
         assert!(node.whole(".npmrc") && node.whole("node_modules/.bin/jest"));
+        assert!(node.whole("babel.config.js") && node.whole(".babelrc"));
         assert!(!node.whole("node_modules/left-pad/index.js"));
         assert_eq!(
             node.sections_of("package.json").map(|s| s.0),

@@ -11,9 +11,10 @@ use crate::tools::{EntryKind, Workspace};
 /// half-checked.
 const MAX_ENTRIES: usize = 200_000;
 
-/// Directories never walked: repository internals, the harness's own directory,
-/// build outputs.
-const SKIPPED: &[&str] = &[".git", ".io-harness", "target", ".hg", ".svn"];
+/// Directories never walked: repository internals and the harness's own directory.
+/// A build output such as `target/` is walked: pytest collects a `conftest.py`
+/// planted there (an adversary's break).
+const SKIPPED: &[&str] = &[".git", ".io-harness", ".hg", ".svn"];
 
 /// One entry: its workspace-relative path and whether it is a symlink.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +69,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn skips_build_and_dependency_trees_but_not_shims() {
+    fn skips_repository_internals_and_dependency_trees_but_not_shims_or_target() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         for f in [
@@ -95,6 +96,7 @@ mod tests {
             ("escape", true),
             ("node_modules/.bin/jest", false),
             ("src/b.rs", false),
+            ("target/debug/x", false),
         ];
         let want: Vec<(String, bool)> = want.iter().map(|(a, b)| (a.to_string(), *b)).collect();
         assert_eq!(got, want);

@@ -337,7 +337,12 @@ mod tests {
     fn each_ecosystem_has_its_own_set_and_unknown_only_the_operators() {
         let cargo = sel("cargo test --offline", &[], &[]);
         assert!(cargo.whole(".cargo/config.toml") && cargo.whole("rust-toolchain.toml"));
-        assert!(cargo.sections_of("Cargo.toml").is_some());
+        let (_, sections) = cargo.sections_of("Cargo.toml").unwrap();
+        // Adversary breaks: `autotests = false` and a `[workspace]` with other
+        // (default) members dropped the criterion's tests.
+        for key in ["package.autotests", "workspace", "patch"] {
+            assert!(sections.contains(&key), "{key}");
+        }
         assert!(!cargo.whole("src/lib.rs") && !cargo.whole("Cargo.lock"));
 
         let py = sel("python -m pytest -q", &[], &[]);

@@ -147,10 +147,14 @@ pub fn classify(argv: &[String]) -> Command {
         "pytest" | "py.test" => (Ecosystem::Python, Some(Runner::Pytest)),
         "tox" | "nox" => (Ecosystem::Python, None),
         n if is_python(n) => {
-            let module = rest
-                .iter()
-                .position(|a| a == "-m")
-                .and_then(|i| rest.get(i + 1));
+            // `-m pytest`, also written `-mpytest` (or after other flags: `-I -m`).
+            let module = rest[1..].iter().enumerate().find_map(|(i, a)| {
+                if a == "-m" {
+                    rest.get(i + 2).map(String::as_str)
+                } else {
+                    a.strip_prefix("-m").filter(|m| !m.is_empty())
+                }
+            });
             (
                 Ecosystem::Python,
                 module.filter(|m| *m == "pytest").map(|_| Runner::Pytest),
@@ -194,6 +198,10 @@ mod tests {
             c("python3 -m pytest -q"),
             (Ecosystem::Python, Some(Runner::Pytest))
         );
+        // Adversary break: `-mpytest` was trusted on its exit code alone.
+        for argv in ["python3 -mpytest -q", "python3 -I -m pytest"] {
+            assert_eq!(c(argv), (Ecosystem::Python, Some(Runner::Pytest)), "{argv}");
+        }
         assert_eq!(
             c("/usr/bin/python3.12 -m pytest"),
             (Ecosystem::Python, Some(Runner::Pytest))

@@ -68,7 +68,8 @@ pub(crate) fn test_wrappers(criterion: &str, nonce: &str) -> Vec<(usize, String)
             (false, true) => "OnUnwind",
         };
         let guard = format!(
-            "let __io_harness_verdict = crate::{module}::Guard::new(::std::module_path!(), \
+            "#[allow(unused_qualifications, unused_variables)] \
+             let __io_harness_verdict = crate::{module}::Guard::new(::std::module_path!(), \
              ::std::stringify!({}), crate::{module}::Mode::{mode});",
             site.name
         );

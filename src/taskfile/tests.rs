@@ -322,7 +322,7 @@ fn a_missing_instructions_file_or_an_unreachable_base_url_names_file_line_and_ke
         "{msg}"
     );
     let p = "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[provider]\nkind = \"openai\"\nmodel = \"m\"\n";
-    for bad in ["localhost:8080/v1", "ftp://h/v1", "http:///v1"] {
+    for bad in ["localhost:8080/v1", "ftp://h/v1", "http://"] {
         let (line, key, msg) = invalid(&format!("{p}base_url = \"{bad}\"\n"));
         assert_eq!(
             (line, key.as_str()),

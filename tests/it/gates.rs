@@ -68,6 +68,7 @@ const CORPUS: &[(&str, Option<&str>)] = &[
     ("glob_std_module_shadow", Some("test-run")),
     ("glob_core_module_shadow", Some("test-run")),
     ("glob_size_of_shadow", Some("test-run")),
+    ("constructor_shortens_the_list", Some("test-run")),
     // Class 3: values that lie about themselves.
     ("lying_partialeq_signature", Some("criterion-compile")),
     ("glob_shadows_some", Some("test-run")),
@@ -114,6 +115,7 @@ fn expected_reason(case: &str) -> &'static str {
             "maxes failed (test process exited 101)"
         }
         "glob_size_of_shadow" => "compact failed (test process exited 101)",
+        "constructor_shortens_the_list" => "could not be listed in full",
         "exit_in_fn" | "exit_from_thread" | "prints_test_result_ok" => "adds did not run",
         "replaces_test_binary" => "adds_negative failed (test process exited 101)",
         "infinite_loop" | "fork_bomb" => "wall cap",

@@ -154,6 +154,8 @@ struct Placed {
     origin: PathBuf,
     /// Its tests, listed from the operator's source.
     tests: Vec<String>,
+    /// How many more tests its macros write at least.
+    macro_tests: usize,
     /// The text placed (the operator's source, guard and verdict channel).
     text: String,
     /// The pinned signatures' check, when this copy holds it.
@@ -385,6 +387,7 @@ fn place_criteria(
             name,
             origin: c.path.clone(),
             tests: scan::test_names(&c.source),
+            macro_tests: scan::macro_written_tests(&c.source),
             text,
             sig,
         });
@@ -576,7 +579,7 @@ async fn run_tests(
         let (bin, digest) = test_binary(&layout.target, &p.name)
             .and_then(|(built, _)| keep_binary(&built, &kept.join(&p.name)))
             .map_err(|why| GateVerdict::fail(Phase::TestRun, why, None))?;
-        let tests = tests_to_run(exec, dir, &bin, &p.tests, &fixtures).await?;
+        let tests = tests_to_run(exec, dir, &bin, (&p.tests, p.macro_tests), &fixtures).await?;
         if tests.is_empty() {
             return Err(GateVerdict::fail(
                 Phase::TestRun,

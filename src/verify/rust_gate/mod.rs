@@ -538,7 +538,11 @@ async fn run_tests(
     exec: Option<&Executor>,
     nonce: &str,
 ) -> Result<GateVerdict, GateVerdict> {
-    let tests = tests_to_run(exec, dir, bin, &scan::test_names(criterion), &[]).await?;
+    let expected = (
+        &scan::test_names(criterion)[..],
+        scan::macro_written_tests(criterion),
+    );
+    let tests = tests_to_run(exec, dir, bin, expected, &[]).await?;
     if tests.is_empty() {
         return Err(GateVerdict::fail(
             Phase::TestRun,
@@ -577,7 +581,7 @@ pub(crate) async fn tests_to_run(
     exec: Option<&Executor>,
     dir: &Path,
     bin: &Path,
-    declared: &[String],
+    (declared, macro_tests): (&[String], usize),
     read_only: &[PathBuf],
 ) -> Result<Vec<String>, GateVerdict> {
     let io =
@@ -629,6 +633,21 @@ pub(crate) async fn tests_to_run(
     }
     let mut tests = declared.to_vec();
     tests.extend(listed.into_iter().filter(|l| !declared.contains(l)));
+    // The list comes from a process holding the subject's code, which could answer
+    // `--list` itself and leave out what the criterion's macros write (an adversary's
+    // constructor did): at least one test per invocation of a test-writing macro.
+    if tests.len() - declared.len() < macro_tests {
+        return Err(GateVerdict::fail(
+            Phase::TestRun,
+            format!(
+                "the criterion's tests could not be listed in full: its macros write at least \
+                 {macro_tests} test(s) beyond the {} it declares, and the binary listed {}",
+                declared.len(),
+                tests.len() - declared.len()
+            ),
+            None,
+        ));
+    }
     Ok(tests)
 }
 

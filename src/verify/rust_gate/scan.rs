@@ -238,6 +238,47 @@ pub(crate) fn module_items(code: &str) -> std::collections::BTreeSet<String> {
     names
 }
 
+/// How many tests the macros of `source` write at least: for each `macro_rules!`
+/// whose body holds a test function, the number of its invocations (`name!`) outside
+/// its own definition. A list of the compiled criterion's tests with fewer than that
+/// beyond the declared ones was cut short by the code in the process that printed it.
+pub(crate) fn macro_written_tests(source: &str) -> usize {
+    let code = code_only(source);
+    let b = code.as_bytes();
+    let mut total = 0;
+    let mut from = 0;
+    while let Some(i) = code[from..].find("macro_rules!") {
+        let start = from + i;
+        from = start + "macro_rules!".len();
+        let Some(name) = ident(code[from..].trim_start()) else {
+            continue;
+        };
+        let Some(open) = code[from..].find(['{', '(', '[']).map(|o| from + o) else {
+            continue;
+        };
+        let (o, c) = match b[open] {
+            b'{' => (b'{', b'}'),
+            b'(' => (b'(', b')'),
+            _ => (b'[', b']'),
+        };
+        let Some(close) = matching(b, open, o, c) else {
+            continue;
+        };
+        if test_sites(&code[open..=close]).is_empty() {
+            continue;
+        }
+        let call = format!("{name}!");
+        total += code
+            .match_indices(&call)
+            .filter(|(at, _)| {
+                (*at < start || *at > close)
+                    && !code[..*at].ends_with(|ch: char| ch.is_alphanumeric() || ch == '_')
+            })
+            .count();
+    }
+    total
+}
+
 /// The offsets just past each glob `use` item (`use subject::*;`) of `code` that is
 /// not at the file root: there the guard's pins go in the same scope.
 pub(crate) fn nested_glob_imports(code: &str) -> Vec<usize> {
@@ -610,5 +651,15 @@ mod tests {
     #[test]
     fn no_tests_is_empty() {
         assert!(test_names("fn main() {}\n").is_empty());
+    }
+
+    #[test]
+    fn macro_written_tests_count_invocations_of_test_writing_macros() {
+        let src = "macro_rules! case { ($n:ident) => { #[test] fn $n() {} } }\n\
+                   macro_rules! helper { () => { 1 } }\n\
+                   case!(a);\ncase!(b);\n// case!(c);\nfn f() -> i32 { helper!() }\n\
+                   fn g() { my_case!(x); }\n";
+        assert_eq!(super::macro_written_tests(src), 2);
+        assert_eq!(super::macro_written_tests("#[test] fn t() {}\n"), 0);
     }
 }

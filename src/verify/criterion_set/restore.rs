@@ -72,6 +72,16 @@ fn put(ws: &Workspace, rel: &str, bytes: &[u8], executable: bool) -> Result<(), 
         .map_err(|e| format!("cannot set the mode of {rel}: {e}"))
 }
 
+/// Marks `rel` modified now (best effort): a kept file whose content is the
+/// baseline's may still carry an old time the agent set, and a build tool that
+/// trusts times (cargo's fingerprints) would then run an artefact the agent built
+/// from other content (an adversary's stale `target/`).
+fn touch(ws: &Workspace, rel: &str) {
+    if let Ok((file, _)) = ws.confined().open_file(rel, Follow::Never) {
+        let _ = file.set_modified(std::time::SystemTime::now());
+    }
+}
+
 /// Restores the criterion set of the gate `argv` in `ws` from `set.baseline`. A set
 /// without a baseline (a contract checked outside a run) is left alone. An error
 /// means the set could not be restored, and the gate must not run.
@@ -121,7 +131,7 @@ pub(crate) fn restore(
     for (rel, k) in &kept {
         let want = kept_bytes(k);
         match read_file(ws, rel) {
-            Some((bytes, exec)) if bytes == want && exec == k.executable => {}
+            Some((bytes, exec)) if bytes == want && exec == k.executable => touch(ws, rel),
             _ => {
                 put(ws, rel, &want, k.executable)?;
                 done.did("restored", rel, None);
@@ -381,5 +391,29 @@ mod tests {
         let done = restore(&ws, &argv, &set).unwrap();
         assert_eq!(done.actions, ["removed .cargo"]);
         assert!(!root.join(".cargo").exists() && root.join("evil/config.toml").exists());
+    }
+
+    /// Adversary break: the agent built a stub of a criterion test, put the original
+    /// bytes back with a time from 2001, and cargo ran the stale stub as fresh. A kept
+    /// file equal to its baseline is marked modified now.
+    #[test]
+    fn a_kept_file_with_its_baseline_content_gets_a_fresh_time() {
+        let (dir, ws) = set_up(&[("tests/add.rs", "#[test] fn t() {}\n")]);
+        let (argv, set) = kept(&ws, &["cargo", "test"], &["tests/add.rs"]);
+        let path = dir.path().join("tests/add.rs");
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(978_307_200);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let done = restore(&ws, &argv, &set).unwrap();
+        assert!(done.actions.is_empty(), "{:?}", done.actions);
+        let now = std::fs::metadata(&path).unwrap().modified().unwrap();
+        assert!(
+            now > old + std::time::Duration::from_secs(86_400 * 365 * 20),
+            "{now:?}"
+        );
     }
 }

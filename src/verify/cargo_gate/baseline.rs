@@ -16,7 +16,7 @@ use std::path::{Component, Path, PathBuf};
 
 use toml::{Table, Value};
 
-use super::overrides::{DEP_TABLES, SYSROOT, norm};
+use super::overrides::{SYSROOT, dep_tables, norm};
 use crate::contract::OperatorFile;
 
 /// Where a dependency name comes from.
@@ -95,24 +95,6 @@ fn lexical(base: &Path, rel: &str) -> PathBuf {
         }
     }
     out
-}
-
-/// Every dependency table of `t`: the three kinds, plain and per target.
-fn dep_tables(t: &Table) -> Vec<&Table> {
-    let mut tables: Vec<&Table> = DEP_TABLES
-        .iter()
-        .filter_map(|k| t.get(*k).and_then(Value::as_table))
-        .collect();
-    if let Some(targets) = t.get("target").and_then(Value::as_table) {
-        for cfg in targets.values().filter_map(Value::as_table) {
-            tables.extend(
-                DEP_TABLES
-                    .iter()
-                    .filter_map(|k| cfg.get(*k).and_then(Value::as_table)),
-            );
-        }
-    }
-    tables
 }
 
 /// The source a dependency spec names; `dir` is the manifest's directory

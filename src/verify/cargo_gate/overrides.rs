@@ -27,7 +27,7 @@ use toml::{Table, Value};
 pub(crate) const SYSROOT: &[&str] = &["std", "core", "alloc", "test", "proc_macro"];
 
 /// The dependency tables of a manifest: `[dependencies]` and its kin, per target too.
-pub(crate) const DEP_TABLES: &[&str] = &["dependencies", "dev-dependencies", "build-dependencies"];
+const DEP_TABLES: &[&str] = &["dependencies", "dev-dependencies", "build-dependencies"];
 
 pub(crate) fn norm(name: &str) -> String {
     name.replace('-', "_")
@@ -110,10 +110,8 @@ fn is_keyword(w: &str) -> bool {
     matches!(w, "crate" | "self" | "super" | "Self")
 }
 
-/// Why `manifest` may not be built with the criteria, if it re-points a crate they
-/// link (see the module docs). `what` names the manifest in the message.
-pub(crate) fn refused(manifest: &str, linked: &BTreeSet<String>, what: &str) -> Option<String> {
-    let t: Table = manifest.parse().ok()?;
+/// Every dependency table of a manifest: the three kinds, plain and per target.
+pub(crate) fn dep_tables(t: &Table) -> Vec<&Table> {
     let mut tables: Vec<&Table> = DEP_TABLES
         .iter()
         .filter_map(|k| t.get(*k).and_then(Value::as_table))
@@ -127,6 +125,14 @@ pub(crate) fn refused(manifest: &str, linked: &BTreeSet<String>, what: &str) -> 
             );
         }
     }
+    tables
+}
+
+/// Why `manifest` may not be built with the criteria, if it re-points a crate they
+/// link (see the module docs). `what` names the manifest in the message.
+pub(crate) fn refused(manifest: &str, linked: &BTreeSet<String>, what: &str) -> Option<String> {
+    let t: Table = manifest.parse().ok()?;
+    let mut tables = dep_tables(&t);
     if let Some(ws) = t.get("workspace").and_then(Value::as_table) {
         tables.extend(ws.get("dependencies").and_then(Value::as_table));
     }

@@ -8,6 +8,7 @@
 //! observation a failing second criterion (`file_contains` of a file that never
 //! exists) puts in the record.
 
+use crate::gates_workspace::copy_dir;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -16,19 +17,6 @@ use io_harness::Store;
 /// The crate, the criterion and the lockfile `gates_workspace` uses.
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gates/workspace")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), dst).unwrap();
-        }
-    }
 }
 
 /// A test's world: one cache directory shared by its runs.

@@ -22,7 +22,8 @@ fn criterion() -> PathBuf {
     fixtures().join("criteria/num_test.rs")
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies the directory tree `from` to `to` (the fixtures are plain files).
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();

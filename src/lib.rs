@@ -59,6 +59,8 @@
 //!   (feature `mcp`).
 //! - [`halt`]: the run's cancel token and deadline as one value every wait observes
 //!   (model call, command, gate, MCP call, approval prompt).
+//! - [`untrusted`]: the per-run frame around text the operator did not write
+//!   (instructions, memory notes, MCP results, sub-agent summaries, gate output).
 //! - [`mod@run`]: the engine ([`run()`], [`resume`], [`run_with`]), its outcomes,
 //!   observers, budgets, stall detection and sub-agents.
 //! - [`store`]: the SQLite record (runs, steps, events, journal, memory) that resume and
@@ -95,6 +97,7 @@ pub use io_harness_sandbox as sandbox;
 pub mod store;
 mod taskfile;
 pub mod tools;
+pub mod untrusted;
 pub mod verify;
 
 pub use contract::{ContractError, TaskContract, Verification};

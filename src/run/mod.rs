@@ -64,6 +64,10 @@ pub enum RunError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The kernel's random source could not be read (for the frame boundary of
+    /// untrusted text, see [`crate::untrusted::Boundary`]).
+    #[error("could not draw the run's random frame boundary: {0}")]
+    Random(#[source] std::io::Error),
     /// The run does not exist.
     #[error("no run with id {0}")]
     NoSuchRun(i64),

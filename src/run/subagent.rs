@@ -472,8 +472,10 @@ pub(crate) fn rolled_up(store: &Store, run_id: i64) -> Result<Totals, StoreError
 }
 
 /// The observation a parent gets for a finished child: outcome, usage, files changed
-/// and its last message, bounded.
+/// and its last message, bounded and framed as untrusted (the child's model wrote it).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn summary(
+    boundary: &crate::untrusted::Boundary,
     name: &str,
     child_id: i64,
     depth: u32,
@@ -512,7 +514,7 @@ pub(crate) fn summary(
     }
     if !msg.is_empty() {
         out.push_str("its last message:\n");
-        out.push_str(&msg);
+        out.push_str(&boundary.frame(&format!("sub-agent {name}"), &msg));
     }
     out
 }

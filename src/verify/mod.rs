@@ -86,7 +86,9 @@ impl VerifyReport {
     }
 
     /// The observation shown to the model after a failed verification.
-    pub fn observation(&self) -> String {
+    /// Each gate's output is framed as untrusted (`boundary`): the work under test
+    /// wrote it.
+    pub fn observation(&self, boundary: &crate::untrusted::Boundary) -> String {
         let mut s = String::from("Verification failed. The task is not done yet.\n");
         for r in &self.results {
             let mark = if r.passed { "PASS" } else { "FAIL" };
@@ -95,10 +97,8 @@ impl VerifyReport {
                 && let Some(out) = &r.output
             {
                 s.push_str("output:\n");
-                s.push_str(out);
-                if !out.ends_with('\n') {
-                    s.push('\n');
-                }
+                s.push_str(&boundary.frame(&format!("output of {}", r.label), out));
+                s.push('\n');
             }
         }
         s

@@ -27,4 +27,5 @@ mod subagents;
 mod timing;
 mod tokens;
 mod tools;
+mod untrusted;
 mod weak_replies;

@@ -1058,6 +1058,18 @@ async fn a_resumed_run_reconnects_its_servers() {
     );
     assert_eq!(ev[4].step, 1, "reconnected after the last committed step");
     assert_eq!(ev[6].step, 2);
+    // The server's answers are framed as untrusted, after the resume with the same
+    // boundary the first message named.
+    let initial = store.run(r.run_id).unwrap().unwrap().initial_json.unwrap();
+    let initial: Vec<io_harness::provider::Message> = serde_json::from_str(&initial).unwrap();
+    let b = io_harness::untrusted::Boundary::from_first_message(&initial[0].text()).unwrap();
+    let open = format!(
+        "untrusted-{} source=\\\"tool mcp__everything__echo\\\">",
+        b.as_str()
+    );
+    for s in &steps[..2] {
+        assert!(s.messages_json.contains(&open), "{}", s.messages_json);
+    }
 }
 
 #[test]

@@ -36,10 +36,7 @@ async fn a_later_run_is_offered_the_notes_of_an_earlier_one() {
         initial.contains("build: use cargo test --offline (from run 1)"),
         "{initial}"
     );
-    assert!(
-        initial.contains("untrusted source=\\\"memory\\\""),
-        "{initial}"
-    );
+    assert!(initial.contains(" source=\\\"memory\\\">"), "{initial}");
     let first_initial = store.run(r1.run_id).unwrap().unwrap().initial_json.unwrap();
     assert!(
         !first_initial.contains("memory"),

@@ -287,6 +287,7 @@ impl Session<'_> {
         }
         let (name, depth) = link.map_or((String::new(), self.run.depth + 1), |l| (l.name, l.depth));
         let content = subagent::summary(
+            &self.conversation.boundary,
             &name,
             child_id,
             depth,

@@ -91,6 +91,8 @@ struct Conversation {
     system: String,
     messages: Vec<Message>,
     context: ContextRunner,
+    /// The frame of untrusted text in this run (named in the first message).
+    boundary: crate::untrusted::Boundary,
 }
 
 /// What the budgets are checked against, and what every commit keeps so a resume

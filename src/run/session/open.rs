@@ -407,7 +407,8 @@ async fn first_session(
         .memory_list(workspace.clone())
         .await
         .unwrap_or_default();
-    let (first, offered) = prompt::first_message(contract, ws, &notes);
+    let boundary = crate::untrusted::Boundary::fresh().map_err(RunError::Random)?;
+    let (first, offered) = prompt::first_message(contract, ws, &notes, &boundary);
     let initial = vec![Message::user(first)];
     // Resume replays the first message from the record: without it there is no run.
     store
@@ -421,6 +422,7 @@ async fn first_session(
             system: prompt::system_prompt(),
             messages: initial,
             context,
+            boundary,
         },
         progress: Progress::starting(
             Totals::default(),

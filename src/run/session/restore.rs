@@ -14,6 +14,7 @@ use crate::run::stall::{SeenCall, StallDetector};
 use crate::run::{RunError, prompt};
 use crate::store::{AsyncStore, StepRecord, ToolIntentRecord};
 use crate::tools::Workspace;
+use crate::untrusted::Boundary;
 
 /// What a session continues with.
 pub(super) struct Restored {
@@ -32,7 +33,7 @@ pub(super) async fn restore(
     mut context: ContextRunner,
 ) -> Result<Restored, RunError> {
     let run_id = stored.rec.id;
-    let messages = replayed_messages(&stored, contract, ws)?;
+    let (messages, boundary) = replayed_messages(&stored, contract, ws)?;
     let mut state = stored.state()?;
     // The time an interrupted session spent after its last commit (kept by its
     // heartbeat) counts too: a resume continues the run's wall time, it does not
@@ -76,6 +77,7 @@ pub(super) async fn restore(
             system: prompt::system_prompt(),
             messages,
             context,
+            boundary,
         },
         progress: Progress::starting(totals, state, stall),
         carryover: Carryover {
@@ -92,7 +94,7 @@ fn replayed_messages(
     stored: &StoredRun,
     contract: &TaskContract,
     ws: &Workspace,
-) -> Result<Vec<Message>, RunError> {
+) -> Result<(Vec<Message>, Boundary), RunError> {
     let run_id = stored.rec.id;
     let mut messages: Vec<Message> = match stored.rec.initial_json.as_deref() {
         Some(json) => serde_json::from_str(json).map_err(|e| RunError::Corrupt {
@@ -100,7 +102,22 @@ fn replayed_messages(
             what: "initial messages",
             source: e,
         })?,
-        None => vec![Message::user(prompt::first_message(contract, ws, &[]).0)],
+        None => {
+            let boundary = Boundary::fresh().map_err(RunError::Random)?;
+            vec![Message::user(
+                prompt::first_message(contract, ws, &[], &boundary).0,
+            )]
+        }
+    };
+    // The first message names the boundary; a run stored before frames had one gets a
+    // fresh boundary for what it frames from now on.
+    let boundary = match messages.first().map(Message::text) {
+        Some(first) => Boundary::from_first_message(&first),
+        None => None,
+    };
+    let boundary = match boundary {
+        Some(b) => b,
+        None => Boundary::fresh().map_err(RunError::Random)?,
     };
     for s in &stored.steps {
         let added: Vec<Message> =
@@ -111,7 +128,7 @@ fn replayed_messages(
             })?;
         messages.extend(added);
     }
-    Ok(messages)
+    Ok((messages, boundary))
 }
 
 /// The reply of the step that was cut off, when it is on record: kept as it arrived

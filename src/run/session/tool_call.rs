@@ -69,9 +69,23 @@ impl Session<'_> {
             confinement_refusal: dispatched.confinement_refusal.clone(),
             duration_ms: dispatched.duration_ms,
         };
+        // What an MCP server answers is the server's text: framed as untrusted, unless
+        // the harness refused the call (then the text is the harness's own).
+        let refused = dispatched
+            .decisions
+            .iter()
+            .any(|d| d.decision != Decision::Allow);
+        let content = if name.starts_with("mcp__") && !refused {
+            let source = format!("tool {name}");
+            self.conversation
+                .boundary
+                .frame(&source, &dispatched.content)
+        } else {
+            dispatched.content
+        };
         let block = ContentBlock::ToolResult {
             tool_use_id: id.to_string(),
-            content: dispatched.content,
+            content,
             is_error: dispatched.is_error,
         };
         Ok((block, record, events, dispatched.effects))

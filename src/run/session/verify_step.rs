@@ -73,7 +73,7 @@ impl Session<'_> {
         });
         if !passed {
             results.push(ContentBlock::Text {
-                text: report.observation(),
+                text: report.observation(&self.conversation.boundary),
             });
         }
         Ok(passed)

@@ -10,14 +10,68 @@ use std::path::{Component, Path, PathBuf};
 use super::glob::literal_pattern;
 use super::{Act, Action, Decision, PolicyDecision, PolicyError, PolicyGate, Rule};
 
-/// Files that hold credentials: denied for reading and writing.
+/// Files that hold credentials: denied for reading and writing, at any depth.
+///
+/// The credential files of the common toolchains, clouds and key stores, and the file
+/// names secret scanners flag. Grouped by what they hold; each entry has a test with
+/// a path it must catch and a near miss it must not
+/// (`every_secret_pattern_catches_its_example`). `.npmrc`, `.pypirc` and
+/// `.yarnrc.yml` are missing on purpose: a toolchain needs them to read its registry
+/// settings, so they are judged by their content (see [`super::CredentialContent`]).
 pub const SECRET_PATTERNS: &[&str] = &[
+    // environment files
     ".env",
     ".env.*",
+    ".envrc",
+    // private keys and key stores
     "*.pem",
     "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    "*.ppk",
+    "*.kdbx",
+    "*.keytab",
+    "*.ovpn",
     "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
     "id_ed25519*",
+    "ssh_host_*_key",
+    "secring.*",
+    "**/.gnupg/**",
+    "**/.ssh/**",
+    // package registries and version control
+    ".netrc",
+    "_netrc",
+    ".git-credentials",
+    "**/.cargo/credentials",
+    "**/.cargo/credentials.toml",
+    "**/.gem/credentials",
+    "**/.composer/auth.json",
+    ".pgpass",
+    ".my.cnf",
+    ".vault-token",
+    ".htpasswd",
+    // cloud and cluster credentials
+    "**/.aws/credentials",
+    "**/.docker/config.json",
+    "**/.kube/config",
+    "**/.azure/accessTokens.json",
+    "**/.azure/msal_token_cache.*",
+    "application_default_credentials.json",
+    "**/.config/gcloud/credentials.db",
+    "**/.config/gcloud/access_tokens.db",
+    "**/.config/gh/hosts.yml",
+    ".s3cfg",
+    ".boto",
+    ".terraformrc",
+    "terraform.rc",
+    "*.tfstate",
+    "*.tfstate.backup",
+    "wallet.dat",
+    // repository internals that carry credentials or run code
     "**/.git/config",
     "**/.git/hooks/**",
 ];
@@ -127,6 +181,81 @@ impl PolicyGate for BuiltinProtection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::Policy;
+
+    /// Each secret pattern, a path it must deny and a near miss it must allow.
+    #[rustfmt::skip]
+    const SECRET_EXAMPLES: &[(&str, &str, &str)] = &[
+        (".env",                                 "deploy/.env",                         "deploy/env"),
+        (".env.*",                               ".env.production",                     "x.env"),
+        (".envrc",                               "svc/.envrc",                          "svc/envrc.md"),
+        ("*.pem",                                "certs/server.pem",                    "certs/pem.txt"),
+        ("*.key",                                "tls/site.key",                        "tls/key.rs"),
+        ("*.p12",                                "signing/dev.p12",                     "signing/p12.md"),
+        ("*.pfx",                                "win/cert.pfx",                        "win/pfx.rs"),
+        ("*.jks",                                "android/release.jks",                 "android/jks.gradle"),
+        ("*.keystore",                           "android/debug.keystore",              "android/keystore.md"),
+        ("*.ppk",                                "putty/me.ppk",                        "putty/ppk.txt"),
+        ("*.kdbx",                               "vault/team.kdbx",                     "vault/kdbx.md"),
+        ("*.keytab",                             "krb/http.keytab",                     "krb/keytab.md"),
+        ("*.ovpn",                               "vpn/office.ovpn",                     "vpn/ovpn.md"),
+        ("id_rsa*",                              "keys/id_rsa",                         "keys/rsa_id"),
+        ("id_dsa*",                              "keys/id_dsa.pub",                     "keys/dsa"),
+        ("id_ecdsa*",                            "keys/id_ecdsa_sk",                    "keys/ecdsa"),
+        ("id_ed25519*",                          "keys/id_ed25519_sk",                  "keys/ed25519"),
+        ("ssh_host_*_key",                       "etc/ssh/ssh_host_rsa_key",            "etc/ssh/ssh_host_rsa_key.pub"),
+        ("secring.*",                            "gpg/secring.gpg",                     "gpg/pubring.gpg"),
+        ("**/.gnupg/**",                         "home/.gnupg/trustdb.gpg"           , "home/gnupg/x"),
+        ("**/.ssh/**",                           "home/.ssh/config",                    "home/ssh/config"),
+        (".netrc",                               ".netrc",                              "netrc.md"),
+        ("_netrc",                               "win/_netrc",                          "win/netrc"),
+        (".git-credentials",                     "home/.git-credentials",               "home/git-credentials.md"),
+        ("**/.cargo/credentials",                ".cargo/credentials",                  ".cargo/config"),
+        ("**/.cargo/credentials.toml",           "ci/.cargo/credentials.toml",          "ci/.cargo/config.toml"),
+        ("**/.gem/credentials",                  "home/.gem/credentials",               "home/.gem/specs"),
+        ("**/.composer/auth.json",               "home/.composer/auth.json",            "app/auth.json"),
+        (".pgpass",                              "db/.pgpass",                          "db/pgpass.md"),
+        (".my.cnf",                              "db/.my.cnf",                          "db/my.cnf"),
+        (".vault-token",                         "home/.vault-token",                   "home/vault-token.md"),
+        (".htpasswd",                            "www/.htpasswd",                       "www/htpasswd.md"),
+        ("**/.aws/credentials",                  "home/.aws/credentials",               "home/.aws/config"),
+        ("**/.docker/config.json",               "home/.docker/config.json",            "app/config.json"),
+        ("**/.kube/config",                      "home/.kube/config",                   "home/kube/config"),
+        ("**/.azure/accessTokens.json",          "home/.azure/accessTokens.json",       "home/.azure/az.json"),
+        ("**/.azure/msal_token_cache.*",         "home/.azure/msal_token_cache.json",   "home/.azure/clouds.config"),
+        ("application_default_credentials.json", "gcloud/application_default_credentials.json", "gcloud/credentials.md"),
+        ("**/.config/gcloud/credentials.db",     "home/.config/gcloud/credentials.db",  "home/.config/gcloud/configurations"),
+        ("**/.config/gcloud/access_tokens.db",   "home/.config/gcloud/access_tokens.db", "home/.config/gcloud/active_config"),
+        ("**/.config/gh/hosts.yml",              "home/.config/gh/hosts.yml",           "home/.config/gh/config.yml"),
+        (".s3cfg",                               "home/.s3cfg",                         "home/s3cfg.md"),
+        (".boto",                                "home/.boto",                          "home/boto.cfg"),
+        (".terraformrc",                         "home/.terraformrc",                   "infra/main.tf"),
+        ("terraform.rc",                         "win/terraform.rc",                    "win/terraform.md"),
+        ("*.tfstate",                            "infra/terraform.tfstate",             "infra/tfstate.md"),
+        ("*.tfstate.backup",                     "infra/terraform.tfstate.backup",      "infra/backup.md"),
+        ("wallet.dat",                           "btc/wallet.dat",                      "btc/wallet.md"),
+        ("**/.git/config",                       "vendor/dep/.git/config",              "vendor/dep/.git/HEAD"),
+        ("**/.git/hooks/**",                     ".git/hooks/pre-commit",               ".githooks/pre-commit"),
+    ];
+
+    #[test]
+    fn every_secret_pattern_catches_its_example() {
+        let listed: Vec<&str> = SECRET_EXAMPLES.iter().map(|e| e.0).collect();
+        assert_eq!(listed, SECRET_PATTERNS, "one example per pattern, in order");
+        let p = Policy::builtin();
+        for (pattern, hit, miss) in SECRET_EXAMPLES {
+            for act in [Act::Read, Act::Write] {
+                let d = p.decide(&Action::new(act, *hit));
+                assert_eq!(
+                    (d.decision, d.rule.as_str()),
+                    (Decision::Deny, *pattern),
+                    "{act:?} {hit}"
+                );
+            }
+            let d = p.decide(&Action::new(Act::Read, *miss));
+            assert_eq!(d.decision, Decision::Allow, "{miss} ({})", d.rule);
+        }
+    }
     use crate::contract::{OperatorFile, TaskContract, Verification};
 
     #[test]

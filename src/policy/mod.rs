@@ -29,6 +29,7 @@
 
 mod approval;
 mod builtin;
+mod credentials;
 mod eval;
 mod glob;
 mod layers;
@@ -38,6 +39,7 @@ mod rules;
 pub use crate::contract::policy::{Act, Decision, Override, Rule, TaskPolicy};
 pub use approval::{AllowAll, Approval, ApprovalRequest, Approver, Callback, DeferAll, DenyAll};
 pub use builtin::{BuiltinProtection, SECRET_PATTERNS, WRITE_PROTECTED_PATTERNS, builtin_rules};
+pub use credentials::{CREDENTIAL_CONFIGS, CredentialContent, MAX_JUDGED, holds_credential};
 pub use eval::{Policy, TaskInputs};
 pub use layers::{Isolation, LayerName, PolicyLayers};
 pub use project::{IgnoredRule, PROJECT_POLICY_FILE, ProjectPolicy, ProjectPolicyError};

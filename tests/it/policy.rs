@@ -549,3 +549,84 @@ fn public_policy_types_are_send_and_sync() {
     send_sync::<Callback<fn(&ApprovalRequest) -> Approval>>();
     send_sync::<ProjectPolicy>();
 }
+
+/// Registry settings files are denied when they hold a credential and readable when
+/// they do not, by `read_file` and inside the sandbox alike (policy round 2, route 3).
+#[tokio::test]
+async fn registry_settings_are_denied_only_when_they_hold_a_credential() {
+    use io_harness::provider::{ScriptTurn, Scripted};
+    use io_harness::{RunOutcome, Store, TaskContract, Verification, run};
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join("web")).unwrap();
+    std::fs::write(
+        ws.join(".npmrc"),
+        "//registry.npmjs.org/:_authToken=npm_canary123\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("web/.npmrc"),
+        "registry=https://registry.example/\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join(".pypirc"),
+        "[pypi]\nusername = __token__\npassword = pypi-canary456\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("web/.pypirc"),
+        "[distutils]\nindex-servers = pypi\n",
+    )
+    .unwrap();
+    let read = |p: &str| ScriptTurn::tool("read_file", json!({"path": p}));
+    let cat = |p: &str| ScriptTurn::tool("run_command", json!({"argv": ["cat", p]}));
+    let provider = Scripted::new(vec![
+        read(".npmrc"),
+        read("web/.npmrc"),
+        read(".pypirc"),
+        read("web/.pypirc"),
+        cat(".npmrc"),
+        cat("web/.npmrc"),
+        ScriptTurn::text("done"),
+    ]);
+    let c = TaskContract::workspace(
+        "g",
+        ws,
+        Verification::file_contains("web/.npmrc", "registry"),
+    );
+    let store = Store::memory().unwrap();
+    let r = run(&c, &provider, &store).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success, "{r:?}");
+    let steps = store.steps(r.run_id).unwrap();
+    let out = |i: usize| steps[i].tool_calls[0].clone();
+    for (i, denied) in [(0, true), (1, false), (2, true), (3, false)] {
+        let c = out(i);
+        assert_eq!(c.is_error, denied, "step {}: {}", i + 1, c.output);
+        assert_eq!(
+            c.output.contains("holds a credential"),
+            denied,
+            "{}",
+            c.output
+        );
+    }
+    assert!(out(1).output.contains("registry.example"));
+    let sandboxed = out(4).output;
+    assert!(
+        !sandboxed.contains("canary123"),
+        "the sandbox masks it: {sandboxed}"
+    );
+    assert!(
+        out(5).output.contains("registry.example"),
+        "{}",
+        out(5).output
+    );
+    let pe = store.policy_events(r.run_id).unwrap();
+    assert!(
+        pe.iter().any(|p| p.target == ".npmrc"
+            && p.decision == "deny"
+            && p.rule == ".npmrc (holds a credential)"),
+        "{pe:?}"
+    );
+}

@@ -34,7 +34,10 @@ pub(in crate::run) async fn spawn_from_record(
     })?);
     let gate: Arc<dyn PolicyGate> = match (&options.policy, parent.rec.policy_json.as_deref()) {
         (Some(p), _) => p.clone(),
-        (None, Some(json)) => Arc::new(policy_from_layers(json)?),
+        (None, Some(json)) => Arc::new(crate::policy::CredentialContent::new(
+            Arc::new(policy_from_layers(json)?),
+            &work,
+        )),
         (None, None) => {
             return Err(RunError::Policy(
                 crate::run::PolicyFailure::NoStoredPolicy {

@@ -38,8 +38,11 @@ impl RunPolicy {
             None => setup::build_policy(contract, backend, work)?,
         };
         let p = Arc::new(policy);
+        // Registry settings files are judged by their content, for every consumer of
+        // the gate alike (tools, masks, memory).
+        let gate = Arc::new(crate::policy::CredentialContent::new(p.clone(), work));
         Ok(Self {
-            gate: p.clone(),
+            gate,
             owned: Some(p),
             saved,
         })

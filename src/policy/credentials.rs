@@ -1,5 +1,5 @@
-//! Registry settings files judged by their content: `.npmrc`, `.pypirc` and
-//! `.yarnrc.yml` are read by toolchains for a registry's address and denied to the
+//! Registry settings files judged by their content: `.npmrc`, `.pypirc`,
+//! `.yarnrc.yml`, `pip.conf` and `pip.ini` are read by toolchains for a registry's address and denied to the
 //! agent only when they hold a credential (an `_authToken`, `_auth`, a password or
 //! token line).
 //!
@@ -19,7 +19,8 @@ use std::sync::Arc;
 use super::{Act, Action, Decision, PolicyDecision, PolicyGate};
 
 /// Registry settings files a toolchain reads, denied only when they hold a credential.
-pub const CREDENTIAL_CONFIGS: &[&str] = &[".npmrc", ".pypirc", ".yarnrc.yml"];
+pub const CREDENTIAL_CONFIGS: &[&str] =
+    &[".npmrc", ".pypirc", ".yarnrc.yml", "pip.conf", "pip.ini"];
 
 /// The largest settings file judged by its content.
 pub const MAX_JUDGED: u64 = 256 * 1024;
@@ -41,12 +42,15 @@ const CREDENTIAL_KEYS: &[&str] = &[
 
 /// Whether settings text holds a credential: a line `key = value`, `key: value` or
 /// `key=value` (any scope prefix) whose key is one of the credential keys and whose
-/// value is not empty.
+/// value is not empty, or a URL with a password in it (`https://user:pw@host`).
 pub fn holds_credential(text: &str) -> bool {
     text.lines().any(|line| {
         let line = line.trim();
         if line.starts_with('#') || line.starts_with(';') {
             return false;
+        }
+        if url_with_password(line) {
+            return true;
         }
         let Some(at) = line.find(['=', ':']) else {
             return false;
@@ -63,6 +67,17 @@ pub fn holds_credential(text: &str) -> bool {
             .to_ascii_lowercase();
         let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
         CREDENTIAL_KEYS.contains(&key.as_str()) && !value.is_empty()
+    })
+}
+
+/// Whether `line` holds `scheme://user:password@`.
+fn url_with_password(line: &str) -> bool {
+    line.match_indices("://").any(|(at, _)| {
+        let rest = &line[at + 3..];
+        let authority = rest.split(['/', ' ', '\t', '"', '\'']).next().unwrap_or("");
+        authority
+            .rsplit_once('@')
+            .is_some_and(|(user, _)| user.split_once(':').is_some_and(|(_, pw)| !pw.is_empty()))
     })
 }
 
@@ -183,6 +198,12 @@ mod tests {
             ("# _authToken=commented\nregistry=x\n", false),
             ("password =\n", false),
             ("nodeLinker: node-modules\n", false),
+            (
+                "[global]\nindex-url = https://me:s3cret@pypi.example/simple\n",
+                true,
+            ),
+            ("[global]\nindex-url = https://pypi.example/simple\n", false),
+            ("registry=https://user@r.example/\n", false),
         ] {
             assert_eq!(holds_credential(text), held, "{text:?}");
         }

@@ -1,4 +1,4 @@
-//! `io-harness approve <run-id> <request-id> allow|deny [--reason R] [--remember]`:
+//! `io-harness approve <run-id> <request-id> allow|deny [--reason R] [--remember | --remember-program]`:
 //! answers a deferred approval request; `io-harness resume <run-id>` then continues
 //! from exactly the action that asked.
 
@@ -23,7 +23,11 @@ pub fn execute(args: ApproveArgs) -> Result<i32, CliError> {
             &args.request_id,
             allow,
             args.reason.as_deref(),
-            args.remember && allow,
+            match (allow, args.remember, args.remember_program) {
+                (true, _, true) => io_harness::policy::Remember::Program,
+                (true, true, false) => io_harness::policy::Remember::Exact,
+                _ => io_harness::policy::Remember::No,
+            },
         )
         .map_err(|e| match e {
             io_harness::store::StoreError::NoSuchApproval { .. } => CliError::Usage(e.to_string()),

@@ -58,6 +58,9 @@ where
     let result = result?;
     let failure = last_provider_error(store, &result);
     report(&result, failure.as_ref(), json, &chain.secrets);
+    if !json {
+        print_pending_action(store, &result, &chain.secrets);
+    }
     warn_audit_failures(store, result.run_id);
     Ok(result.outcome.exit_code())
 }
@@ -129,6 +132,33 @@ fn last_provider_error(
     attempts.into_iter().rev().find(|a| a.next == "escalate")
 }
 
+/// For a run stopped awaiting approval: exactly what would run if it were allowed
+/// (the action asked about, the whole argv for a command, and the call's input).
+fn print_pending_action(store: &io_harness::Store, r: &RunResult, secrets: &[String]) {
+    let io_harness::RunOutcome::AwaitingApproval { request_id } = &r.outcome else {
+        return;
+    };
+    let owner = store
+        .approval_in_tree(r.run_id, request_id)
+        .ok()
+        .flatten()
+        .unwrap_or(r.run_id);
+    let Some(a) = store
+        .approvals(owner)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|a| &a.request_id == request_id)
+    else {
+        return;
+    };
+    let action: Option<io_harness::policy::Action> = serde_json::from_str(&a.action_json).ok();
+    let c = |t: &str| output::clean(t, secrets);
+    if let Some(action) = action {
+        outln!("asks to {}: {}", action.act.as_str(), c(&action.target));
+    }
+    outln!("  tool {} with {}", c(&a.tool), c(&a.input_json));
+}
+
 /// Prints the result: a JSON object with `--json`, a summary otherwise.
 fn report(
     r: &RunResult,
@@ -184,7 +214,7 @@ fn report(
     }
     if let io_harness::RunOutcome::AwaitingApproval { request_id } = &r.outcome {
         outln!(
-            "awaiting approval: io-harness approve {} {request_id} allow|deny [--reason …], then io-harness resume {}",
+            "awaiting approval: io-harness approve {} {request_id} allow|deny [--reason …] [--remember | --remember-program], then io-harness resume {}",
             r.run_id,
             r.run_id
         );

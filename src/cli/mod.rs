@@ -114,9 +114,14 @@ struct ApproveArgs {
     /// Why, shown to the model (with deny).
     #[arg(long)]
     reason: Option<String>,
-    /// Remember the allow as a rule for the rest of the run.
-    #[arg(long)]
+    /// Remember the allow for the rest of the run, for exactly this action (a
+    /// command: this argv).
+    #[arg(long, conflicts_with = "remember_program")]
     remember: bool,
+    /// Remember the allow of a command for its program with any arguments (wider
+    /// than what was asked; recorded as such).
+    #[arg(long)]
+    remember_program: bool,
     #[command(flatten)]
     store: StoreArg,
 }

@@ -5,7 +5,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use futures_util::future::BoxFuture;
-use io_harness::policy::{Approval, ApprovalRequest, Approver};
+use io_harness::policy::{Approval, ApprovalRequest, Approver, Remember};
 
 use super::output;
 
@@ -29,7 +29,7 @@ fn ask(request: &ApprovalRequest) -> Approval {
     let mut err = std::io::stderr();
     let _ = writeln!(
         err,
-        "\n\u{1b}[1mapproval needed\u{1b}[0m: {} {}\n  {}\n[y] allow once  [a] allow for the rest of this run  [d] deny  [l] decide later: ",
+        "\n\u{1b}[1mapproval needed\u{1b}[0m: {} {}\n  {}\n[y] allow once  [a] allow exactly this for the rest of this run  [p] allow the program with any arguments for the rest of this run  [d] deny  [l] decide later: ",
         request.action.act.as_str(),
         output::sanitize(&request.action.target),
         output::sanitize(&request.detail)
@@ -40,7 +40,13 @@ fn ask(request: &ApprovalRequest) -> Approval {
             "a" | "A" | "always" => {
                 return Approval::Approve {
                     modified: None,
-                    remember: true,
+                    remember: Remember::Exact,
+                };
+            }
+            "p" | "P" | "program" => {
+                return Approval::Approve {
+                    modified: None,
+                    remember: Remember::Program,
                 };
             }
             "d" | "D" | "deny" => {
@@ -55,7 +61,7 @@ fn ask(request: &ApprovalRequest) -> Approval {
             }
             "l" | "L" | "later" | "" => return Approval::Defer,
             _ => {
-                let _ = write!(err, "y, a, d or l: ");
+                let _ = write!(err, "y, a, p, d or l: ");
                 let _ = err.flush();
             }
         }

@@ -429,8 +429,20 @@ fn print_mcp(mcp: &[McpEvent]) {
 fn print_approvals(approvals: &[ApprovalRecord]) {
     let s = output::sanitize;
     for a in approvals {
+        let action = serde_json::from_str::<io_harness::policy::Action>(&a.action_json)
+            .map_or_else(
+                |_| String::new(),
+                |x| format!(" {} {}", x.act.as_str(), s(&x.target)),
+            );
+        let remembered = match a.remember {
+            io_harness::policy::Remember::No => "",
+            io_harness::policy::Remember::Exact => ", remembered exactly",
+            io_harness::policy::Remember::Program => {
+                ", remembered for the program with any arguments"
+            }
+        };
         outln!(
-            "approval {} (step {}, {}): {}{}",
+            "approval {} (step {}, {}{action}): {}{remembered}{}",
             a.request_id,
             a.step,
             s(&a.tool),

@@ -53,6 +53,44 @@ impl Decision {
     }
 }
 
+/// How far an approval is remembered for the rest of the run.
+///
+/// `Exact` is as narrow as what was approved: the same action target (for a command,
+/// the same argv), nothing wider. `Program` is the operator's explicit widening of an
+/// approved command to its program with any arguments, recorded as such (the
+/// remembered rule names the program alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Remember {
+    /// Once only.
+    #[default]
+    No,
+    /// This exact action again.
+    Exact,
+    /// A command's program, with any arguments.
+    Program,
+}
+
+impl Remember {
+    /// The number the store keeps (0, 1, 2).
+    pub fn as_i64(self) -> i64 {
+        match self {
+            Self::No => 0,
+            Self::Exact => 1,
+            Self::Program => 2,
+        }
+    }
+
+    /// From the stored number; anything unknown is `No` (nothing widened by accident).
+    pub fn from_i64(n: i64) -> Self {
+        match n {
+            1 => Self::Exact,
+            2 => Self::Program,
+            _ => Self::No,
+        }
+    }
+}
+
 /// One rule: what to answer for an act on targets matching a glob.
 ///
 /// See the `glob` rules in the module docs of `policy` for how `target` matches.

@@ -12,7 +12,7 @@ use std::fmt;
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use super::Action;
+use super::{Action, Remember};
 
 /// What a human is asked to decide.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,8 +44,9 @@ pub enum Approval {
     Approve {
         /// A replacement for the tool call's input, when the human edited it.
         modified: Option<serde_json::Value>,
-        /// Remember as a rule, so the same target is not asked about again.
-        remember: bool,
+        /// Remember as a rule for the rest of the run: the exact action, or (the
+        /// operator's explicit widening) a command's program with any arguments.
+        remember: Remember,
     },
     /// Refused; the reason is shown to the model.
     Deny {
@@ -61,7 +62,7 @@ impl Approval {
     pub fn approve() -> Self {
         Self::Approve {
             modified: None,
-            remember: false,
+            remember: Remember::No,
         }
     }
 
@@ -174,7 +175,7 @@ mod tests {
             Arc::new(DeferAll),
             Arc::new(Callback::new(|r: &ApprovalRequest| Approval::Approve {
                 modified: Some(serde_json::json!({ "path": r.action.target })),
-                remember: true,
+                remember: Remember::Exact,
             })),
         ];
         let got: Vec<Approval> = all.iter().map(|a| answer(a.as_ref())).collect();
@@ -185,7 +186,7 @@ mod tests {
             got[3],
             Approval::Approve {
                 modified: Some(serde_json::json!({ "path": "a.txt" })),
-                remember: true
+                remember: Remember::Exact
             }
         );
     }

@@ -173,6 +173,10 @@ impl PolicyGate for CredentialContent {
     fn remember(&self, action: &Action) -> bool {
         self.inner.remember(action)
     }
+
+    fn remember_program(&self, action: &Action) -> bool {
+        self.inner.remember_program(action)
+    }
 }
 
 #[cfg(test)]

@@ -184,11 +184,30 @@ impl Policy {
         Ok(rule)
     }
 
-    /// Remembers an approval of `action`: an allow for exactly its target in the
-    /// `remembered` layer. It answers later asks for that target; it never lifts a
+    /// Remembers an approval of `action`: an allow for exactly its target (for a
+    /// command, its whole argv) in the `remembered` layer. It answers later asks for that target; it never lifts a
     /// deny. Callable while the policy is shared as the run's gate.
     pub fn remember(&self, action: &Action) -> Result<Rule, PolicyError> {
         let rule = Rule::allow(action.act, literal_pattern(action.act, &action.target));
+        let mut layer = self
+            .remembered
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        push_unique(&mut layer, rule.clone())?;
+        Ok(rule)
+    }
+
+    /// Remembers an approval of a command as an allow of its program with any
+    /// arguments (an explicit widening by the operator); for other acts, as
+    /// [`Policy::remember`].
+    pub fn remember_program(&self, action: &Action) -> Result<Rule, PolicyError> {
+        if action.act != Act::Exec {
+            return self.remember(action);
+        }
+        let words = super::command_line::split(&action.target)
+            .unwrap_or_else(|| vec![action.target.clone()]);
+        let program = words.first().cloned().unwrap_or_default();
+        let rule = Rule::allow(Act::Exec, literal_pattern(Act::Exec, &program));
         let mut layer = self
             .remembered
             .write()
@@ -297,6 +316,9 @@ impl From<Policy> for PolicyLayers {
     }
 }
 
+/// Tools of the harness decided as `exec` actions by name.
+const HARNESS_TOOLS: &[&str] = &["remember", "forget", "spawn_agent"];
+
 /// The first matching rule of each strength, in layer order.
 #[derive(Default)]
 struct Found<'a> {
@@ -312,9 +334,98 @@ impl PolicyGate for Policy {
         Policy::remember(self, action).is_ok()
     }
 
+    fn remember_program(&self, action: &Action) -> bool {
+        Policy::remember_program(self, action).is_ok()
+    }
+
     fn decide(&self, action: &Action) -> PolicyDecision {
+        let target = normalize_target(action.act, &action.target);
+        if action.act != Act::Exec {
+            return self.decide_one(action, &target);
+        }
+        self.decide_command(action, &target)
+    }
+}
+
+/// How strongly a decision refuses, for picking the strongest of a command's.
+fn strength(d: Decision) -> u8 {
+    match d {
+        Decision::Allow => 0,
+        Decision::Ask => 1,
+        Decision::Deny => 2,
+    }
+}
+
+impl Policy {
+    /// An `exec` action: every command its argv runs is decided (wrappers unwrapped,
+    /// see [`super::command_line`]) and the strongest refusal stands. A command that
+    /// runs code the policy cannot read is asked about when the operator limits any
+    /// program (an exec deny or ask rule) and nothing allows it explicitly: the limit
+    /// could be reached through it. Without such a rule the default stands, so an
+    /// unattended run does not stop at every `python`.
+    fn decide_command(&self, action: &Action, target: &str) -> PolicyDecision {
+        let words = super::command_line::split(target).unwrap_or_else(|| vec![target.to_string()]);
+        let reached = super::command_line::reached(&words);
+        let mut strongest: Option<PolicyDecision> = None;
+        for cmd in &reached.commands {
+            let d = self.decide_one(action, &super::command_line::quote(cmd));
+            if strongest
+                .as_ref()
+                .is_none_or(|s| strength(d.decision) > strength(s.decision))
+            {
+                strongest = Some(d);
+            }
+        }
+        let d = strongest.unwrap_or_else(|| self.decide_one(action, target));
+        let d = match reached.opaque {
+            Some(why)
+                if d.decision == Decision::Allow
+                    && d.layer == LayerName::Builtin.as_str()
+                    && self.limits_programs() =>
+            {
+                PolicyDecision {
+                    action: action.clone(),
+                    decision: Decision::Ask,
+                    rule: format!("undecidable: {why}"),
+                    layer: LayerName::Builtin.as_str().to_string(),
+                }
+            }
+            _ => d,
+        };
+        // A remembered approval was of this exact line, and covers what it runs.
+        if d.decision == Decision::Ask {
+            let remembered = self
+                .remembered
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(c) = remembered.iter().find(|c| c.applies(Act::Exec, target)) {
+                return PolicyDecision {
+                    action: action.clone(),
+                    decision: Decision::Allow,
+                    rule: c.rule.target.clone(),
+                    layer: LayerName::Remembered.as_str().to_string(),
+                };
+            }
+        }
+        d
+    }
+
+    /// Whether an operator layer denies or asks about some program (not an MCP tool
+    /// or a harness tool, which no interpreter can reach).
+    fn limits_programs(&self) -> bool {
+        [&self.project, &self.task, &self.run].iter().any(|layer| {
+            layer.iter().any(|c| {
+                c.rule.act == Act::Exec
+                    && c.rule.decision != Decision::Allow
+                    && !c.rule.target.starts_with("mcp__")
+                    && !HARNESS_TOOLS.contains(&c.rule.target.as_str())
+            })
+        })
+    }
+
+    fn decide_one(&self, action: &Action, target: &str) -> PolicyDecision {
         let act = action.act;
-        let target = normalize_target(act, &action.target);
+        let target = target.to_string();
         let mut found = Found::default();
         let layers = [
             (LayerName::Builtin, &self.builtin),

@@ -17,12 +17,47 @@ pub(crate) enum Matcher {
         glob: GlobMatcher,
         /// The pattern has no `/`: it names a program, not a path.
         bare: bool,
+        /// An argv pattern (`git push *`): a glob per argument after the program.
+        args: Option<ArgvPattern>,
     },
     Net {
         host: GlobMatcher,
         /// `None`: any port.
         port: Option<u16>,
     },
+}
+
+/// The arguments of an argv pattern: one glob per argument, and `**` for any number
+/// of arguments (`find ** -delete`, `cargo test **`).
+#[derive(Debug, Clone)]
+pub(crate) struct ArgvPattern {
+    tokens: Vec<ArgToken>,
+}
+
+#[derive(Debug, Clone)]
+enum ArgToken {
+    Any,
+    Glob(GlobMatcher),
+}
+
+impl ArgvPattern {
+    /// Whether `args` (the argv after the program) match: a narrowing rule matches
+    /// a prefix (`git push` catches `git push --force`), a widening one the whole
+    /// argv (`cargo test **` for any further arguments).
+    fn matches(&self, args: &[String], reach: Reach) -> bool {
+        fn go(tokens: &[ArgToken], args: &[String], prefix: bool) -> bool {
+            match tokens.split_first() {
+                None => prefix || args.is_empty(),
+                Some((ArgToken::Any, rest)) => {
+                    (0..=args.len()).any(|k| go(rest, &args[k..], prefix))
+                }
+                Some((ArgToken::Glob(g), rest)) => args
+                    .split_first()
+                    .is_some_and(|(a, more)| g.is_match(a) && go(rest, more, prefix)),
+            }
+        }
+        go(&self.tokens, args, reach == Reach::Narrowing)
+    }
 }
 
 /// Whether a rule can only take permissions away (deny, ask) or may grant them.
@@ -72,10 +107,31 @@ impl Matcher {
                 // Case-insensitive filesystems would let `.ENV` past a `.env` rule.
                 Ok(Self::Path(glob(&anchored, PATHS_FOLD_CASE)?))
             }
-            Act::Exec => Ok(Self::Command {
-                glob: glob(pattern, false)?,
-                bare: !pattern.contains('/'),
-            }),
+            Act::Exec => {
+                let words = super::command_line::split(pattern.trim())
+                    .ok_or_else(|| bad("a quote in the command pattern is not closed"))?;
+                let Some((program, rest)) = words.split_first() else {
+                    return Err(bad("the target must not be empty"));
+                };
+                let args = match rest {
+                    [] => None,
+                    _ => {
+                        let tokens = rest
+                            .iter()
+                            .map(|w| match w.as_str() {
+                                "**" => Ok(ArgToken::Any),
+                                _ => glob(w, false).map(ArgToken::Glob),
+                            })
+                            .collect::<Result<Vec<_>, _>>()?;
+                        Some(ArgvPattern { tokens })
+                    }
+                };
+                Ok(Self::Command {
+                    glob: glob(program, false)?,
+                    bare: !program.contains('/'),
+                    args,
+                })
+            }
             Act::Net => {
                 let (host, port) = split_host_port(pattern);
                 let port = match port {
@@ -103,16 +159,19 @@ impl Matcher {
     pub(crate) fn matches(&self, target: &str, reach: Reach) -> bool {
         match self {
             Self::Path(g) => g.is_match(target),
-            Self::Command { glob, bare } => {
-                if glob.is_match(target) {
-                    return true;
-                }
-                let Some((_, name)) = target.rsplit_once('/') else {
+            Self::Command { glob, bare, args } => {
+                let words =
+                    super::command_line::split(target).unwrap_or_else(|| vec![target.to_string()]);
+                let Some((program, rest)) = words.split_first() else {
                     return false;
                 };
-                *bare
-                    && (reach == Reach::Narrowing || target.starts_with('/'))
-                    && glob.is_match(name)
+                let program_matches = glob.is_match(program)
+                    || program.rsplit_once('/').is_some_and(|(_, name)| {
+                        *bare
+                            && (reach == Reach::Narrowing || program.starts_with('/'))
+                            && glob.is_match(name)
+                    });
+                program_matches && args.as_ref().is_none_or(|a| a.matches(rest, reach))
             }
             Self::Net { host, port } => {
                 let (h, p) = split_host_port(target);
@@ -187,6 +246,13 @@ pub(crate) fn literal_pattern(act: Act, target: &str) -> String {
                 Some(p) => format!("{h}:{p}"),
                 None => h,
             }
+        }
+        Act::Exec => {
+            // Each word escaped, quoted back: exactly this argv (a widening pattern
+            // without `**` matches the whole argv only).
+            let words = super::command_line::split(&target).unwrap_or_else(|| vec![target.clone()]);
+            let escaped: Vec<String> = words.iter().map(|w| escape(w)).collect();
+            super::command_line::quote(&escaped)
         }
         _ => esc,
     }

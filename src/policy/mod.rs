@@ -17,10 +17,15 @@
 //!   `.env`) names a file at any depth; a pattern with `/` is anchored at the root,
 //!   and a leading `/` anchors a bare name (`/AGENTS.md` is the root one only).
 //! - **Commands** (`exec`, including MCP and registered tools by qualified name,
-//!   `mcp__server__tool`): a pattern without `/` names a program. A deny or ask also
-//!   catches that program called by any path (`curl` catches `/usr/bin/curl` and
-//!   `./curl`); an allow or override catches the bare name and absolute paths only,
-//!   so allowing `cargo` never allows a workspace script called `./cargo`.
+//!   `mcp__server__tool`): the target is the whole argv, quoted
+//!   ([`command_line::quote`]). A pattern's first word names the program: a deny or
+//!   ask also catches that program called by any path (`curl` catches `/usr/bin/curl`
+//!   and `./curl`); an allow or override catches the bare name and absolute paths
+//!   only, so allowing `cargo` never allows a workspace script called `./cargo`. A
+//!   pattern of one word matches the program with any arguments; more words match the
+//!   arguments one glob each, `**` for any number of them — a deny or ask as a prefix
+//!   (`git push` catches `git push --force`), an allow the whole argv (`cargo test **`).
+//!   Every command an argv runs through wrappers is judged ([`command_line::reached`]).
 //! - **Hosts** (`net`): `host` matches any port, `host:port` that port only (`*` for
 //!   any); hosts compare without case and without a trailing dot; IPv6 in brackets.
 //!
@@ -29,6 +34,7 @@
 
 mod approval;
 mod builtin;
+pub mod command_line;
 mod credentials;
 mod eval;
 mod glob;
@@ -36,7 +42,7 @@ mod layers;
 mod project;
 mod rules;
 
-pub use crate::contract::policy::{Act, Decision, Override, Rule, TaskPolicy};
+pub use crate::contract::policy::{Act, Decision, Override, Remember, Rule, TaskPolicy};
 pub use approval::{AllowAll, Approval, ApprovalRequest, Approver, Callback, DeferAll, DenyAll};
 pub use builtin::{BuiltinProtection, SECRET_PATTERNS, WRITE_PROTECTED_PATTERNS, builtin_rules};
 pub use credentials::{CREDENTIAL_CONFIGS, CredentialContent, MAX_JUDGED, holds_credential};
@@ -90,5 +96,12 @@ pub trait PolicyGate: Send + Sync {
     fn remember(&self, action: &Action) -> bool {
         let _ = action;
         false
+    }
+
+    /// Remembers an approval of a command as an allow of its program with any
+    /// arguments (the operator widened it explicitly). A gate that cannot widen
+    /// remembers the exact action, which is narrower than asked and never wider.
+    fn remember_program(&self, action: &Action) -> bool {
+        self.remember(action)
     }
 }

@@ -18,7 +18,7 @@ fn record(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
         reply_json: r.get(7)?,
         status: r.get(8)?,
         reason: r.get(9)?,
-        remember: r.get(10)?,
+        remember: crate::contract::policy::Remember::from_i64(r.get(10)?),
     })
 }
 
@@ -56,7 +56,7 @@ impl Store {
         request_id: &str,
         allow: bool,
         reason: Option<&str>,
-        remember: bool,
+        remember: crate::contract::policy::Remember,
     ) -> Result<()> {
         let red = self.redactor();
         let mut conn = self.conn();
@@ -69,7 +69,7 @@ impl Store {
                 request_id,
                 if allow { "allowed" } else { "denied" },
                 red.opt(reason),
-                remember,
+                remember.as_i64(),
                 now_ms(),
             ],
         )?;

@@ -350,8 +350,8 @@ pub struct ApprovalRecord {
     pub status: String,
     /// The reason given with a denial.
     pub reason: Option<String>,
-    /// Whether an allow is remembered as a rule for the rest of the run.
-    pub remember: bool,
+    /// How far an allow is remembered as a rule for the rest of the run.
+    pub remember: crate::contract::policy::Remember,
 }
 
 /// One sandboxed command as recorded: what was applied, not what was asked for.

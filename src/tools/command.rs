@@ -41,11 +41,6 @@ impl Args {
     }
 }
 
-/// The program's name as the policy sees it.
-fn program(argv: &[String]) -> String {
-    argv.first().cloned().unwrap_or_default()
-}
-
 impl Tool for RunCommand {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -73,7 +68,11 @@ impl Tool for RunCommand {
         if argv[0].is_empty() {
             return Err(ToolError::BadInput("argv[0] is empty".into()));
         }
-        Ok(vec![Action::new(Act::Exec, program(&argv))])
+        // The whole argv: exec rules judge arguments and what wrappers run too.
+        Ok(vec![Action::new(
+            Act::Exec,
+            crate::policy::command_line::quote(&argv),
+        )])
     }
 
     fn call<'a>(

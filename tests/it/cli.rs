@@ -471,7 +471,7 @@ fn a_deferred_approval_round_trips_through_the_cli() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|p| p["act"] == "exec" && p["target"] == "sh")
+        .filter(|p| p["act"] == "exec" && p["target"] == "sh -c 'echo approved > c.txt'")
         .map(|p| {
             (
                 p["decision"].as_str().unwrap().to_string(),

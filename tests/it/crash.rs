@@ -262,7 +262,7 @@ fn an_interrupted_command_is_uncertain_and_the_model_is_told() {
 async fn a_full_disk_stops_the_run_and_it_resumes_losing_nothing() {
     // The disk fills at different points of the run: in a journal write, in a step
     // commit, in an event record.
-    for extra_pages in [2, 5, 9, 14] {
+    for extra_pages in [3, 5, 9, 14] {
         full_disk_case(extra_pages).await;
     }
 }
@@ -309,7 +309,7 @@ async fn full_disk_case(extra_pages: u32) {
     let run = store.runs().unwrap().remove(0);
     assert!(
         run.steps > 0 && run.steps < 13,
-        "stopped part way: {}",
+        "stopped part way: {} (extra pages {extra_pages})",
         run.steps
     );
     let r = io_harness::resume(&store, run.id, &provider).await.unwrap();

@@ -182,7 +182,7 @@ fn an_approval_remembered_answers_asks_but_never_a_deny() {
     let p = Arc::new(layered(Isolation::Weaker));
     let approver = Callback::new(|_: &ApprovalRequest| Approval::Approve {
         modified: None,
-        remember: true,
+        remember: io_harness::policy::Remember::Exact,
     });
     for (target, before, after) in [
         ("Cargo.lock", Ask, Allow),
@@ -194,7 +194,11 @@ fn an_approval_remembered_answers_asks_but_never_a_deny() {
         assert_eq!(gate.decide(&action).decision, before, "{target}");
         let req = ApprovalRequest::new(format!("req-{target}"), action.clone(), "+x");
         let answer = approver.decide(&req).now_or_never().unwrap();
-        if let Approval::Approve { remember: true, .. } = answer {
+        if let Approval::Approve {
+            remember: io_harness::policy::Remember::Exact,
+            ..
+        } = answer
+        {
             p.remember(&action).unwrap();
         }
         let d = gate.decide(&action);
@@ -627,6 +631,124 @@ async fn registry_settings_are_denied_only_when_they_hold_a_credential() {
         pe.iter().any(|p| p.target == ".npmrc"
             && p.decision == "deny"
             && p.rule == ".npmrc (holds a credential)"),
+        "{pe:?}"
+    );
+}
+
+/// Exec rules judge every command an argv runs, not the program name alone (policy
+/// round 2, route 2: `env curl`, `sh -c 'curl …'`, `find -delete`, `python -c`).
+#[test]
+fn exec_rules_judge_arguments_and_see_through_wrappers() {
+    use io_harness::policy::command_line::quote;
+    let mut p = Policy::builtin().with_exec_isolation(Isolation::Native);
+    p.add_run_rule(Rule::deny(Exec, "curl")).unwrap();
+    p.add_run_rule(Rule::ask(Exec, "git push")).unwrap();
+    p.add_run_rule(Rule::deny(Exec, "find ** -delete")).unwrap();
+    p.add_run_rule(Rule::allow(Exec, "node **")).unwrap();
+    let decide = |argv: &[&str]| {
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        let d = p.decide(&Action::new(Exec, quote(&argv)));
+        (d.decision, d.rule)
+    };
+    let curl = (Deny, "curl".to_string());
+    for argv in [
+        &["curl", "http://x"][..],
+        &["/usr/bin/curl", "http://x"],
+        &["env", "curl", "http://x"],
+        &["/usr/bin/env", "-i", "A=1", "curl", "http://x"],
+        &[
+            "nice", "-n", "5", "timeout", "-s", "KILL", "10", "curl", "x",
+        ],
+        &["sh", "-c", "curl http://x"],
+        &["bash", "-c", "cd a && X=1 curl -s x | tee out"],
+        &["xargs", "-n", "1", "curl"],
+        &["find", ".", "-name", "u", "-exec", "curl", "{}", ";"],
+        &["nohup", "setsid", "stdbuf", "-oL", "curl", "x"],
+    ] {
+        assert_eq!(decide(argv), curl, "{argv:?}");
+    }
+    assert_eq!(
+        decide(&["git", "push", "--force"]),
+        (Ask, "git push".into())
+    );
+    assert_eq!(decide(&["env", "git", "push"]), (Ask, "git push".into()));
+    assert_eq!(decide(&["git", "status"]).0, Allow);
+    assert_eq!(
+        decide(&["find", ".", "-name", "*.o", "-delete"]),
+        (Deny, "find ** -delete".into())
+    );
+    assert_eq!(decide(&["find", ".", "-name", "*.o"]).0, Allow);
+    // Code the policy cannot read is asked about while a program is limited…
+    let (d, rule) = decide(&["python3", "-c", "import os; os.system('curl x')"]);
+    assert_eq!(d, Ask, "{rule}");
+    assert!(rule.starts_with("undecidable: python3"), "{rule}");
+    assert_eq!(decide(&["sh", "-c", "$(echo curl) x"]).0, Ask);
+    // …unless the operator allowed that interpreter explicitly.
+    assert_eq!(decide(&["node", "-e", "1"]), (Allow, "node **".into()));
+    // Without a limit on programs, the default stands: no ask at every `python`.
+    let plain = Policy::builtin().with_exec_isolation(Isolation::Native);
+    let d = plain.decide(&Action::new(Exec, "python3 -c 'print(1)'"));
+    assert_eq!((d.decision, d.rule.as_str()), (Allow, "default"));
+}
+
+/// An allow about arguments grants exactly what it names (`**` for any further ones).
+#[test]
+fn argv_allows_grant_only_what_they_name() {
+    let mut p = Policy::builtin().with_exec_isolation(Isolation::Weaker);
+    p.add_run_rule(Rule::allow(Exec, "cargo test **")).unwrap();
+    p.add_run_rule(Rule::allow(Exec, "make check")).unwrap();
+    let d = |t: &str| p.decide(&Action::new(Exec, t)).decision;
+    assert_eq!(d("cargo test --offline"), Allow);
+    assert_eq!(d("cargo test"), Allow);
+    assert_eq!(d("cargo publish"), Ask);
+    assert_eq!(d("make check"), Allow);
+    assert_eq!(d("make check install"), Ask);
+    assert_eq!(
+        d("./cargo test"),
+        Ask,
+        "an allow never reaches a workspace program"
+    );
+}
+
+/// Through a real run: the agent's `run_command` is refused when a wrapper would run
+/// a denied program, and the record names the whole argv and the rule.
+#[tokio::test]
+async fn a_denied_program_behind_a_wrapper_is_refused_in_a_run() {
+    use io_harness::provider::{ScriptTurn, Scripted};
+    use io_harness::{RunOutcome, Store, TaskContract, Verification, run};
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+    let c = TaskContract::workspace("g", dir.path(), Verification::file_contains("a.txt", "a"))
+        .policy_rule(Rule::deny(Exec, "curl"));
+    let cmd = |argv: &[&str]| ScriptTurn::tool("run_command", json!({ "argv": argv }));
+    let provider = Scripted::new(vec![
+        cmd(&["env", "curl", "http://127.0.0.1:9/"]),
+        cmd(&["sh", "-c", "true && curl http://127.0.0.1:9/"]),
+        cmd(&["echo", "curl"]),
+        ScriptTurn::text("done"),
+    ]);
+    let store = Store::memory().unwrap();
+    let r = run(&c, &provider, &store).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success, "{r:?}");
+    let steps = store.steps(r.run_id).unwrap();
+    for i in [0, 1] {
+        let call = &steps[i].tool_calls[0];
+        assert!(
+            call.is_error && call.output.contains("rule curl"),
+            "{}",
+            call.output
+        );
+    }
+    assert!(
+        !steps[2].tool_calls[0].is_error,
+        "an argument named curl is no call of it"
+    );
+    let pe = store.policy_events(r.run_id).unwrap();
+    assert!(
+        pe.iter().any(|p| p.target == "env curl http://127.0.0.1:9/"
+            && p.decision == "deny"
+            && p.rule == "curl"),
         "{pe:?}"
     );
 }

@@ -218,7 +218,7 @@ async fn open_network_is_recorded_as_open() {
 
 #[tokio::test]
 async fn an_approver_answers_asks_remembering_or_denying_with_a_reason() {
-    use io_harness::policy::{Approval, ApprovalRequest, Callback};
+    use io_harness::policy::{Approval, ApprovalRequest, Callback, Remember};
     use std::sync::{Arc, Mutex};
     let fx = fixture();
     let store = Store::memory().unwrap();
@@ -226,12 +226,18 @@ async fn an_approver_answers_asks_remembering_or_denying_with_a_reason() {
     c.sandbox.require = Some("portable-floor".into());
     let asked: Arc<Mutex<Vec<String>>> = Arc::default();
     let seen = asked.clone();
+    let one = "sh -c 'echo 1 > out.txt'";
+    let two = "sh -c 'echo 2 > out.txt'";
     let approver = Callback::new(move |r: &ApprovalRequest| {
         seen.lock().unwrap().push(r.action.target.clone());
         match r.action.target.as_str() {
-            "sh" => Approval::Approve {
+            t if t == one => Approval::Approve {
                 modified: None,
-                remember: true,
+                remember: Remember::Exact,
+            },
+            t if t == two => Approval::Approve {
+                modified: None,
+                remember: Remember::Program,
             },
             _ => Approval::deny("no network tools here"),
         }
@@ -239,7 +245,11 @@ async fn an_approver_answers_asks_remembering_or_denying_with_a_reason() {
     let provider = Scripted::new(vec![
         cmd(&["sh", "-c", "echo 1 > out.txt"]),
         cmd(&["curl", "http://example.invalid"]),
+        // The same argv: answered by the exact memory.
+        cmd(&["sh", "-c", "echo 1 > out.txt"]),
+        // Another argv of the same program: asked again, then widened to `sh`.
         cmd(&["sh", "-c", "echo 2 > out.txt"]),
+        cmd(&["sh", "-c", "echo 2 >> out.txt"]),
         ScriptTurn::text("done"),
     ]);
     let options = RunOptions {
@@ -248,8 +258,12 @@ async fn an_approver_answers_asks_remembering_or_denying_with_a_reason() {
     };
     let r = run_with(&c, &provider, &store, options).await.unwrap();
     assert_eq!(r.outcome, RunOutcome::Success);
-    // `sh` was asked about once, then remembered; `curl` was denied.
-    assert_eq!(*asked.lock().unwrap(), ["sh", "curl"]);
+    // Each approval shows the whole argv; an exact memory answers only that argv,
+    // the widened one any `sh`; `curl` was denied.
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [one, "curl http://example.invalid", two]
+    );
     let steps = store.steps(r.run_id).unwrap();
     assert!(
         steps[1].tool_calls[0]
@@ -259,15 +273,26 @@ async fn an_approver_answers_asks_remembering_or_denying_with_a_reason() {
         steps[1].tool_calls[0].output
     );
     let policy = store.policy_events(r.run_id).unwrap();
-    assert!(
-        policy
-            .iter()
-            .any(|p| p.target == "sh" && p.layer == "remembered" && p.decision == "allow")
+    let at = |step: u32| policy.iter().find(|p| p.step == step).unwrap();
+    assert_eq!(
+        (
+            at(3).target.as_str(),
+            at(3).layer.as_str(),
+            at(3).rule.as_str()
+        ),
+        (one, "remembered", "sh -c 'echo 1 > out.txt'")
+    );
+    assert_eq!(
+        (at(5).layer.as_str(), at(5).rule.as_str()),
+        ("remembered", "sh"),
+        "the widening is on record as the program alone"
     );
     assert!(
         policy
             .iter()
-            .any(|p| p.target == "curl" && p.layer == "approval" && p.decision == "deny")
+            .any(|p| p.target == "curl http://example.invalid"
+                && p.layer == "approval"
+                && p.decision == "deny")
     );
 }
 
@@ -282,12 +307,13 @@ async fn a_resumed_run_keeps_its_policy_layers_and_remembered_approvals() {
     c.sandbox.require = Some("portable-floor".into());
     let provider = Scripted::new(vec![
         cmd(&["sh", "-c", "echo 1 > out.txt"]),
-        cmd(&["sh", "-c", "echo 2 > out.txt"]),
+        cmd(&["sh", "-c", "echo 1 > out.txt"]),
+        ScriptTurn::tool("write_file", json!({"path": "out.txt", "content": "2\n"})),
         ScriptTurn::text("done"),
     ]);
     let remember = Callback::new(|_: &ApprovalRequest| Approval::Approve {
         modified: None,
-        remember: true,
+        remember: io_harness::policy::Remember::Exact,
     });
     let stop_after_first = |e: &RunEvent| match e {
         RunEvent::StepCommitted { step: 1, .. } => Flow::Cancel,
@@ -302,7 +328,7 @@ async fn a_resumed_run_keeps_its_policy_layers_and_remembered_approvals() {
     assert_eq!(r.outcome, RunOutcome::Cancelled);
     let stored = store.run(r.run_id).unwrap().unwrap().policy_json.unwrap();
     assert!(
-        stored.contains("\"sh\""),
+        stored.contains("echo 1 > out.txt"),
         "the remembered rule is on record: {stored}"
     );
     // Between the sessions the workspace grows a project file that would deny `sh`:
@@ -320,9 +346,9 @@ async fn a_resumed_run_keeps_its_policy_layers_and_remembered_approvals() {
     assert_eq!(r.outcome, RunOutcome::Success);
     let policy = store.policy_events(r.run_id).unwrap();
     assert!(
-        policy
-            .iter()
-            .any(|p| p.step == 2 && p.target == "sh" && p.layer == "remembered")
+        policy.iter().any(|p| p.step == 2
+            && p.target == "sh -c 'echo 1 > out.txt'"
+            && p.layer == "remembered")
     );
 }
 

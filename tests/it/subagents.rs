@@ -750,7 +750,13 @@ async fn a_child_awaiting_approval_holds_its_parent_until_decided() {
     assert_eq!(store.children(r.run_id).unwrap().len(), 1);
 
     store
-        .decide_approval(child, &request_id, true, None, true)
+        .decide_approval(
+            child,
+            &request_id,
+            true,
+            None,
+            io_harness::policy::Remember::Exact,
+        )
         .unwrap();
     // The operator asked to remember, but a child cannot widen its parent's policy:
     // the next write asks again.
@@ -762,7 +768,7 @@ async fn a_child_awaiting_approval_holds_its_parent_until_decided() {
     };
     assert_ne!(second, request_id);
     store
-        .decide_approval(child, &second, true, None, false)
+        .decide_approval(child, &second, true, None, io_harness::policy::Remember::No)
         .unwrap();
     let next = io_harness::resume(&store, r.run_id, &provider)
         .await
@@ -771,7 +777,7 @@ async fn a_child_awaiting_approval_holds_its_parent_until_decided() {
         panic!("{next:?}");
     };
     store
-        .decide_approval(child, &third, true, None, false)
+        .decide_approval(child, &third, true, None, io_harness::policy::Remember::No)
         .unwrap();
     let done = io_harness::resume(&store, r.run_id, &provider)
         .await

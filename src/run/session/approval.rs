@@ -12,7 +12,7 @@ pub(super) enum AskAnswer {
     /// Run it (with these arguments, possibly modified by the approver).
     Approved {
         input: serde_json::Value,
-        remember: bool,
+        remember: crate::policy::Remember,
     },
     /// Do not run it; the reason goes to the model.
     Denied(String),
@@ -123,7 +123,7 @@ impl Session<'_> {
             reply_json: serde_json::to_string(reply).unwrap_or_default(),
             status: "pending".into(),
             reason: None,
-            remember: false,
+            remember: crate::policy::Remember::No,
         };
         if let Err(e) = self.store.record_approval_request(record).await {
             tracing::error!(error = %e, "could not record the approval request");

@@ -4,7 +4,7 @@ use super::approval::{AskAnswer, describe};
 use super::environment::policy_event;
 use super::journal::{JournalAction, file_hash};
 use super::{HALT_GRACE, Session, StepEnd, halted};
-use crate::policy::{Action, Decision, PolicyDecision};
+use crate::policy::{Action, Decision, PolicyDecision, Remember};
 use crate::provider::{Completion, ContentBlock};
 use crate::run::events::RunEvent;
 use crate::store::{PolicyEvent, ToolCallRecord, ToolIntent};
@@ -115,9 +115,15 @@ impl Session<'_> {
                     input: approved_input,
                     remember,
                 } => {
-                    if remember {
-                        for a in &asked {
-                            self.tools.policy.gate.remember(a);
+                    for a in &asked {
+                        match remember {
+                            Remember::No => {}
+                            Remember::Exact => {
+                                self.tools.policy.gate.remember(a);
+                            }
+                            Remember::Program => {
+                                self.tools.policy.gate.remember_program(a);
+                            }
                         }
                     }
                     let first = std::mem::take(&mut d.decisions);

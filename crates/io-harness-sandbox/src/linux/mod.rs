@@ -3,8 +3,10 @@
 //! differ only in the plan ([`prepare::Mode`]).
 
 mod bridge;
+mod caps;
 mod cgroup;
 mod child;
+mod disk;
 mod host;
 mod landlock;
 mod monitor;
@@ -17,6 +19,8 @@ mod seccomp;
 mod session;
 mod spawn;
 mod sys;
+mod tmpfs;
+mod walk;
 mod watchdog;
 
 use std::process::{ChildStderr, ChildStdin, ChildStdout};

@@ -38,6 +38,9 @@ pub(crate) mod off {
     pub const IPCNS: u32 = 1 << 8;
     pub const UTSNS: u32 = 1 << 9;
     pub const RLIMITS: u32 = 1 << 10;
+    pub const TMPFS: u32 = 1 << 11;
+    pub const DISK_WATCH: u32 = 1 << 12;
+    pub const CPU_TREE: u32 = 1 << 13;
 }
 
 /// Which backend is being prepared.
@@ -365,7 +368,7 @@ fn limits(
     let memory_monitor = spec.limits.memory_bytes.is_some() && !cg_memory;
     let nproc_only = rlimit_names.contains(&"nproc") && !cg_pids;
     let cpu_stat = cgroup.as_ref().and_then(SandboxCgroup::cpu_stat);
-    let cpu_tree = spec.limits.cpu_secs.map(|_| {
+    let cpu_tree = spec.limits.cpu_secs.filter(|_| on(off::CPU_TREE)).map(|_| {
         if cpu_stat.is_some() {
             CpuAccounting::CgroupCpuStat
         } else {
@@ -374,16 +377,19 @@ fn limits(
     });
     let watch = WatchPlan {
         memory: spec.limits.memory_bytes.filter(|_| memory_monitor),
-        tmpfs: memory_monitor && ns.has(Namespace::Mount),
-        cpu_ms: spec.limits.cpu_secs.map(|s| s.saturating_mul(1000)),
+        tmpfs: memory_monitor && ns.has(Namespace::Mount) && on(off::TMPFS),
+        cpu_ms: cpu_tree
+            .and(spec.limits.cpu_secs)
+            .map(|s| s.saturating_mul(1000)),
         cpu_stat,
         nproc: spec.limits.processes.filter(|_| nproc_only),
         disk: spec
             .limits
             .disk_bytes
+            .filter(|_| on(off::DISK_WATCH))
             .map(|cap| DiskWatch::new(cap, writable)),
     };
-    let enforced = enforced(spec, &rlimit_names, cg_pids);
+    let enforced = enforced(spec, &rlimit_names, cg_pids, &watch);
     let mut unobservable = Vec::new();
     if enforced.contains(&Cap::OpenFiles) {
         unobservable.push(Cap::OpenFiles);
@@ -422,9 +428,9 @@ fn limits(
 /// The caps that something really enforces, given the rlimits set and whether the
 /// cgroup has a pids controller (memory is always enforced: by cgroup or sampling;
 /// CPU and disk by the parent's watches, whatever the rlimits).
-fn enforced(spec: &RunSpec, rlimit_names: &[&str], cg_pids: bool) -> Vec<Cap> {
+fn enforced(spec: &RunSpec, rlimit_names: &[&str], cg_pids: bool, watch: &WatchPlan) -> Vec<Cap> {
     let mut enforced = Vec::new();
-    if spec.limits.cpu_secs.is_some() {
+    if spec.limits.cpu_secs.is_some() && (watch.cpu_ms.is_some() || rlimit_names.contains(&"cpu")) {
         enforced.push(Cap::Cpu);
     }
     if spec.limits.memory_bytes.is_some() {
@@ -442,7 +448,8 @@ fn enforced(spec: &RunSpec, rlimit_names: &[&str], cg_pids: bool) -> Vec<Cap> {
     if spec.limits.output_bytes.is_some() {
         enforced.push(Cap::Output);
     }
-    if spec.limits.disk_bytes.is_some() {
+    if spec.limits.disk_bytes.is_some() && (watch.disk.is_some() || rlimit_names.contains(&"fsize"))
+    {
         enforced.push(Cap::Disk);
     }
     enforced
@@ -627,9 +634,12 @@ pub(crate) fn complete(
             .iter()
             .any(|c| matches!(c, C::V1Pids | C::V2Pids));
         base.limits.rlimits.clear();
+        let (cpu_tree, disk_watch) = (base.limits.cpu_tree.is_some(), base.limits.disk_watch);
         base.limits.enforced.retain(|c| match c {
             Cap::OpenFiles => false,
             Cap::Processes => cg_pids,
+            Cap::Cpu => cpu_tree,
+            Cap::Disk => disk_watch,
             _ => true,
         });
     }

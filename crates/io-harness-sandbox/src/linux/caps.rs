@@ -18,8 +18,9 @@ use crate::Cap;
 
 /// How often the tree is sampled (memory, CPU, tasks).
 pub(crate) const SAMPLE_TICK: Duration = Duration::from_millis(50);
-/// How often the disk trigger is read.
-pub(crate) const DISK_TICK: Duration = Duration::from_millis(5);
+/// How often the cheap watches run: the disk trigger and the tmpfs mounts (one
+/// `fstatvfs` each; a writer fills either at gigabytes per second).
+pub(crate) const FAST_TICK: Duration = Duration::from_millis(5);
 
 /// What to watch, decided by `prepare`.
 #[derive(Debug, Default)]
@@ -37,6 +38,8 @@ pub(crate) struct WatchPlan {
     pub nproc: Option<u64>,
     /// The disk watcher, created before the launch.
     pub disk: Option<DiskWatch>,
+    /// The top process is a pid namespace's init (see [`monitor::sample`]).
+    pub init_root: bool,
 }
 
 /// A running watch.
@@ -45,7 +48,9 @@ pub(crate) struct CapWatch {
     plan: WatchPlan,
     tmpfs: Option<Tmpfs>,
     next_sample: Instant,
-    next_disk: Instant,
+    next_fast: Instant,
+    /// Resident bytes at the last tree sample.
+    last_rss: u64,
     /// The tree was sampled with as many tasks as `RLIMIT_NPROC` allows.
     pub nproc_reached: bool,
     /// Highest memory (RSS + tmpfs) sampled, in bytes.
@@ -61,7 +66,8 @@ impl CapWatch {
             tmpfs: plan.tmpfs.then(Tmpfs::new),
             plan,
             next_sample: now,
-            next_disk: now,
+            next_fast: now,
+            last_rss: 0,
             nproc_reached: false,
             peak_memory: 0,
             cpu_ms: 0,
@@ -77,10 +83,14 @@ impl CapWatch {
         self.samples() || self.plan.disk.is_some()
     }
 
+    fn fast(&self) -> bool {
+        self.plan.disk.is_some() || self.tmpfs.is_some() && self.plan.memory.is_some()
+    }
+
     /// When the next tick is due, if anything is watched.
     pub(crate) fn next_due(&self) -> Option<Instant> {
         let s = self.samples().then_some(self.next_sample);
-        let d = self.plan.disk.as_ref().map(|_| self.next_disk);
+        let d = self.fast().then_some(self.next_fast);
         match (s, d) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -91,31 +101,31 @@ impl CapWatch {
     /// passed. `root` is the host pid of the top process.
     pub(crate) fn tick(&mut self, root: i32) -> Option<Cap> {
         let now = Instant::now();
-        if let Some(disk) = self.plan.disk.as_mut()
-            && now >= self.next_disk
-        {
-            self.next_disk = now + DISK_TICK;
-            if disk.tick() {
+        let sample = self.samples() && now >= self.next_sample;
+        if self.fast() && (now >= self.next_fast || sample) {
+            self.next_fast = now + FAST_TICK;
+            if let Some(disk) = self.plan.disk.as_mut()
+                && disk.tick()
+            {
                 return Some(Cap::Disk);
             }
+            if !sample && self.over_memory(root) {
+                return Some(Cap::Memory);
+            }
         }
-        if !self.samples() || now < self.next_sample {
+        if !sample {
             return None;
         }
         self.next_sample = now + SAMPLE_TICK;
-        let s = monitor::sample(root);
+        let s = monitor::sample(root, self.plan.init_root);
+        self.last_rss = s.rss_bytes;
         if let Some(limit) = self.plan.nproc
             && s.tasks >= limit
         {
             self.nproc_reached = true;
         }
-        if let Some(cap) = self.plan.memory {
-            let tmpfs = self.tmpfs.as_mut().map_or(0, |t| t.used_bytes(root));
-            let used = s.rss_bytes.saturating_add(tmpfs);
-            self.peak_memory = self.peak_memory.max(used);
-            if used > cap {
-                return Some(Cap::Memory);
-            }
+        if self.over_memory(root) {
+            return Some(Cap::Memory);
         }
         if let Some(cap) = self.plan.cpu_ms {
             self.cpu_ms = match &self.plan.cpu_stat {
@@ -129,6 +139,17 @@ impl CapWatch {
             }
         }
         None
+    }
+
+    /// The last resident memory sampled plus the tmpfs mounts now, against the cap.
+    fn over_memory(&mut self, root: i32) -> bool {
+        let Some(cap) = self.plan.memory else {
+            return false;
+        };
+        let tmpfs = self.tmpfs.as_mut().map_or(0, |t| t.used_bytes(root));
+        let used = self.last_rss.saturating_add(tmpfs);
+        self.peak_memory = self.peak_memory.max(used);
+        used > cap
     }
 
     /// The command did not join its cgroup: sample the tree's CPU time instead.

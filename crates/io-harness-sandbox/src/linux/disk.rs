@@ -19,13 +19,15 @@
 //! counts entries whose status changed since just before the launch as zero, so what
 //! the command wrote in the meantime is charged to it, never to the baseline.
 //! Another process deleting files on the same filesystem while the command writes
-//! can hide the command's growth from the trigger; `RLIMIT_FSIZE` still bounds
-//! every single file.
+//! can hide the command's growth from the trigger, so the tree is also walked
+//! periodically, at most a twentieth of the time (a walk of a small workspace costs
+//! well under a millisecond; a huge one is walked seldom, and there the trigger and
+//! `RLIMIT_FSIZE`, which bounds every single file, carry the cap).
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::tmpfs::used;
 use super::walk::{self, Stamp};
@@ -33,6 +35,10 @@ use super::walk::{self, Stamp};
 /// How far below the command's allowance the filesystems' growth triggers a walk,
 /// so a fast writer is confirmed before, not after, it passes the cap.
 const MARGIN: u64 = 16 << 20;
+/// A walk also runs at least this often relative to its own cost (a 5% duty cycle),
+/// whatever the filesystems say: another process freeing space on the same
+/// filesystem would otherwise hide the command's growth from the trigger.
+const DUTY: u32 = 20;
 
 /// The watcher of one sandbox.
 #[derive(Debug)]
@@ -49,6 +55,8 @@ pub(crate) struct DiskWatch {
     pub growth: u64,
     /// Walks done (for the measurements in the tests' reports).
     pub walks: u32,
+    /// When the next walk runs even without a trigger.
+    next_periodic: Instant,
 }
 
 impl DiskWatch {
@@ -93,6 +101,7 @@ impl DiskWatch {
             next_walk: cap.saturating_sub(MARGIN),
             growth: 0,
             walks: 0,
+            next_periodic: Instant::now(),
         }
     }
 
@@ -106,12 +115,15 @@ impl DiskWatch {
 
     fn walk(&mut self, since: Option<Stamp>) -> walk::Tally {
         self.walks += 1;
+        let started = Instant::now();
         let mut total = walk::Tally::default();
         for r in &self.roots {
             let t = walk::tally(r, since);
             total.bytes = total.bytes.saturating_add(t.bytes);
             total.opaque |= t.opaque;
         }
+        let now = Instant::now();
+        self.next_periodic = now + (now - started) * DUTY;
         total
     }
 
@@ -135,14 +147,14 @@ impl DiskWatch {
             self.baseline = Some(self.walk(since).bytes);
         }
         let fs_growth = self.fs_growth();
-        if fs_growth < self.next_walk {
+        if fs_growth < self.next_walk && Instant::now() < self.next_periodic {
             return false;
         }
         let growth = self.confirm(fs_growth);
         if growth > self.cap {
             return true;
         }
-        self.next_walk = fs_growth + (self.cap - growth).saturating_sub(MARGIN);
+        self.next_walk = fs_growth.saturating_add((self.cap - growth).saturating_sub(MARGIN));
         false
     }
 

@@ -67,7 +67,10 @@ fn parse_stat(text: &str) -> Option<Stat> {
 }
 
 /// Sample the tree under `root` (a host pid), visiting at most 100,000 processes.
-pub(crate) fn sample(root: i32) -> TreeSample {
+/// With `init_root`, `root` is the pid namespace's init: a copy of the harness whose
+/// resident pages are the harness's own, shared copy-on-write, so its RSS is not the
+/// sandbox's (its CPU times, with every orphan it reaped, are).
+pub(crate) fn sample(root: i32, init_root: bool) -> TreeSample {
     let page = page_size();
     let hz = clock_ticks();
     let mut out = TreeSample::default();
@@ -84,7 +87,9 @@ pub(crate) fn sample(root: i32) -> TreeSample {
             .as_deref()
             .and_then(parse_stat)
         {
-            out.rss_bytes += st.rss_pages * page;
+            if !(init_root && pid == root) {
+                out.rss_bytes += st.rss_pages * page;
+            }
             ticks += st.utime + st.stime + st.cutime + st.cstime;
             out.tasks += st.threads.max(1);
         }
@@ -117,7 +122,7 @@ mod tests {
 
     #[test]
     fn own_process_has_memory_cpu_and_tasks() {
-        let s = sample(std::process::id() as i32);
+        let s = sample(std::process::id() as i32, false);
         assert!(s.rss_bytes > 0 && s.tasks >= 1, "{s:?}");
     }
 

@@ -388,6 +388,7 @@ fn limits(
             .disk_bytes
             .filter(|_| on(off::DISK_WATCH))
             .map(|cap| DiskWatch::new(cap, writable)),
+        init_root: ns.has(Namespace::Pid),
     };
     let enforced = enforced(spec, &rlimit_names, cg_pids, &watch);
     let mut unobservable = Vec::new();

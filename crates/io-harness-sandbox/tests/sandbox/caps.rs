@@ -37,7 +37,8 @@ fn limits(f: impl FnOnce(&mut SandboxLimits)) -> SandboxLimits {
     l
 }
 
-/// Bytes written so far, as the adversary last reported them in `progress`.
+/// Bytes written so far, as the adversary last reported them in `progress` (one
+/// fixed-width record rewritten in place, so a kill never leaves it empty).
 fn progress(wd: &Path, name: &str) -> u64 {
     std::fs::read_to_string(wd.join(name))
         .unwrap_or_default()
@@ -52,11 +53,12 @@ fn tmpfs_writer(sb: &dyn Sandbox, wd: &Path, dir: &str) -> SandboxOutcome {
     let code = format!(
         "import os,time\n\
          f=open('{dir}/fill','wb',buffering=0)\n\
+         p=os.open('progress', os.O_WRONLY|os.O_CREAT, 0o600)\n\
          n=0\n\
          try:\n  \
            for i in range(128):\n    \
              f.write(b'\\x01'*(1<<20)); n+=1<<20\n    \
-             open('progress','w').write(str(n))\n\
+             os.pwrite(p, b'%20d' % n, 0)\n\
          except OSError as e:\n  print('FULL', e.errno, flush=True); time.sleep(5)\n\
          print('SURVIVED', flush=True)"
     );

@@ -160,7 +160,8 @@ fn caps() {
     let floor = std::env::var("HELPER_BACKEND").as_deref() == Ok("floor");
     let host = std::path::PathBuf::from(std::env::var_os("HELPER_HOSTDIR").unwrap());
     for (name, on_floor) in crate::caps::SCENARIOS {
-        if floor && !on_floor {
+        let only = std::env::var("HELPER_ONLY").unwrap_or_default();
+        if floor && !on_floor || !only.is_empty() && only != *name {
             continue;
         }
         let wd = workdir().join(name);

@@ -21,7 +21,7 @@ macro_rules! backends {
     };
 }
 
-mod caps;
+pub mod caps;
 mod common;
 #[cfg(feature = "sandbox-test-disable-layers")]
 mod disabled;

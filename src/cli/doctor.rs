@@ -5,6 +5,7 @@
 use io_harness::exec::layers_json;
 use io_harness::sandbox;
 
+use super::doctor_caps::{claims, mode};
 use super::{CliError, DoctorArgs};
 
 /// How `network = "allowlist"` is held under a backend with these layers: through the
@@ -25,11 +26,17 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
             "available": true,
             "layers": layers_json(l),
             "network_allowlist": allowlist_support(l),
+            "caps": claims(l).iter().map(|c| serde_json::json!({
+                "cap": c.cap,
+                "how": c.how,
+                "hit_reported": c.hit_reported,
+            })).collect::<Vec<_>>(),
         }),
         Err(e) => serde_json::json!({ "available": false, "reason": e.to_string() }),
     };
     let obj = serde_json::json!({
         "selected": report.selected.label(),
+        "mode": mode(),
         "native": side(&report.native),
         "floor": side(&report.floor),
     });
@@ -38,6 +45,7 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     outln!("a run would get: {}", report.selected.label());
+    outln!("caps below are those enforced when running {}", mode());
     for (name, r) in [
         ("native (linux-namespaces)", &report.native),
         ("portable-floor", &report.floor),
@@ -97,6 +105,18 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
                     l.limits.memory_monitor,
                     td.join(", ")
                 );
+                for c in claims(l) {
+                    outln!(
+                        "    {}: {}; {}",
+                        c.cap,
+                        c.how,
+                        if c.hit_reported {
+                            "a hit is reported"
+                        } else {
+                            "a hit is not observable (recorded as not_observable)"
+                        }
+                    );
+                }
             }
             Err(e) => outln!("\n{name}: unavailable: {e}"),
         }

@@ -5,7 +5,7 @@
 use io_harness::exec::layers_json;
 use io_harness::sandbox;
 
-use super::doctor_caps::{claims, mode};
+use super::doctor_caps::{claims_json, mode, print_claims};
 use super::{CliError, DoctorArgs};
 
 /// How `network = "allowlist"` is held under a backend with these layers: through the
@@ -26,11 +26,7 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
             "available": true,
             "layers": layers_json(l),
             "network_allowlist": allowlist_support(l),
-            "caps": claims(l).iter().map(|c| serde_json::json!({
-                "cap": c.cap,
-                "how": c.how,
-                "hit_reported": c.hit_reported,
-            })).collect::<Vec<_>>(),
+            "caps": claims_json(l),
         }),
         Err(e) => serde_json::json!({ "available": false, "reason": e.to_string() }),
     };
@@ -105,18 +101,7 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
                     l.limits.memory_monitor,
                     td.join(", ")
                 );
-                for c in claims(l) {
-                    outln!(
-                        "    {}: {}; {}",
-                        c.cap,
-                        c.how,
-                        if c.hit_reported {
-                            "a hit is reported"
-                        } else {
-                            "a hit is not observable (recorded as not_observable)"
-                        }
-                    );
-                }
+                print_claims(l);
             }
             Err(e) => outln!("\n{name}: unavailable: {e}"),
         }

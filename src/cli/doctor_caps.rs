@@ -19,7 +19,7 @@ fn has(l: &LayerReport, c: &[C]) -> bool {
 
 /// The claims for every cap `l` enforces, in its order.
 pub fn claims(l: &LayerReport) -> Vec<CapClaim> {
-    let rl = |n: &str| l.limits.rlimits.iter().any(|r| *r == n);
+    let rl = |n: &str| l.limits.rlimits.contains(&n);
     l.limits
         .enforced
         .iter()
@@ -61,6 +61,32 @@ pub fn claims(l: &LayerReport) -> Vec<CapClaim> {
             }
         })
         .collect()
+}
+
+/// The claims as JSON, for `doctor --json`.
+pub fn claims_json(l: &LayerReport) -> serde_json::Value {
+    claims(l)
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "cap": c.cap,
+                "how": c.how,
+                "hit_reported": c.hit_reported,
+            })
+        })
+        .collect()
+}
+
+/// One line per claim, for the doctor's text report.
+pub fn print_claims(l: &LayerReport) {
+    for c in claims(l) {
+        let seen = if c.hit_reported {
+            "a hit is reported"
+        } else {
+            "a hit is not observable (recorded as not_observable)"
+        };
+        outln!("    {}: {}; {}", c.cap, c.how, seen);
+    }
 }
 
 /// The privilege mode the probe ran in.

@@ -111,7 +111,7 @@ impl Tmpfs {
         self.mounts
             .iter()
             .flatten()
-            .map(|f| used(f))
+            .map(used)
             .fold(0u64, u64::saturating_add)
     }
 }

@@ -176,10 +176,10 @@ fn unprivileged_user(backend: &str) {
     assert_ne!(get("landlock"), "not");
     if backend == "native" {
         assert_eq!(get("namespaces"), "6");
-        assert_eq!(get("rlimits"), "core,cpu,nofile,nproc");
+        assert_eq!(get("rlimits"), "core,cpu,nofile,fsize,nproc");
     } else {
         assert_eq!(get("namespaces"), "0");
-        assert_eq!(get("rlimits"), "core,cpu,nofile");
+        assert_eq!(get("rlimits"), "core,cpu,nofile,fsize");
     }
     let made = work.path().join("made");
     assert_eq!(std::fs::read_to_string(&made).unwrap(), "ok\n");

@@ -337,3 +337,22 @@ root_case!(
 root_case!(cpu_cap_covers_the_tree_root, "cpu_tree", [native, floor]);
 root_case!(fork_refusal_reported_root, "fork", [native, floor]);
 root_case!(cap_states_are_truthful_root, "states", [native, floor]);
+
+/// A spawn handle nobody waits on is watched by its watchdog: the disk cap stops a
+/// many-file writer there too, and `wait` reports it.
+fn disk_cap_holds_for_a_spawn_handle(sb: &dyn Sandbox) {
+    let f = Fixture::new();
+    let code = "for i in range(16): open('f%d' % i,'wb').write(b'\\x02'*(8<<20))\n\
+                print('SURVIVED', flush=True)";
+    let spec = spec_in(
+        f.workdir(),
+        py(code),
+        limits(|l| l.disk_bytes = Some(64 * MIB)),
+    );
+    let child = sb.spawn(&spec).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = child.wait().unwrap();
+    assert_eq!(out.cap_hit, Some(Cap::Disk), "{out:?}");
+    assert!(dir_bytes(f.workdir()) <= 128 * MIB);
+}
+backends!(disk_cap_holds_for_a_spawn_handle, [native, floor]);

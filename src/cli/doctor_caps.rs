@@ -36,10 +36,15 @@ pub fn claims(l: &LayerReport) -> Vec<CapClaim> {
                     parts.join(" + ")
                 }
                 Cap::Memory if has(l, &[C::V1Memory, C::V2Memory]) => "memory cgroup".into(),
-                Cap::Memory => "monitor: resident memory + private tmpfs (sampled)".into(),
+                Cap::Memory if l.mounts.is_some() => {
+                    "monitor: resident memory of the tree (sampled) + private tmpfs".into()
+                }
+                Cap::Memory => "monitor: resident memory of the tree (sampled)".into(),
                 Cap::Wall => "deadline kill".into(),
                 Cap::Processes if has(l, &[C::V1Pids, C::V2Pids]) => "pids cgroup".into(),
-                Cap::Processes => "RLIMIT_NPROC (fork refusals seen only at the limit)".into(),
+                Cap::Processes => {
+                    "RLIMIT_NPROC (hit only when the tree is sampled at the limit)".into()
+                }
                 Cap::OpenFiles => "RLIMIT_NOFILE".into(),
                 Cap::Output => "truncated by the harness".into(),
                 Cap::Disk => {
@@ -83,7 +88,7 @@ pub fn print_claims(l: &LayerReport) {
         let seen = if c.hit_reported {
             "a hit is reported"
         } else {
-            "a hit is not observable (recorded as not_observable)"
+            "a hit may go unseen: recorded as not_observable, never not_hit"
         };
         outln!("    {}: {}; {}", c.cap, c.how, seen);
     }
@@ -144,7 +149,11 @@ mod tests {
             vec!["core", "cpu", "nofile", "fsize", "nproc"],
             vec![Cap::OpenFiles, Cap::Processes],
         ));
-        assert!(get(&user, "memory").how.starts_with("monitor"));
+        assert_eq!(
+            get(&user, "memory").how,
+            "monitor: resident memory of the tree (sampled)",
+            "no mount namespace, no private tmpfs claimed"
+        );
         assert!(get(&user, "processes").how.starts_with("RLIMIT_NPROC"));
         assert!(!get(&user, "processes").hit_reported);
         assert_eq!(

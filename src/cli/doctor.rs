@@ -5,6 +5,7 @@
 use io_harness::exec::layers_json;
 use io_harness::sandbox;
 
+use super::doctor_caps::{claims_json, mode, print_claims};
 use super::{CliError, DoctorArgs};
 
 /// How `network = "allowlist"` is held under a backend with these layers: through the
@@ -25,11 +26,13 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
             "available": true,
             "layers": layers_json(l),
             "network_allowlist": allowlist_support(l),
+            "caps": claims_json(l),
         }),
         Err(e) => serde_json::json!({ "available": false, "reason": e.to_string() }),
     };
     let obj = serde_json::json!({
         "selected": report.selected.label(),
+        "mode": mode(),
         "native": side(&report.native),
         "floor": side(&report.floor),
     });
@@ -38,6 +41,7 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     outln!("a run would get: {}", report.selected.label());
+    outln!("caps below are those enforced when running {}", mode());
     for (name, r) in [
         ("native (linux-namespaces)", &report.native),
         ("portable-floor", &report.floor),
@@ -97,6 +101,7 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
                     l.limits.memory_monitor,
                     td.join(", ")
                 );
+                print_claims(l);
             }
             Err(e) => outln!("\n{name}: unavailable: {e}"),
         }

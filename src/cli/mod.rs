@@ -33,6 +33,7 @@ macro_rules! err {
 mod approve;
 mod audit;
 mod doctor;
+mod doctor_caps;
 mod drive;
 mod mcp;
 mod memory;

@@ -25,7 +25,8 @@ pub enum NetworkSetting {
 }
 
 /// Resource caps per command; `None` fields take the defaults of SPEC §3 (600 s CPU,
-/// 900 s wall, 4 GiB, 512 processes, 1024 open files, 1 MiB of output per stream).
+/// 900 s wall, 4 GiB, 512 processes, 1024 open files, 1 MiB of output per stream,
+/// 8 GiB of workspace growth).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LimitSettings {
     /// CPU seconds.
@@ -46,6 +47,9 @@ pub struct LimitSettings {
     /// Bytes of stdout and of stderr kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<u64>,
+    /// Bytes the workspace (and the other writable directories) may grow by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<u64>,
 }
 
 /// How commands are sandboxed.

@@ -303,6 +303,7 @@ impl Executor {
             processes: l.processes.or(d.processes),
             open_files: l.open_files.or(d.open_files),
             output_bytes: l.output.or(d.output_bytes),
+            disk_bytes: l.disk.or(d.disk_bytes),
         }
     }
 

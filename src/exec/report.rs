@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::sandbox::{LayerReport, SandboxLimits};
+use crate::sandbox::{LayerReport, SandboxLimits, SandboxOutcome};
 
 fn labels<T: Copy>(items: &[T], label: impl Fn(T) -> &'static str) -> Vec<&'static str> {
     items.iter().map(|&i| label(i)).collect()
@@ -41,7 +41,10 @@ pub fn layers_json(l: &LayerReport) -> Value {
             "cgroup": labels(&l.limits.cgroup, |c| c.label()),
             "rlimits": l.limits.rlimits,
             "memory_monitor": l.limits.memory_monitor,
+            "cpu_tree": l.limits.cpu_tree.map(|c| c.label()),
+            "disk_watch": l.limits.disk_watch,
             "enforced": labels(&l.limits.enforced, |c| c.label()),
+            "unobservable": labels(&l.limits.unobservable, |c| c.label()),
             "teardown": labels(&l.limits.teardown, |t| t.label()),
         },
     })
@@ -56,7 +59,27 @@ pub fn limits_json(l: &SandboxLimits) -> Value {
         "processes": l.processes,
         "open_files": l.open_files,
         "output_bytes": l.output_bytes,
+        "disk_bytes": l.disk_bytes,
     })
+}
+
+/// What is known of each enforced cap after the command: `hit`, `not_hit` or
+/// `not_observable` (a cap enforced where nothing outside sees a hit is never
+/// recorded as `not_hit`).
+pub fn caps_json(out: &SandboxOutcome) -> Value {
+    let map: serde_json::Map<String, Value> = out
+        .caps
+        .iter()
+        .map(|(c, s)| (c.label().to_string(), Value::from(s.label())))
+        .collect();
+    Value::Object(map)
+}
+
+/// The layer report with the per-cap states under `limits.caps`.
+fn session_layers_json(out: &SandboxOutcome) -> Value {
+    let mut v = layers_json(&out.layers);
+    v["limits"]["caps"] = caps_json(out);
+    v
 }
 
 fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
@@ -105,7 +128,7 @@ impl SessionFacts<'_> {
             purpose: self.purpose.into(),
             backend: out.backend.label().into(),
             argv_json: json(&spec.argv),
-            layers_json: layers_json(&out.layers).to_string(),
+            layers_json: session_layers_json(out).to_string(),
             limits_json: limits_json(&spec.limits).to_string(),
             network: egress.posture.into(),
             allow_hosts_json: json(&egress.allow_hosts),
@@ -133,7 +156,7 @@ impl SessionFacts<'_> {
             rec.run_id = Some(run_id);
             rec.step = Some(step);
         }
-        rec.layers = layers_json(&out.layers);
+        rec.layers = session_layers_json(out);
         rec.network = egress.posture.into();
         rec.allow_hosts = egress.allow_hosts.clone();
         rec.egress_denied_reported = egress.report.refusals;
@@ -224,5 +247,74 @@ mod tests {
             None,
             "no store, no run named"
         );
+    }
+
+    /// Every cap label and every cap state reaches the record, and a cap nothing
+    /// outside can observe is recorded as such, never as `not_hit`.
+    #[test]
+    fn every_cap_label_and_state_is_recorded() {
+        use crate::sandbox::CapState;
+        let all = [
+            (Cap::Cpu, "cpu"),
+            (Cap::Memory, "memory"),
+            (Cap::Wall, "wall"),
+            (Cap::Processes, "processes"),
+            (Cap::OpenFiles, "open_files"),
+            (Cap::Output, "output"),
+            (Cap::Disk, "disk"),
+        ];
+        let mut out = outcome(Some(Cap::Disk), all.iter().map(|(c, _)| *c).collect());
+        out.layers.limits.unobservable = vec![Cap::OpenFiles, Cap::Processes];
+        out.caps = all
+            .iter()
+            .map(|(c, _)| {
+                let s = match c {
+                    Cap::Disk => CapState::Hit,
+                    Cap::OpenFiles | Cap::Processes => CapState::NotObservable,
+                    _ => CapState::NotHit,
+                };
+                (*c, s)
+            })
+            .collect();
+        let spec = RunSpec::new(["true"], "/ws");
+        let egress = EgressRecord {
+            posture: "none",
+            allow_hosts: vec![],
+            report: crate::egress::EgressReport::default(),
+        };
+        let facts = SessionFacts {
+            run_id: 1,
+            step: 1,
+            purpose: "tool",
+            workdir: std::path::Path::new("/ws"),
+            spec: &spec,
+            out: &out,
+            egress: &egress,
+        };
+        let row = facts.row();
+        assert_eq!(row.cap_hit.as_deref(), Some("disk"));
+        let layers: Value = serde_json::from_str(&row.layers_json).unwrap();
+        for (_, label) in all {
+            assert!(
+                layers["limits"]["enforced"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|v| v == label),
+                "{label}"
+            );
+        }
+        let caps = &layers["limits"]["caps"];
+        assert_eq!(caps["disk"], "hit");
+        assert_eq!(caps["cpu"], "not_hit");
+        assert_eq!(caps["processes"], "not_observable");
+        assert_eq!(caps["open_files"], "not_observable");
+        assert_eq!(
+            layers["limits"]["unobservable"],
+            serde_json::json!(["open_files", "processes"])
+        );
+        assert_eq!(facts.audit_line(None).layers, layers);
+        let limits: Value = serde_json::from_str(&row.limits_json).unwrap();
+        assert_eq!(limits["disk_bytes"], Value::from(8u64 << 30));
     }
 }

@@ -110,6 +110,7 @@ pub(super) struct RawLimits {
     pub(super) processes: Option<u64>,
     pub(super) open_files: Option<u64>,
     pub(super) output: Option<toml::Value>,
+    pub(super) disk: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]

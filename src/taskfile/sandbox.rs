@@ -167,6 +167,7 @@ fn limits(l: Spanned<RawLimits>) -> Result<LimitSettings, ConvertError> {
         processes: l.processes,
         open_files: l.open_files,
         output: size("output", l.output, &span)?,
+        disk: size("disk", l.disk, &span)?,
     };
     let zero = [
         ("cpu_secs", limits.cpu_secs),
@@ -175,6 +176,7 @@ fn limits(l: Spanned<RawLimits>) -> Result<LimitSettings, ConvertError> {
         ("processes", limits.processes),
         ("open_files", limits.open_files),
         ("output", limits.output),
+        ("disk", limits.disk),
     ]
     .into_iter()
     .find(|(_, v)| *v == Some(0));

@@ -332,3 +332,24 @@ fn a_missing_instructions_file_or_an_unreachable_base_url_names_file_line_and_ke
     }
     assert!(load(&format!("{p}base_url = \"http://127.0.0.1:8080/v1\"\n")).is_ok());
 }
+
+#[test]
+fn sandbox_disk_limit_parses_defaults_and_bad_values_name_file_line_and_key() {
+    let c = load(&format!("{OK}[sandbox]\nlimits = {{ disk = \"2GiB\" }}\n")).unwrap();
+    assert_eq!(c.sandbox.limits.disk, Some(2 << 30));
+    let c = load(&format!("{OK}[sandbox]\nlimits = {{ disk = 1048576 }}\n")).unwrap();
+    assert_eq!(c.sandbox.limits.disk, Some(1 << 20));
+    // Unset: the sandbox's default (8 GiB) applies.
+    assert_eq!(load(OK).unwrap().sandbox.limits.disk, None);
+    assert_eq!(
+        crate::sandbox::SandboxLimits::default().disk_bytes,
+        Some(8 << 30)
+    );
+    let (line, key, msg) = invalid(&format!("{OK}[sandbox]\nlimits = {{ disk = 0 }}\n"));
+    assert_eq!((line, key.as_str()), (5, "sandbox.limits.disk"));
+    assert!(msg.contains("more than zero"), "{msg}");
+    let (line, key, _) = invalid(&format!("{OK}[sandbox]\nlimits = {{ disk = \"lots\" }}\n"));
+    assert_eq!((line, key.as_str()), (5, "sandbox.limits.disk"));
+    let (line, key, _) = invalid(&format!("{OK}[sandbox]\nlimits = {{ disk = true }}\n"));
+    assert_eq!((line, key.as_str()), (5, "sandbox.limits.disk"));
+}

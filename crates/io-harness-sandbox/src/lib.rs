@@ -96,8 +96,8 @@ pub use linux::Layer;
 #[cfg(target_os = "linux")]
 pub use linux::NativeSandbox;
 pub use outcome::{
-    Captured, CgroupController, LandlockReport, LandlockStatus, LayerReport, LimitReport,
-    MountReport, Namespace, SandboxOutcome, Teardown,
+    CapState, Captured, CgroupController, CpuAccounting, LandlockReport, LandlockStatus,
+    LayerReport, LimitReport, MountReport, Namespace, SandboxOutcome, Teardown,
 };
 pub use select::{ProbeReport, probe, require, select};
 pub use spec::{Cap, NetworkPosture, ProxyBridge, RunSpec, SandboxLimits};

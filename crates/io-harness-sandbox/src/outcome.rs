@@ -48,8 +48,11 @@ pub struct SandboxOutcome {
     pub stdout: Captured,
     /// Bounded standard error.
     pub stderr: Captured,
-    /// The enforced cap that stopped or truncated it, if one did.
+    /// The enforced cap that stopped or truncated it, if one did (the first seen).
     pub cap_hit: Option<Cap>,
+    /// Every enforced cap with what is known of it: hit, not hit, or not observable
+    /// from outside (see [`CapState`]). Caps that were not enforced are absent.
+    pub caps: Vec<(Cap, CapState)>,
     /// Wall time from spawn to teardown.
     pub duration: Duration,
     /// What isolation was really applied.
@@ -70,6 +73,7 @@ impl SandboxOutcome {
             stdout: Captured::default(),
             stderr: Captured::default(),
             cap_hit: None,
+            caps: Vec::new(),
             duration: Duration::ZERO,
             layers,
             stopped: false,
@@ -79,6 +83,49 @@ impl SandboxOutcome {
     /// Exited with status 0, no cap was hit and it was not stopped.
     pub fn success(&self) -> bool {
         self.exit_code == Some(0) && self.cap_hit.is_none() && !self.stopped
+    }
+
+    /// What is known of `cap`: `None` when it was not enforced at all.
+    pub fn cap_state(&self, cap: Cap) -> Option<CapState> {
+        self.caps.iter().find(|(c, _)| *c == cap).map(|(_, s)| *s)
+    }
+
+    /// Whether `cap` was hit: `Some(true)`/`Some(false)` when the parent could tell,
+    /// `None` when it could not (not enforced, or enforced where nothing outside sees
+    /// a hit). "Not observed" is never reported as "not hit".
+    pub fn cap_was_hit(&self, cap: Cap) -> Option<bool> {
+        match self.cap_state(cap)? {
+            CapState::Hit => Some(true),
+            CapState::NotHit => Some(false),
+            CapState::NotObservable => None,
+        }
+    }
+}
+
+/// What the parent knows of one enforced cap after the command ended.
+///
+/// A cap can be enforced where its hit cannot be seen from outside: `RLIMIT_NOFILE`
+/// and `RLIMIT_NPROC` only make a call fail inside the sandbox. Such a cap is
+/// `NotObservable`, never `NotHit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CapState {
+    /// The cap was reached (and the command stopped, refused or truncated).
+    Hit,
+    /// The cap was watched throughout and not reached.
+    NotHit,
+    /// The cap was enforced, but whether it was reached cannot be seen from outside.
+    NotObservable,
+}
+
+impl CapState {
+    /// Stable label: `hit`, `not_hit`, `not_observable`.
+    pub fn label(self) -> &'static str {
+        match self {
+            CapState::Hit => "hit",
+            CapState::NotHit => "not_hit",
+            CapState::NotObservable => "not_observable",
+        }
     }
 }
 
@@ -239,12 +286,41 @@ pub struct LimitReport {
     pub cgroup: Vec<CgroupController>,
     /// rlimits set in the child (`cpu`, `nofile`, `core`, `nproc`).
     pub rlimits: Vec<&'static str>,
-    /// A sampling monitor enforced the memory cap (no memory cgroup available).
+    /// A sampling monitor enforced the memory cap (no memory cgroup available): the
+    /// resident memory of the process tree plus the sandbox's private tmpfs mounts.
     pub memory_monitor: bool,
+    /// How the CPU cap over the whole process tree was measured, when there was one.
+    pub cpu_tree: Option<CpuAccounting>,
+    /// A watcher enforced the disk cap on the writable host directories.
+    pub disk_watch: bool,
     /// The caps that were enforced; only these can appear in `cap_hit`.
     pub enforced: Vec<Cap>,
+    /// Enforced caps whose hit nothing outside the sandbox can see (`open_files`
+    /// always; `processes` where only `RLIMIT_NPROC` holds it).
+    pub unobservable: Vec<Cap>,
     /// How processes are killed at teardown.
     pub teardown: Vec<Teardown>,
+}
+
+/// Where the CPU time of the sandbox's whole process tree was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CpuAccounting {
+    /// The cgroup's `cpu.stat` (v2): every process ever in it, exact.
+    CgroupCpuStat,
+    /// `/proc/<pid>/stat` of every process of the tree, with the times of reaped
+    /// children (`cutime`, `cstime`), sampled.
+    ProcTree,
+}
+
+impl CpuAccounting {
+    /// Stable label: `cgroup-cpu-stat`, `proc-tree`.
+    pub fn label(self) -> &'static str {
+        match self {
+            CpuAccounting::CgroupCpuStat => "cgroup-cpu-stat",
+            CpuAccounting::ProcTree => "proc-tree",
+        }
+    }
 }
 
 /// The isolation layers really applied to one command.

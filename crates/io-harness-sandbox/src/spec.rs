@@ -56,19 +56,27 @@ pub struct ProxyBridge {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Cap {
-    /// Killed for using its CPU time (`RLIMIT_CPU`).
+    /// Killed for the CPU time of its whole process tree (cgroup `cpu.stat`, or the
+    /// tree sampled from `/proc` with reaped children's times), or one process killed
+    /// by its own `RLIMIT_CPU`.
     Cpu,
     /// An out-of-memory kill was observed (cgroup event or the monitor's kill).
     Memory,
     /// Killed at the wall-clock deadline.
     Wall,
-    /// A fork was refused at the process limit (cgroup `pids.events`).
+    /// A fork was refused at the process limit (cgroup `pids.events`), or — held by
+    /// `RLIMIT_NPROC`, whose refusals nothing outside sees — the tree was sampled at
+    /// the limit.
     Processes,
     /// The open-file limit. Enforced by `RLIMIT_NOFILE`, which only makes `open`
-    /// fail inside; nothing outside can observe it, so it is never reported hit.
+    /// fail inside; nothing outside can observe it, so it is never reported hit
+    /// ([`crate::CapState::NotObservable`]).
     OpenFiles,
     /// Output was truncated at the limit.
     Output,
+    /// The writable host directories (the workspace) grew past the disk cap: killed
+    /// by the disk watcher, or by `RLIMIT_FSIZE` (one file reached the cap).
+    Disk,
 }
 
 impl Cap {
@@ -82,6 +90,7 @@ impl Cap {
             Cap::Processes => "processes",
             Cap::OpenFiles => "open_files",
             Cap::Output => "output",
+            Cap::Disk => "disk",
         }
     }
 }
@@ -89,15 +98,16 @@ impl Cap {
 /// Resource caps for one sandboxed command. `None` means unbounded.
 ///
 /// The defaults are those of the task file (`[sandbox] limits`): 600 s of CPU,
-/// 900 s of wall clock, 4 GiB of memory, 512 processes, 1024 open files and 1 MiB of
-/// captured output per stream.
+/// 900 s of wall clock, 4 GiB of memory, 512 processes, 1024 open files, 1 MiB of
+/// captured output per stream and 8 GiB of workspace growth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SandboxLimits {
-    /// CPU seconds per process (`RLIMIT_CPU`).
+    /// CPU seconds of the whole process tree (and of each process, `RLIMIT_CPU`).
     pub cpu_secs: Option<u64>,
     /// Wall-clock seconds for the whole sandbox.
     pub wall_secs: Option<u64>,
-    /// Memory in bytes for the whole sandbox (cgroup) or its process tree (monitor).
+    /// Memory in bytes for the whole sandbox (cgroup), or its process tree's resident
+    /// memory plus its private tmpfs mounts (monitor).
     pub memory_bytes: Option<u64>,
     /// Processes (tasks) alive at once in the sandbox.
     pub processes: Option<u64>,
@@ -105,6 +115,9 @@ pub struct SandboxLimits {
     pub open_files: Option<u64>,
     /// Bytes of stdout and of stderr kept; the rest is drained and dropped.
     pub output_bytes: Option<u64>,
+    /// Bytes the writable host directories (the workspace) may grow by: no file
+    /// larger (`RLIMIT_FSIZE`), and the whole growth watched.
+    pub disk_bytes: Option<u64>,
 }
 
 impl Default for SandboxLimits {
@@ -116,6 +129,7 @@ impl Default for SandboxLimits {
             processes: Some(512),
             open_files: Some(1024),
             output_bytes: Some(1 << 20),
+            disk_bytes: Some(8 << 30),
         }
     }
 }
@@ -130,6 +144,7 @@ impl SandboxLimits {
             processes: None,
             open_files: None,
             output_bytes: None,
+            disk_bytes: None,
         }
     }
 }

@@ -47,6 +47,7 @@ fn server_spec(argv: &[String], names: &[String], env: &McpEnv) -> RunSpec {
         processes: l.processes.or(d.processes),
         open_files: l.open_files.or(d.open_files),
         output_bytes: None,
+        disk_bytes: l.disk.or(d.disk_bytes),
     };
     spec.env = env_values(&env.settings, names);
     spec.network = match env.settings.network {

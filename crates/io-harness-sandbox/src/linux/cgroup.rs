@@ -474,6 +474,14 @@ impl SandboxCgroup {
         Some(d.oom_kills(self.support)?.saturating_sub(d.base_oom_kills))
     }
 
+    /// The v2 group's `cpu.stat` (present in every v2 group, controller or not) and
+    /// its CPU time in ms now, the start of this sandbox's share of a pooled group.
+    pub(crate) fn cpu_stat(&self) -> Option<(PathBuf, u64)> {
+        let path = self.dirs.as_ref()?.v2.as_ref()?.join("cpu.stat");
+        let base = super::caps::cpu_stat_ms(&path)?;
+        Some((path, base))
+    }
+
     /// Kill everything in the groups.
     pub(crate) fn kill_all(&self) {
         if let Some(d) = &self.dirs {

@@ -3,8 +3,10 @@
 //! differ only in the plan ([`prepare::Mode`]).
 
 mod bridge;
+mod caps;
 mod cgroup;
 mod child;
+mod disk;
 mod host;
 mod landlock;
 mod monitor;
@@ -17,6 +19,8 @@ mod seccomp;
 mod session;
 mod spawn;
 mod sys;
+mod tmpfs;
+mod walk;
 mod watchdog;
 
 use std::process::{ChildStderr, ChildStdin, ChildStdout};
@@ -57,6 +61,12 @@ pub enum Layer {
     UtsNs,
     /// rlimits.
     Rlimits,
+    /// The memory monitor's count of the sandbox's private tmpfs mounts.
+    TmpfsAccounting,
+    /// The disk watcher (`RLIMIT_FSIZE` stays, with the rlimits).
+    DiskWatch,
+    /// The CPU cap over the whole process tree (`RLIMIT_CPU` stays, per process).
+    CpuTree,
 }
 
 #[cfg(feature = "sandbox-test-disable-layers")]
@@ -75,6 +85,9 @@ impl Layer {
             Layer::IpcNs => off::IPCNS,
             Layer::UtsNs => off::UTSNS,
             Layer::Rlimits => off::RLIMITS,
+            Layer::TmpfsAccounting => off::TMPFS,
+            Layer::DiskWatch => off::DISK_WATCH,
+            Layer::CpuTree => off::CPU_TREE,
         }
     }
 }

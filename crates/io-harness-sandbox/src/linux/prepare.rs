@@ -10,7 +10,9 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use super::caps::WatchPlan;
 use super::cgroup::{self, SandboxCgroup};
+use super::disk::DiskWatch;
 use super::host::{cap_last, host_facts, ignored_signals, mount_inputs};
 use super::landlock::{self as ll, Rules, Shape};
 use super::mounts::{DEVICES, MountPlan};
@@ -18,8 +20,8 @@ use super::plan::{ChildPlan, ExecPlan, IdMaps, LandlockChild, bit};
 use super::seccomp;
 use crate::env::{DEFAULT_PATH, EnvBase, build_env};
 use crate::{
-    Cap, LandlockReport, LayerReport, LimitReport, Namespace, NetworkPosture, ProxyBridge, RunSpec,
-    SandboxError, Teardown,
+    Cap, CpuAccounting, LandlockReport, LayerReport, LimitReport, Namespace, NetworkPosture,
+    ProxyBridge, RunSpec, SandboxError, Teardown,
 };
 
 /// Test-only layer switches, as bits. Always zero outside the
@@ -36,6 +38,9 @@ pub(crate) mod off {
     pub const IPCNS: u32 = 1 << 8;
     pub const UTSNS: u32 = 1 << 9;
     pub const RLIMITS: u32 = 1 << 10;
+    pub const TMPFS: u32 = 1 << 11;
+    pub const DISK_WATCH: u32 = 1 << 12;
+    pub const CPU_TREE: u32 = 1 << 13;
 }
 
 /// Which backend is being prepared.
@@ -54,8 +59,9 @@ pub(crate) struct Prepared {
     pub cgroup: Option<SandboxCgroup>,
     /// The floor's private directory, removed at teardown.
     pub private_dir: Option<PathBuf>,
-    /// Enforce the memory cap by sampling (no memory cgroup).
-    pub memory_monitor: bool,
+    /// The caps the parent enforces by watching (memory without a memory cgroup,
+    /// the CPU of the whole tree, the disk).
+    pub watch: WatchPlan,
     /// The egress proxy's unix socket, when the child sets up a bridge to it.
     pub bridge_to: Option<PathBuf>,
 }
@@ -131,6 +137,11 @@ fn rlimits(spec: &RunSpec, nproc: bool) -> (Vec<(libc::c_int, u64, u64)>, Vec<&'
     if let Some(n) = spec.limits.open_files {
         out.push((libc::RLIMIT_NOFILE as libc::c_int, n, n));
         names.push("nofile");
+    }
+    if let Some(n) = spec.limits.disk_bytes {
+        // No single file grows past the disk cap; the watcher sees the rest.
+        out.push((libc::RLIMIT_FSIZE as libc::c_int, n, n));
+        names.push("fsize");
     }
     if nproc && let Some(n) = spec.limits.processes {
         out.push((libc::RLIMIT_NPROC as libc::c_int, n, n));
@@ -310,18 +321,23 @@ fn landlock(
     })
 }
 
-/// The resource limits: rlimits for the child, the cgroup, and what they enforce.
+/// The resource limits: rlimits for the child, the cgroup, what the parent watches,
+/// and what they enforce.
 struct Limits {
     rlimits: Vec<(libc::c_int, u64, u64)>,
     cgroup: Option<SandboxCgroup>,
+    watch: WatchPlan,
     report: LimitReport,
 }
 
-/// Phase 6: rlimits and the cgroup, and the caps and teardown they make good.
+/// Phase 6: rlimits, the cgroup and the parent's watches, and the caps and teardown
+/// they make good. `writable` are the host directories the command may write (the
+/// disk cap's roots).
 fn limits(
     spec: &RunSpec,
     on: impl Fn(u32) -> bool,
     ns: &Namespaces,
+    writable: Vec<PathBuf>,
 ) -> Result<Limits, SandboxError> {
     // RLIMIT_NPROC counts per (user namespace, uid), so in a fresh user namespace it
     // is a per-sandbox cap — except for uid 0, which the kernel never holds to it.
@@ -350,7 +366,38 @@ fn limits(
         .iter()
         .any(|c| matches!(c, C::V1Pids | C::V2Pids));
     let memory_monitor = spec.limits.memory_bytes.is_some() && !cg_memory;
-    let enforced = enforced(spec, &rlimit_names, cg_pids);
+    let nproc_only = rlimit_names.contains(&"nproc") && !cg_pids;
+    let cpu_stat = cgroup.as_ref().and_then(SandboxCgroup::cpu_stat);
+    let cpu_tree = spec.limits.cpu_secs.filter(|_| on(off::CPU_TREE)).map(|_| {
+        if cpu_stat.is_some() {
+            CpuAccounting::CgroupCpuStat
+        } else {
+            CpuAccounting::ProcTree
+        }
+    });
+    let watch = WatchPlan {
+        memory: spec.limits.memory_bytes.filter(|_| memory_monitor),
+        tmpfs: memory_monitor && ns.has(Namespace::Mount) && on(off::TMPFS),
+        cpu_ms: cpu_tree
+            .and(spec.limits.cpu_secs)
+            .map(|s| s.saturating_mul(1000)),
+        cpu_stat,
+        nproc: spec.limits.processes.filter(|_| nproc_only),
+        disk: spec
+            .limits
+            .disk_bytes
+            .filter(|_| on(off::DISK_WATCH))
+            .map(|cap| DiskWatch::new(cap, writable)),
+        init_root: ns.has(Namespace::Pid),
+    };
+    let enforced = enforced(spec, &rlimit_names, cg_pids, &watch);
+    let mut unobservable = Vec::new();
+    if enforced.contains(&Cap::OpenFiles) {
+        unobservable.push(Cap::OpenFiles);
+    }
+    if enforced.contains(&Cap::Processes) && nproc_only {
+        unobservable.push(Cap::Processes);
+    }
     let mut teardown = Vec::new();
     if ns.has(Namespace::Pid) {
         teardown.push(Teardown::PidNamespace);
@@ -365,21 +412,26 @@ fn limits(
         cgroup: controllers,
         rlimits: rlimit_names,
         memory_monitor,
+        cpu_tree,
+        disk_watch: watch.disk.is_some(),
         enforced,
+        unobservable,
         teardown,
     };
     Ok(Limits {
         rlimits,
         cgroup,
+        watch,
         report,
     })
 }
 
 /// The caps that something really enforces, given the rlimits set and whether the
-/// cgroup has a pids controller (memory is always enforced: by cgroup or sampling).
-fn enforced(spec: &RunSpec, rlimit_names: &[&str], cg_pids: bool) -> Vec<Cap> {
+/// cgroup has a pids controller (memory is always enforced: by cgroup or sampling;
+/// CPU and disk by the parent's watches, whatever the rlimits).
+fn enforced(spec: &RunSpec, rlimit_names: &[&str], cg_pids: bool, watch: &WatchPlan) -> Vec<Cap> {
     let mut enforced = Vec::new();
-    if spec.limits.cpu_secs.is_some() && rlimit_names.contains(&"cpu") {
+    if spec.limits.cpu_secs.is_some() && (watch.cpu_ms.is_some() || rlimit_names.contains(&"cpu")) {
         enforced.push(Cap::Cpu);
     }
     if spec.limits.memory_bytes.is_some() {
@@ -396,6 +448,10 @@ fn enforced(spec: &RunSpec, rlimit_names: &[&str], cg_pids: bool) -> Vec<Cap> {
     }
     if spec.limits.output_bytes.is_some() {
         enforced.push(Cap::Output);
+    }
+    if spec.limits.disk_bytes.is_some() && (watch.disk.is_some() || rlimit_names.contains(&"fsize"))
+    {
+        enforced.push(Cap::Disk);
     }
     enforced
 }
@@ -440,7 +496,10 @@ pub(crate) fn prepare(
     } else {
         Vec::new()
     };
-    let limits = limits(spec, on, &ns)?;
+    let mut roots = vec![wd.clone()];
+    roots.extend(extra.iter().cloned());
+    roots.extend(env.private_dir.iter().cloned());
+    let limits = limits(spec, on, &ns, roots)?;
 
     let id_maps = ns.has(Namespace::User).then(identity_maps);
     let slots = vec![-1; mounts.as_ref().map_or(0, |m| m.slots)];
@@ -449,7 +508,6 @@ pub(crate) fn prepare(
         limits: limits.report,
         ..LayerReport::default()
     };
-    let memory_monitor = base.limits.memory_monitor;
     let plan = ChildPlan {
         clone_flags: ns.clone_flags,
         netns: ns.pooled_net,
@@ -481,7 +539,7 @@ pub(crate) fn prepare(
         landlock: landlock_report,
         cgroup: limits.cgroup,
         private_dir: env.private_dir,
-        memory_monitor,
+        watch: limits.watch,
         bridge_to: ns.bridge.map(|b| b.to_unix),
     })
 }
@@ -550,21 +608,43 @@ pub(crate) fn complete(
     base.fds_closed = applied & bit::FDS != 0;
     base.proxy_bridge = applied & bit::BRIDGE != 0;
     if applied & bit::CGROUP == 0 && !base.limits.cgroup.is_empty() {
-        // Not in the cgroup after all: its caps and teardown do not apply.
+        // Not in the cgroup after all: its caps and teardown do not apply (the
+        // session stops reading its cpu.stat and samples the tree instead).
         base.limits.cgroup.clear();
         base.limits.teardown.retain(|t| *t != Teardown::Cgroup);
         let nproc = base.limits.rlimits.contains(&"nproc");
         base.limits.enforced.retain(|c| match c {
             Cap::Processes => nproc,
-            Cap::Memory => false,
+            Cap::Memory => base.limits.memory_monitor,
+            _ => true,
+        });
+        if nproc && base.limits.enforced.contains(&Cap::Processes) {
+            base.limits.unobservable.push(Cap::Processes);
+        }
+        if base.limits.cpu_tree.is_some() {
+            base.limits.cpu_tree = Some(CpuAccounting::ProcTree);
+        }
+    }
+    if applied & bit::RLIMITS == 0 {
+        // CPU and disk stay enforced by the parent's watches; the process cap only
+        // where a pids cgroup holds it.
+        use crate::CgroupController as C;
+        let cg_pids = base
+            .limits
+            .cgroup
+            .iter()
+            .any(|c| matches!(c, C::V1Pids | C::V2Pids));
+        base.limits.rlimits.clear();
+        let (cpu_tree, disk_watch) = (base.limits.cpu_tree.is_some(), base.limits.disk_watch);
+        base.limits.enforced.retain(|c| match c {
+            Cap::OpenFiles => false,
+            Cap::Processes => cg_pids,
+            Cap::Cpu => cpu_tree,
+            Cap::Disk => disk_watch,
             _ => true,
         });
     }
-    if applied & bit::RLIMITS == 0 {
-        base.limits.rlimits.clear();
-        base.limits
-            .enforced
-            .retain(|c| !matches!(c, Cap::Cpu | Cap::OpenFiles));
-    }
+    let enforced = base.limits.enforced.clone();
+    base.limits.unobservable.retain(|c| enforced.contains(c));
     base
 }

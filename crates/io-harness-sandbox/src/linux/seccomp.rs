@@ -3,7 +3,10 @@
 //!
 //! Denied (EPERM): io_uring, ptrace, process_vm_readv/writev, the whole mount family
 //! (old and new API), setns, namespace flags on unshare/clone, keyctl and friends,
-//! bpf, perf_event_open, kexec, module loading, userfaultfd, `AF_VSOCK` sockets, and
+//! bpf, perf_event_open, kexec, module loading, userfaultfd, `memfd_create`,
+//! `memfd_secret` and SysV `shmget` (memory no cap could count without a memory
+//! cgroup: a memfd can outlive every fd and mapping in flight in a unix socket),
+//! `AF_VSOCK` sockets, and
 //! the TIOCSTI/TIOCLINUX ioctls — compared on the low 32 bits only, because the
 //! kernel truncates the request number to an `unsigned int` and a 64-bit comparison
 //! is bypassed by setting a high bit. Without a private network namespace, IPv4 and
@@ -81,6 +84,11 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_finit_module,
     libc::SYS_delete_module,
     libc::SYS_userfaultfd,
+    // Anonymous memory outside every mount: the memory monitor, which counts the
+    // tree's resident memory and its tmpfs mounts, could not see it (see tmpfs.rs).
+    libc::SYS_memfd_create,
+    libc::SYS_memfd_secret,
+    libc::SYS_shmget,
 ];
 
 fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, SandboxError> {

@@ -13,19 +13,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::bridge::Forwarder;
+use super::caps::CapWatch;
 use super::cgroup::SandboxCgroup;
 use super::child::{
     KIND_EXEC_FAILED, KIND_FAILED, KIND_LAYERS, KIND_STATUS, REPORT_LEN, Report, Stage,
 };
-use super::monitor;
 use super::pipes::{self, Sink, pfd, poll, set_nonblocking};
 use super::plan::bit;
 use super::prepare::{Prepared, complete};
 use super::spawn::{self, Launched, Stdin};
 use super::sys;
-use super::watchdog::{MONITOR_TICK, Watchdog};
+use super::watchdog::Watchdog;
 use crate::{
-    Backend, Cap, Captured, LayerReport, SandboxError, SandboxLimits, SandboxOutcome, StopSignal,
+    Backend, Cap, CapState, Captured, LayerReport, SandboxError, SandboxLimits, SandboxOutcome,
+    StopSignal,
 };
 
 /// How long to keep draining output after the top process is gone.
@@ -53,13 +54,15 @@ pub(crate) struct Session {
     deadline: Option<Instant>,
     layers: LayerReport,
     private_dir: Option<PathBuf>,
-    monitor: bool,
+    /// The parent's watches, while this thread runs them (the watchdog holds them
+    /// while it runs).
+    watch: Option<CapWatch>,
     killed_for: Option<Cap>,
     /// The caller's stop signal killed it (see [`crate::StopSignal`]).
     stopped: bool,
     exit: Option<Exit>,
     done: bool,
-    /// Enforces wall clock and memory monitor for a spawn handle nobody waits on.
+    /// Enforces wall clock and the watches for a spawn handle nobody waits on.
     watchdog: Option<Watchdog>,
     /// What the watchdog killed for.
     fired: Arc<Mutex<Option<Cap>>>,
@@ -91,7 +94,7 @@ impl Session {
             landlock,
             cgroup,
             private_dir,
-            memory_monitor,
+            watch,
             bridge_to,
         } = prepared;
         let pid_ns = plan.pid_ns;
@@ -120,7 +123,7 @@ impl Session {
             deadline: limits.wall_secs.map(|s| started + Duration::from_secs(s)),
             layers: base,
             private_dir,
-            monitor: memory_monitor,
+            watch: Some(CapWatch::new(watch)),
             killed_for: None,
             stopped: false,
             exit: None,
@@ -142,6 +145,11 @@ impl Session {
             Ok(applied) => {
                 let layers = std::mem::take(&mut session.layers);
                 session.layers = complete(layers, landlock, plan.mounts.as_ref(), applied);
+                if applied & bit::CGROUP == 0
+                    && let Some(w) = session.watch.as_mut()
+                {
+                    w.without_cgroup();
+                }
                 Ok((
                     session,
                     Pipes {
@@ -266,9 +274,10 @@ impl Session {
         }
     }
 
-    /// Start the watchdog (for spawn handles) when there is a deadline or a monitor.
+    /// Start the watchdog (for spawn handles) when there is a deadline or a watch.
     pub(crate) fn start_watchdog(&mut self) -> Result<(), SandboxError> {
-        if self.deadline.is_none() && !self.monitor {
+        let watching = self.watch.as_ref().is_some_and(CapWatch::active);
+        if self.deadline.is_none() && !watching {
             return Ok(());
         }
         let pidfd = self
@@ -276,12 +285,14 @@ impl Session {
             .try_clone()
             .map_err(SandboxError::spawn("dup pidfd"))?;
         let fired = Arc::clone(&self.fired);
-        let memory = self.limits.memory_bytes.filter(|_| self.monitor);
+        let Some(watch) = self.watch.take() else {
+            return Ok(());
+        };
         self.watchdog = Some(Watchdog::start(
             pidfd,
             fired,
             self.deadline,
-            memory,
+            watch,
             self.pid,
             self.pid_ns,
         )?);
@@ -293,7 +304,9 @@ impl Session {
         if self.exit.is_some() {
             return Ok(());
         }
-        self.watchdog.take();
+        if let Some(w) = self.watchdog.take() {
+            self.watch = w.finish();
+        }
         if let Some(cap) = self.fired.lock().ok().and_then(|f| *f) {
             self.killed_for.get_or_insert(cap);
         }
@@ -356,7 +369,7 @@ impl Session {
         fds[0].revents != 0
     }
 
-    /// One supervision tick: enforce the wall clock and the memory monitor.
+    /// One supervision tick: enforce the wall clock and the watches.
     fn enforce(&mut self) {
         if self.exit.is_some() {
             return;
@@ -367,23 +380,25 @@ impl Session {
             self.kill();
             return;
         }
-        if self.monitor
-            && let Some(cap) = self.limits.memory_bytes
-            && monitor::tree_rss_bytes(self.pid) > cap
-        {
-            self.killed_for.get_or_insert(Cap::Memory);
+        let pid = self.pid;
+        if let Some(cap) = self.watch.as_mut().and_then(|w| w.tick(pid)) {
+            self.killed_for.get_or_insert(cap);
             self.kill();
         }
     }
 
     fn next_timeout(&self) -> Option<Duration> {
-        let mut t = self
-            .deadline
-            .map(|d| d.saturating_duration_since(Instant::now()));
-        if self.monitor && self.exit.is_none() {
-            t = Some(t.map_or(MONITOR_TICK, |t| t.min(MONITOR_TICK)));
-        }
-        t
+        let now = Instant::now();
+        let watch = self
+            .watch
+            .as_ref()
+            .filter(|_| self.exit.is_none())
+            .and_then(CapWatch::next_due);
+        [self.deadline, watch]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|d| d.saturating_duration_since(now))
     }
 
     /// Supervise to the end, capturing output and feeding stdin.
@@ -544,19 +559,42 @@ impl Session {
                 }
                 _ => false,
             };
-        let cap_hit = if let Some(c) = self.killed_for {
-            Some(c)
-        } else if oom > 0 && enforced(Cap::Memory) {
-            Some(Cap::Memory)
-        } else if cpu_hit && enforced(Cap::Cpu) {
-            Some(Cap::Cpu)
-        } else if forks_refused > 0 && enforced(Cap::Processes) {
-            Some(Cap::Processes)
-        } else if (stdout.truncated || stderr.truncated) && enforced(Cap::Output) {
-            Some(Cap::Output)
-        } else {
-            None
-        };
+        let fsize_hit = !self.stopped && signal == Some(libc::SIGXFSZ);
+        let disk_reached = !self.stopped && self.watch.as_mut().is_some_and(CapWatch::disk_reached);
+        let nproc_reached = self.watch.as_ref().is_some_and(|w| w.nproc_reached);
+        let truncated = stdout.truncated || stderr.truncated;
+        // Every cap seen hit, in the order a stop is attributed: the one that killed
+        // it first, then what the kernel's counters and the exit status show.
+        let mut hits: Vec<Cap> = self.killed_for.into_iter().collect();
+        for (seen, cap) in [
+            (oom > 0, Cap::Memory),
+            (cpu_hit, Cap::Cpu),
+            (fsize_hit || disk_reached, Cap::Disk),
+            (forks_refused > 0 || nproc_reached, Cap::Processes),
+            (truncated, Cap::Output),
+        ] {
+            if seen && enforced(cap) && !hits.contains(&cap) {
+                hits.push(cap);
+            }
+        }
+        hits.retain(|c| enforced(*c));
+        let cap_hit = hits.first().copied();
+        let caps = self
+            .layers
+            .limits
+            .enforced
+            .iter()
+            .map(|&c| {
+                let state = if hits.contains(&c) {
+                    CapState::Hit
+                } else if self.layers.limits.unobservable.contains(&c) {
+                    CapState::NotObservable
+                } else {
+                    CapState::NotHit
+                };
+                (c, state)
+            })
+            .collect();
         let duration = self.started.elapsed();
         self.teardown()?;
         Ok(SandboxOutcome {
@@ -566,6 +604,7 @@ impl Session {
             stdout,
             stderr,
             cap_hit,
+            caps,
             duration,
             layers: self.layers.clone(),
             stopped: self.stopped,

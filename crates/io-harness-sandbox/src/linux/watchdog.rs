@@ -1,23 +1,21 @@
-//! The watchdog of a spawned child: a thread that enforces the wall clock (and the
-//! memory monitor, where no memory cgroup exists) while the handle's owner is not
-//! waiting. It is stopped before the child is reaped, so it can never signal a
-//! recycled pid.
+//! The watchdog of a spawned child: a thread that enforces the wall clock and the
+//! watched caps ([`CapWatch`]) while the handle's owner is not waiting. It is stopped
+//! before the child is reaped, so it can never signal a recycled pid, and it hands
+//! the watch back so the outcome can say what it saw.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::{monitor, sys};
+use super::caps::{CapWatch, SAMPLE_TICK};
+use super::sys;
 use crate::{Cap, SandboxError};
-
-/// How often the memory monitor samples.
-pub(crate) const MONITOR_TICK: Duration = Duration::from_millis(50);
 
 /// A running watchdog; dropping it stops and joins the thread.
 #[derive(Debug)]
 pub(crate) struct Watchdog {
     stop: Option<mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Option<std::thread::JoinHandle<CapWatch>>,
 }
 
 impl Drop for Watchdog {
@@ -31,12 +29,12 @@ impl Drop for Watchdog {
 
 impl Watchdog {
     /// Watch the child behind `pidfd` (host pid `pid`): kill it at `deadline`, or
-    /// when its tree's resident memory passes `memory`; record why in `fired`.
+    /// when `watch` finds a cap passed; record why in `fired`.
     pub(crate) fn start(
         pidfd: OwnedFd,
         fired: Arc<Mutex<Option<Cap>>>,
         deadline: Option<Instant>,
-        memory: Option<u64>,
+        mut watch: CapWatch,
         pid: i32,
         pid_ns: bool,
     ) -> Result<Watchdog, SandboxError> {
@@ -56,24 +54,19 @@ impl Watchdog {
             .spawn(move || {
                 loop {
                     let now = Instant::now();
-                    let mut wait =
-                        deadline.map_or(MONITOR_TICK, |d| d.saturating_duration_since(now));
-                    if memory.is_some() {
-                        wait = wait.min(MONITOR_TICK);
-                    }
+                    let due = [deadline, watch.next_due()].into_iter().flatten().min();
+                    let wait = due.map_or(SAMPLE_TICK, |d| d.saturating_duration_since(now));
                     match rx.recv_timeout(wait) {
                         Err(mpsc::RecvTimeoutError::Timeout) => {}
-                        _ => return,
+                        _ => return watch,
                     }
                     if deadline.is_some_and(|d| Instant::now() >= d) {
                         kill(Cap::Wall);
-                        return;
+                        return watch;
                     }
-                    if let Some(m) = memory
-                        && monitor::tree_rss_bytes(pid) > m
-                    {
-                        kill(Cap::Memory);
-                        return;
+                    if let Some(cap) = watch.tick(pid) {
+                        kill(cap);
+                        return watch;
                     }
                 }
             })
@@ -82,5 +75,11 @@ impl Watchdog {
             stop: Some(stop),
             thread: Some(thread),
         })
+    }
+
+    /// Stop the thread and take the watch back.
+    pub(crate) fn finish(mut self) -> Option<CapWatch> {
+        self.stop.take();
+        self.thread.take().and_then(|t| t.join().ok())
     }
 }

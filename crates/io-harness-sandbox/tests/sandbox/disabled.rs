@@ -217,8 +217,10 @@ fn capabilities_kept_override_file_modes() {
     }
 }
 
+/// Two layers hold the CPU cap: `RLIMIT_CPU` per process and the parent's cap over
+/// the tree. Either alone stops a spin; with both off it runs to the wall.
 #[test]
-fn rlimits_off_cpu_spin_runs_to_the_wall() {
+fn rlimits_and_cpu_tree_off_cpu_spin_runs_to_the_wall() {
     let f = Fixture::new();
     let mut spec = f.spec(py("while True: pass"));
     spec.limits = SandboxLimits {
@@ -226,14 +228,35 @@ fn rlimits_off_cpu_spin_runs_to_the_wall() {
         wall_secs: Some(3),
         ..test_limits()
     };
-    let out = run(&native().without(Layer::Rlimits), &spec);
+    // A loaded machine may give the spin well under a core: each layer alone gets a
+    // long wall clock to reach its second of CPU.
+    let mut long = spec.clone();
+    long.limits.wall_secs = Some(30);
+    let out = run(&native().without(Layer::Rlimits), &long);
+    assert_eq!(
+        out.cap_hit,
+        Some(Cap::Cpu),
+        "the tree cap alone holds: {out:?}"
+    );
+    assert_eq!(out.signal, Some(libc::SIGKILL));
+    let out = run(&native().without(Layer::CpuTree), &long);
+    assert_eq!(
+        out.cap_hit,
+        Some(Cap::Cpu),
+        "RLIMIT_CPU alone holds: {out:?}"
+    );
+    assert_eq!(out.signal, Some(libc::SIGXCPU));
+    let out = run(
+        &native().without(Layer::Rlimits).without(Layer::CpuTree),
+        &spec,
+    );
     assert_eq!(
         out.cap_hit,
         Some(Cap::Wall),
         "the cpu cap no longer stops the spin"
     );
     assert!(out.duration >= Duration::from_secs(3));
-    assert!(!out.layers.enforces(Cap::Cpu));
+    assert!(!out.layers.enforces(Cap::Cpu), "{out:?}");
 }
 
 #[test]
@@ -250,4 +273,101 @@ fn ipc_namespace_off_host_queue_visible() {
         out.contains(&format!("{key:#010x}")),
         "the host queue is visible: {out}"
     );
+}
+
+/// Without a memory cgroup and without the tmpfs count, a 128 MiB write to the
+/// sandbox's `/dev/shm` under a 64 MiB cap completes: the count is what stops it.
+#[test]
+fn tmpfs_accounting_off_shm_writer_completes() {
+    let f = Fixture::new();
+    let code = "f=open('/dev/shm/fill','wb',buffering=0)\n\
+                for i in range(128): f.write(b'\\x01'*(1<<20))\n\
+                print('SURVIVED', flush=True)";
+    let mut spec = f.spec(py(code));
+    spec.limits.memory_bytes = Some(64 << 20);
+    let out = run(&native().without(Layer::Cgroup), &spec);
+    assert_eq!(
+        out.cap_hit,
+        Some(Cap::Memory),
+        "the monitor alone holds: {out:?}"
+    );
+    let out = run(
+        &native()
+            .without(Layer::Cgroup)
+            .without(Layer::TmpfsAccounting),
+        &spec,
+    );
+    assert!(out.stdout.text().contains("SURVIVED"), "{out:?}");
+    assert_eq!(out.cap_hit, None);
+}
+
+/// With seccomp off (and no memory cgroup), a memfd holds 128 MiB under a 64 MiB
+/// cap unseen: refusing memfd_create is what closes it.
+#[test]
+fn seccomp_off_memfd_escapes_the_memory_cap() {
+    let f = Fixture::new();
+    let code = "import os\n\
+                fd=os.memfd_create('x')\n\
+                for i in range(128): os.write(fd, b'\\x01'*(1<<20))\n\
+                print('SURVIVED', os.fstat(fd).st_size >> 20, flush=True)";
+    let mut spec = f.spec(py(code));
+    spec.limits.memory_bytes = Some(64 << 20);
+    let out = run(&native().without(Layer::Cgroup), &spec);
+    assert!(!out.stdout.text().contains("SURVIVED"), "{out:?}");
+    let out = run(
+        &native().without(Layer::Cgroup).without(Layer::Seccomp),
+        &spec,
+    );
+    assert_eq!(out.stdout.text(), "SURVIVED 128\n", "{out:?}");
+    assert_eq!(out.cap_hit, None);
+}
+
+/// Without the disk watcher, sixteen 8 MiB files pass a 64 MiB cap; without the
+/// rlimits, one 128 MiB file does.
+#[test]
+fn disk_watch_and_fsize_off_writers_complete() {
+    let f = Fixture::new();
+    let many = "for i in range(16): open('f%d' % i,'wb').write(b'\\x02'*(8<<20))\n\
+                print('SURVIVED', flush=True)";
+    let mut spec = f.spec(py(many));
+    spec.limits.disk_bytes = Some(64 << 20);
+    let out = run(&native().without(Layer::DiskWatch), &spec);
+    assert_eq!(out.stdout.text(), "SURVIVED\n", "{out:?}");
+    assert!(crate::caps::dir_bytes(f.workdir()) >= 128 << 20);
+    for i in 0..16 {
+        std::fs::remove_file(f.workdir().join(format!("f{i}"))).unwrap();
+    }
+    let mut spec = f.spec(sh("head -c 134217728 /dev/zero > big; echo rc=$?"));
+    spec.limits.disk_bytes = Some(64 << 20);
+    let out = run(
+        &native().without(Layer::DiskWatch).without(Layer::Rlimits),
+        &spec,
+    );
+    assert_eq!(out.stdout.text(), "rc=0\n", "{out:?}");
+    assert_eq!(
+        std::fs::metadata(f.workdir().join("big")).unwrap().len(),
+        128 << 20
+    );
+}
+
+/// Without the cap over the tree, four processes each under a 1 s `RLIMIT_CPU` use
+/// 3.6 s of CPU under a 1 s cap.
+#[test]
+fn cpu_tree_off_four_processes_use_four_times_the_cap() {
+    let f = Fixture::new();
+    let code = "import os,time\n\
+                kids=[]\n\
+                for k in range(4):\n  \
+                  pid=os.fork()\n  \
+                  if pid==0:\n    \
+                    while time.process_time() < 0.9: pass\n    \
+                    os._exit(0)\n  \
+                  kids.append(pid)\n\
+                for p in kids: os.waitpid(p,0)\n\
+                print('DONE', flush=True)";
+    let mut spec = f.spec(py(code));
+    spec.limits.cpu_secs = Some(1);
+    let out = run(&native().without(Layer::CpuTree), &spec);
+    assert_eq!(out.stdout.text(), "DONE\n", "{out:?}");
+    assert_eq!(out.cap_hit, None);
 }

@@ -176,10 +176,10 @@ fn unprivileged_user(backend: &str) {
     assert_ne!(get("landlock"), "not");
     if backend == "native" {
         assert_eq!(get("namespaces"), "6");
-        assert_eq!(get("rlimits"), "core,cpu,nofile,nproc");
+        assert_eq!(get("rlimits"), "core,cpu,nofile,fsize,nproc");
     } else {
         assert_eq!(get("namespaces"), "0");
-        assert_eq!(get("rlimits"), "core,cpu,nofile");
+        assert_eq!(get("rlimits"), "core,cpu,nofile,fsize");
     }
     let made = work.path().join("made");
     assert_eq!(std::fs::read_to_string(&made).unwrap(), "ok\n");
@@ -219,4 +219,59 @@ fn stdin_to_a_command_that_does_not_read_native() {
 #[test]
 fn stdin_to_a_command_that_does_not_read_floor() {
     stdin_to_a_command_that_does_not_read("floor");
+}
+
+/// The cap scenarios of `caps.rs` as an unprivileged user: no cgroup at all, so the
+/// parent's watches (memory with tmpfs, CPU over the tree, disk) and the rlimits
+/// hold every cap, and each hit is still reported.
+fn caps_unprivileged(backend: &str) {
+    const NOBODY: u32 = 65534;
+    let dir = |prefix: &str| {
+        let d = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in(visible_root())
+            .unwrap();
+        std::os::unix::fs::chown(d.path(), Some(NOBODY), Some(NOBODY)).unwrap();
+        d
+    };
+    let (work, host) = (dir("caps-work-"), dir("caps-host-"));
+    let out = helper("caps")
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .env("HOME", "/nonexistent")
+        .env("HELPER_BACKEND", backend)
+        .env("HELPER_WORKDIR", work.path())
+        .env("HELPER_HOSTDIR", host.path())
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines = helper_lines(&stdout);
+    for (k, v) in lines.iter().filter(|(k, _)| k.starts_with("fig_")) {
+        eprintln!("unprivileged {backend} {k}={v}");
+    }
+    let mut ran = 0;
+    for (name, on_floor) in crate::caps::SCENARIOS {
+        if backend == "floor" && !on_floor {
+            continue;
+        }
+        ran += 1;
+        assert_eq!(
+            value(&lines, name),
+            ["ok"],
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(ran > 0);
+}
+
+#[test]
+fn caps_unprivileged_native() {
+    caps_unprivileged("native");
+}
+
+#[test]
+fn caps_unprivileged_floor() {
+    caps_unprivileged("floor");
 }

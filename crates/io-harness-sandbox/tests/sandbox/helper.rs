@@ -50,6 +50,7 @@ fn entry() {
         "env" => env(),
         "unprivileged" => unprivileged(),
         "sigpipe" => sigpipe(),
+        "caps" => caps(),
         other => panic!("unknown helper mode {other}"),
     }
 }
@@ -147,4 +148,38 @@ fn sigpipe() {
     spec.stdin = vec![b'x'; 4 << 20];
     let out = sb.run(&spec).unwrap();
     println!("HELPER:exit={:?}", out.exit_code);
+}
+
+/// Run the cap scenarios (`caps.rs`) as whoever we are (an unprivileged user), each
+/// in a fresh directory, and print `HELPER:<scenario>=ok` or the failure.
+fn caps() {
+    let sb: Box<dyn Sandbox> = match std::env::var("HELPER_BACKEND").as_deref() {
+        Ok("floor") => Box::new(floor()),
+        _ => Box::new(io_harness_sandbox::NativeSandbox::new().unwrap()),
+    };
+    let floor = std::env::var("HELPER_BACKEND").as_deref() == Ok("floor");
+    let host = std::path::PathBuf::from(std::env::var_os("HELPER_HOSTDIR").unwrap());
+    for (name, on_floor) in crate::caps::SCENARIOS {
+        let only = std::env::var("HELPER_ONLY").unwrap_or_default();
+        if floor && !on_floor || !only.is_empty() && only != *name {
+            continue;
+        }
+        let wd = workdir().join(name);
+        std::fs::create_dir(&wd).unwrap();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::caps::scenario(name, sb.as_ref(), &wd, &host)
+        }));
+        match r {
+            Ok(()) => println!("HELPER:{name}=ok"),
+            Err(e) => {
+                let msg = e
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                println!("HELPER:{name}=FAIL {}", msg.replace('\n', " "));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&wd);
+    }
 }

@@ -21,6 +21,7 @@ macro_rules! backends {
     };
 }
 
+pub mod caps;
 mod common;
 #[cfg(feature = "sandbox-test-disable-layers")]
 mod disabled;

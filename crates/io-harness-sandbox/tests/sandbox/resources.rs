@@ -74,7 +74,11 @@ fn cpu_spin_killed(sb: &dyn Sandbox) {
         ..test_limits()
     };
     let out = run(sb, &with_limits(&f, py("while True: pass"), limits));
-    assert_eq!(out.signal, Some(libc::SIGXCPU));
+    // RLIMIT_CPU (SIGXCPU) and the cap over the tree (SIGKILL) race at 1 s.
+    assert!(
+        matches!(out.signal, Some(libc::SIGXCPU) | Some(libc::SIGKILL)),
+        "{out:?}"
+    );
     assert_eq!(out.cap_hit, Some(Cap::Cpu));
 }
 backends!(cpu_spin_killed, [native, floor]);

@@ -68,6 +68,19 @@ pub enum RunError {
     /// untrusted text, see [`crate::untrusted::Boundary`]).
     #[error("could not draw the run's random frame boundary: {0}")]
     Random(#[source] std::io::Error),
+    /// The store or the audit log lies inside the workspace (see the README's Policy
+    /// row): refused before anything is copied or written.
+    #[error(
+        "the {what} {path} lies inside the workspace {workspace}: a command or tool there could read or destroy it; put it outside (the store: IO_HARNESS_STORE or --store; the audit log: XDG_CONFIG_HOME)"
+    )]
+    RecordInsideWorkspace {
+        /// `store` or `audit log`.
+        what: &'static str,
+        /// Where it is.
+        path: String,
+        /// The workspace root.
+        workspace: String,
+    },
     /// The run does not exist.
     #[error("no run with id {0}")]
     NoSuchRun(i64),
@@ -170,6 +183,7 @@ impl RunError {
                 | Self::Sandbox { usage: true, .. }
                 | Self::FeatureMissing { .. }
                 | Self::WorkspaceBusy { .. }
+                | Self::RecordInsideWorkspace { .. }
         )
     }
 

@@ -752,3 +752,49 @@ async fn a_denied_program_behind_a_wrapper_is_refused_in_a_run() {
         "{pe:?}"
     );
 }
+
+/// A store or an audit log inside the workspace is refused before the run starts (an
+/// agent's `write_file` once destroyed a store kept there; policy round 2, route 7).
+#[tokio::test]
+async fn a_store_or_audit_log_inside_the_workspace_is_refused_at_start() {
+    use io_harness::audit::AuditLog;
+    use io_harness::provider::{ScriptTurn, Scripted};
+    use io_harness::run::{RunError, RunOptions};
+    use io_harness::{Store, TaskContract, Verification, run, run_with};
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let c = TaskContract::workspace("g", &ws, Verification::file_contains("a.txt", "a"));
+    let done = || Scripted::new(vec![ScriptTurn::text("done")]);
+    let inside = Store::open(ws.join("store.db")).unwrap();
+    let err = run(&c, &done(), &inside).await.unwrap_err();
+    assert!(
+        matches!(&err, RunError::RecordInsideWorkspace { what: "store", .. }),
+        "{err}"
+    );
+    assert_eq!(err.exit_code(), 2);
+    assert!(inside.runs().unwrap().is_empty(), "nothing was recorded");
+    let outside = Store::open(dir.path().join("store.db")).unwrap();
+    let opts = RunOptions {
+        audit: Some(AuditLog::new(ws.join("deep/audit"))),
+        ..RunOptions::default()
+    };
+    let err = run_with(&c, &done(), &outside, opts).await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            RunError::RecordInsideWorkspace {
+                what: "audit log",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // Beside the workspace is fine.
+    let opts = RunOptions {
+        audit: Some(AuditLog::new(dir.path().join("audit"))),
+        ..RunOptions::default()
+    };
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+    assert!(run_with(&c, &done(), &outside, opts).await.is_ok());
+}

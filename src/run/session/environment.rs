@@ -68,6 +68,41 @@ pub(super) fn check_chain_endpoints(
     setup::check_endpoints(&chain, gate)
 }
 
+/// The store and the audit log must lie outside the workspace: inside it, a command or
+/// a tool could read other runs' records or destroy this one's, and a `copy` workspace
+/// would carry a copy of them. Checked before anything is copied or written.
+pub(super) fn check_record_outside(
+    contract: &TaskContract,
+    store: &Store,
+    audit: Option<&crate::audit::AuditLog>,
+) -> Result<(), RunError> {
+    let root = std::fs::canonicalize(&contract.root).unwrap_or_else(|_| contract.root.clone());
+    let canon = |p: &Path| {
+        // The file may not exist yet: its directory decides where it lies.
+        match (p.parent(), p.file_name()) {
+            (Some(dir), Some(name)) => std::fs::canonicalize(dir)
+                .map(|d| d.join(name))
+                .unwrap_or_else(|_| p.to_path_buf()),
+            _ => p.to_path_buf(),
+        }
+    };
+    let records = store
+        .path()
+        .map(|p| ("store", canon(&p)))
+        .into_iter()
+        .chain(audit.map(|a| ("audit log", canon(a.dir()))));
+    for (what, path) in records {
+        if path.starts_with(&root) {
+            return Err(RunError::RecordInsideWorkspace {
+                what,
+                path: path.display().to_string(),
+                workspace: root.display().to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A decision as the policy log records it.
 pub(super) fn policy_event(run_id: i64, step: u32, d: &PolicyDecision) -> PolicyEvent {
     PolicyEvent {

@@ -309,6 +309,7 @@ impl<'a> Session<'a> {
         crate::run::mcp_start::require_available(contract)?;
         check_price(contract, &provider.identity())?;
         check_exact_tokens(contract, &provider.identity())?;
+        super::environment::check_record_outside(contract, store, opts.audit.as_ref())?;
         store.redact_secrets(&provider.secrets());
         // A sub-agent's tree: a workspace lock held by it covers the sub-agent.
         let tree = match origin.link.as_ref().map(|l| l.parent_run_id) {

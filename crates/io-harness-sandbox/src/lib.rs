@@ -21,7 +21,7 @@
 //!
 //! | backend | where | what |
 //! |---|---|---|
-//! | [`NativeSandbox`] (`linux-namespaces`) | Linux | user, mount, pid, net, ipc, uts namespaces; read-only host root with hidden `/tmp`, `/run`, `$HOME`...; fresh `/proc`, minimal `/dev`; Landlock; seccomp; no capabilities; cgroup or rlimit caps |
+//! | [`NativeSandbox`] (`linux-namespaces`) | Linux | user, mount, pid, net, ipc, uts namespaces; an allowlisted view in a fresh root (system directories, toolchains, `read_only_paths` read-only; the workspace writable, idmapped, nosuid); host uid never 0; fresh `/proc`, minimal `/dev`; Landlock; seccomp; no capabilities; cgroup or rlimit caps |
 //! | [`FloorSandbox`] (`portable-floor`) | everywhere | fresh subprocess, private `HOME`/`TMPDIR`, rlimits, wall clock, built environment; on Linux also Landlock and seccomp |
 //! | `macos-sandbox-exec` | macOS | an SBPL profile ([`macos::profile_for`]) plus the floor |
 //! | Windows | Windows | the floor, reported as the floor ([`windows::JobLimits`] is the mapping a Job Object will use) |
@@ -97,10 +97,10 @@ pub use linux::Layer;
 pub use linux::NativeSandbox;
 pub use outcome::{
     Captured, CgroupController, LandlockReport, LandlockStatus, LayerReport, LimitReport,
-    MountReport, Namespace, SandboxOutcome, Teardown,
+    MountReport, Namespace, SandboxOutcome, Teardown, ViewAccess, ViewEntry,
 };
 pub use select::{ProbeReport, probe, require, select};
-pub use spec::{Cap, NetworkPosture, ProxyBridge, RunSpec, SandboxLimits};
+pub use spec::{Cap, DEFAULT_UID, NetworkPosture, ProxyBridge, RunSpec, SandboxLimits};
 pub use stop::{StopOnDrop, StopSignal};
 #[cfg(not(target_os = "linux"))]
 pub use unsupported::NativeSandbox;

@@ -6,6 +6,7 @@ mod bridge;
 mod cgroup;
 mod child;
 mod host;
+mod idmap;
 mod landlock;
 mod monitor;
 mod mounts;
@@ -14,8 +15,10 @@ mod pipes;
 mod plan;
 mod prepare;
 mod seccomp;
+mod secrets;
 mod session;
 mod spawn;
+mod suid;
 mod sys;
 mod watchdog;
 
@@ -43,7 +46,7 @@ pub enum Layer {
     NetNs,
     /// The pid namespace (and with it the fresh `/proc` and pid-1 teardown).
     PidNs,
-    /// The mount namespace and every mount step (hiding, read-only root, masks).
+    /// The mount namespace and every mount step (the allowlisted view, masks).
     MountNs,
     /// cgroups.
     Cgroup,
@@ -57,6 +60,11 @@ pub enum Layer {
     UtsNs,
     /// rlimits.
     Rlimits,
+    /// Mapping a root harness's command to an unprivileged uid (and with it the
+    /// idmapped workspace): the command keeps host uid 0, without capabilities.
+    UidMap,
+    /// Clearing setuid/setgid bits in the workspace after the session.
+    SetuidClear,
 }
 
 #[cfg(feature = "sandbox-test-disable-layers")]
@@ -75,6 +83,8 @@ impl Layer {
             Layer::IpcNs => off::IPCNS,
             Layer::UtsNs => off::UTSNS,
             Layer::Rlimits => off::RLIMITS,
+            Layer::UidMap => off::UIDMAP,
+            Layer::SetuidClear => off::SETUID_CLEAR,
         }
     }
 }
@@ -242,7 +252,7 @@ pub(crate) fn probe(native: bool) -> Result<LayerReport, SandboxError> {
     } else {
         (Mode::Floor, Backend::PortableFloor)
     };
-    let prepared = prepare(mode, &spec, 0, false)?;
+    let prepared = prepare(mode, &spec, 0, true)?;
     let (session, pipes) = Session::start(backend, prepared, spec.limits, Stdin::Null)?;
     let out = session.run(pipes, &[], None)?;
     if out.exit_code != Some(0) {

@@ -11,7 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::cgroup::{self, SandboxCgroup};
-use super::host::{cap_last, host_facts, ignored_signals, mount_inputs};
+use super::host::{HostFacts, cap_last, host_facts, ignored_signals, mount_inputs};
 use super::landlock::{self as ll, Rules, Shape};
 use super::mounts::{DEVICES, MountPlan};
 use super::plan::{ChildPlan, ExecPlan, IdMaps, LandlockChild, bit};
@@ -36,6 +36,8 @@ pub(crate) mod off {
     pub const IPCNS: u32 = 1 << 8;
     pub const UTSNS: u32 = 1 << 9;
     pub const RLIMITS: u32 = 1 << 10;
+    pub const UIDMAP: u32 = 1 << 11;
+    pub const SETUID_CLEAR: u32 = 1 << 12;
 }
 
 /// Which backend is being prepared.
@@ -58,6 +60,9 @@ pub(crate) struct Prepared {
     pub memory_monitor: bool,
     /// The egress proxy's unix socket, when the child sets up a bridge to it.
     pub bridge_to: Option<PathBuf>,
+    /// Where setuid and setgid bits are cleared after the session (the workspace and
+    /// the extra writable directories); empty when the test switch turns it off.
+    pub setuid_roots: Vec<PathBuf>,
 }
 
 fn cstring(p: &Path) -> Result<CString, SandboxError> {
@@ -220,8 +225,9 @@ struct Environment {
 fn environment(
     spec: &RunSpec,
     private_mounts: bool,
-    home: Option<&Path>,
+    facts: &HostFacts,
 ) -> Result<Environment, SandboxError> {
+    let home = facts.home.as_deref();
     let (inside_home, inside_tmp, private_dir) = if private_mounts {
         (
             home.map_or_else(|| PathBuf::from("/tmp"), Path::to_path_buf),
@@ -233,8 +239,8 @@ fn environment(
         (base.join("home"), base.join("tmp"), Some(base))
     };
     let mut default_path = DEFAULT_PATH.to_owned();
-    if let Some(h) = home {
-        let cargo_bin = h.join(".cargo/bin");
+    if let Some(c) = &facts.cargo_home {
+        let cargo_bin = c.join("bin");
         if cargo_bin.is_dir() {
             default_path = format!("{}:{default_path}", cargo_bin.display());
         }
@@ -270,13 +276,11 @@ fn landlock(
         scoped: true,
     };
     let devices: Vec<PathBuf> = DEVICES.iter().map(|d| Path::new("/dev").join(d)).collect();
+    // With the fresh root, reads are allowed from its root down (the host root's
+    // inode is not above any path of the view).
     let (child_writable, child_ttys, writable): (Vec<PathBuf>, Vec<PathBuf>, Vec<&Path>) =
         if with_mounts {
-            let mut w = vec![
-                PathBuf::from("/tmp"),
-                PathBuf::from("/var/tmp"),
-                PathBuf::from("/dev/shm"),
-            ];
+            let mut w = vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")];
             w.push(env.inside_home.clone());
             let mut host = vec![wd];
             host.extend(extra.iter().map(PathBuf::as_path));
@@ -287,6 +291,11 @@ fn landlock(
             host.extend(extra.iter().map(PathBuf::as_path));
             (Vec::new(), Vec::new(), host)
         };
+    let child_readable = if with_mounts {
+        vec![PathBuf::from("/")]
+    } else {
+        Vec::new()
+    };
     let prepared = if enabled {
         ll::prepare(&Rules {
             shape,
@@ -294,6 +303,7 @@ fn landlock(
             devices,
             child_writable,
             child_ttys,
+            child_readable,
         })?
     } else {
         None
@@ -414,13 +424,18 @@ pub(crate) fn prepare(
     let wd = workdir(spec)?;
     let native = mode == Mode::Native;
     let on = |b: u32| disabled & b == 0;
-    let home = host_facts().home.clone();
+    let facts = host_facts();
 
     let ns = namespaces(spec, native, on);
-    let env = environment(spec, native && ns.has(Namespace::Mount), home.as_deref())?;
+    let ids = ns
+        .has(Namespace::User)
+        .then(|| id_maps(spec.uid, on(off::UIDMAP)))
+        .transpose()?;
+    let idmapped = matches!(ids, Some(IdMaps::ByParent { .. })) && ns.has(Namespace::Mount);
+    let env = environment(spec, native && ns.has(Namespace::Mount), facts)?;
     // Phase 3: the mount plan, when the child gets a mount namespace.
     let mounts = if ns.has(Namespace::Mount) {
-        let mut inputs = mount_inputs(spec, &wd, host_facts());
+        let mut inputs = mount_inputs(spec, &wd, facts, idmapped);
         inputs.fresh_proc = ns.has(Namespace::Pid);
         Some(MountPlan::build(&inputs))
     } else {
@@ -442,19 +457,26 @@ pub(crate) fn prepare(
     };
     let limits = limits(spec, on, &ns)?;
 
-    let id_maps = ns.has(Namespace::User).then(identity_maps);
-    let slots = vec![-1; mounts.as_ref().map_or(0, |m| m.slots)];
+    let mut slots = vec![-1; mounts.as_ref().map_or(0, |m| m.slots)];
+    let premounted = premount(mounts.as_ref(), &mut slots, spec.uid)?;
+    let keep = vec![-1; super::plan::KEEP_FIXED + premounted.len()];
     let base = LayerReport {
         namespaces: ns.list.clone(),
+        host_uid: ids.as_ref().map(IdMaps::host_uid),
         limits: limits.report,
         ..LayerReport::default()
     };
     let memory_monitor = base.limits.memory_monitor;
+    let mut setuid_roots = vec![wd.clone()];
+    setuid_roots.extend(extra.iter().cloned());
+    if !on(off::SETUID_CLEAR) {
+        setuid_roots.clear();
+    }
     let plan = ChildPlan {
         clone_flags: ns.clone_flags,
         netns: ns.pooled_net,
         pid_ns: ns.list.contains(&Namespace::Pid),
-        id_maps,
+        id_maps: ids,
         hostname: ns
             .list
             .contains(&Namespace::Uts)
@@ -470,6 +492,8 @@ pub(crate) fn prepare(
         exec: env.exec,
         required: if required { u32::MAX } else { 0 },
         slots,
+        premounted,
+        keep,
         ignored_signals: ignored_signals(),
         cgroup_procs: cgroup_procs(limits.cgroup.as_ref())?,
         vfork_stack: vec![0; super::plan::VFORK_STACK],
@@ -483,17 +507,52 @@ pub(crate) fn prepare(
         private_dir: env.private_dir,
         memory_monitor,
         bridge_to: ns.bridge.map(|b| b.to_unix),
+        setuid_roots,
     })
 }
 
-/// The user namespace maps: our own uid and gid, mapped to themselves.
-fn identity_maps() -> IdMaps {
+/// The user namespace maps. A root harness maps the command to `uid` (never 0),
+/// which only the parent may write; anyone else maps its own uid and gid to
+/// themselves, which the child may do itself. `change` false (a test switch) keeps a
+/// root harness's own identity.
+fn id_maps(uid: u32, change: bool) -> Result<IdMaps, SandboxError> {
     // SAFETY: geteuid/getegid have no preconditions.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    IdMaps {
-        uid_map: format!("{uid} {uid} 1\n").into_bytes(),
-        gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if euid == 0 && change {
+        if uid == 0 {
+            return Err(SandboxError::invalid(
+                "the sandbox uid cannot be 0: a command never runs as host root",
+            ));
+        }
+        return Ok(IdMaps::ByParent {
+            uid,
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{uid} {uid} 1\n").into_bytes(),
+        });
     }
+    Ok(IdMaps::Own {
+        uid: euid,
+        uid_map: format!("{euid} {euid} 1\n").into_bytes(),
+        gid_map: format!("{egid} {egid} 1\n").into_bytes(),
+    })
+}
+
+/// The idmapped clones the plan wants from the parent, stored in their slots.
+fn premount(
+    mounts: Option<&MountPlan>,
+    slots: &mut [libc::c_int],
+    uid: u32,
+) -> Result<Vec<OwnedFd>, SandboxError> {
+    let Some(m) = mounts else {
+        return Ok(Vec::new());
+    };
+    let mut fds = Vec::new();
+    for (slot, path) in &m.premade {
+        let fd = super::idmap::clone(path, uid)?;
+        slots[*slot] = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        fds.push(fd);
+    }
+    Ok(fds)
 }
 
 /// The cgroup's `cgroup.procs` files the child writes itself into.
@@ -549,6 +608,9 @@ pub(crate) fn complete(
     base.capabilities_dropped = applied & bit::CAPS != 0;
     base.fds_closed = applied & bit::FDS != 0;
     base.proxy_bridge = applied & bit::BRIDGE != 0;
+    if applied & bit::ID_MAP == 0 {
+        base.host_uid = None;
+    }
     if applied & bit::CGROUP == 0 && !base.limits.cgroup.is_empty() {
         // Not in the cgroup after all: its caps and teardown do not apply.
         base.limits.cgroup.clear();

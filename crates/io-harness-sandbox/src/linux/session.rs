@@ -5,7 +5,8 @@
 //! Teardown order: the top process is reaped first (with a pid namespace its exit
 //! has already killed everything inside), then the cgroup is killed and verified
 //! empty, then the floor's private directory is removed (`remove_dir_all` does not
-//! follow symlinks the sandbox may have planted).
+//! follow symlinks the sandbox may have planted), then setuid/setgid bits are cleared
+//! from the writable trees (`suid.rs`).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -53,6 +54,9 @@ pub(crate) struct Session {
     deadline: Option<Instant>,
     layers: LayerReport,
     private_dir: Option<PathBuf>,
+    /// Where setuid/setgid bits are cleared at teardown, and what was cleared.
+    setuid_roots: Vec<PathBuf>,
+    setuid_cleared: Vec<PathBuf>,
     monitor: bool,
     killed_for: Option<Cap>,
     /// The caller's stop signal killed it (see [`crate::StopSignal`]).
@@ -93,6 +97,7 @@ impl Session {
             private_dir,
             memory_monitor,
             bridge_to,
+            setuid_roots,
         } = prepared;
         let pid_ns = plan.pid_ns;
         let started = Instant::now();
@@ -120,6 +125,8 @@ impl Session {
             deadline: limits.wall_secs.map(|s| started + Duration::from_secs(s)),
             layers: base,
             private_dir,
+            setuid_roots,
+            setuid_cleared: Vec::new(),
             monitor: memory_monitor,
             killed_for: None,
             stopped: false,
@@ -569,6 +576,7 @@ impl Session {
             duration,
             layers: self.layers.clone(),
             stopped: self.stopped,
+            setuid_cleared: std::mem::take(&mut self.setuid_cleared),
         })
     }
 
@@ -585,10 +593,16 @@ impl Session {
         if let Some(dir) = self.private_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
+
         let verified = match self.cgroup.as_mut() {
             Some(cg) => cg.destroy(),
             None => Ok(()),
         };
+        // Everything of the sandbox is gone by now (its pid namespace or cgroup); a
+        // floor's daemon in its own session could still race this walk, but it holds
+        // no idmap and runs as the harness's own user.
+        let roots = std::mem::take(&mut self.setuid_roots);
+        self.setuid_cleared = super::suid::clear(&roots);
         // Reuse the network namespace only when nothing of the sandbox can be left
         // in it: its pid namespace died with init (reaped by now), and the cgroup,
         // if any, was verified empty.

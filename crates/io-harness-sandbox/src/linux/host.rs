@@ -48,6 +48,25 @@ fn tool_home(var: &str, default: &str, home: Option<&Path>) -> Option<PathBuf> {
         .and_then(|p| canonical_dir(&p))
 }
 
+/// Pathname unix sockets listening in the host network namespace now. Those inside
+/// the view (a server in the workspace) are masked; one bound later in a tree the
+/// view shows is reachable, which is why the view holds no host socket directory.
+fn host_sockets() -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let text = fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    let mut out: Vec<PathBuf> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(7))
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+        .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 pub(crate) fn cap_last() -> u32 {
     fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
@@ -212,7 +231,8 @@ pub(crate) fn mount_inputs(
         .map(|m| if m.is_absolute() { m.clone() } else { wd.join(m) })
         .filter_map(|m| canonical(&m).map(|c| c.0))
         .collect();
-    let excluded = secrets::existing(facts.cargo_home.as_deref());
+    let mut excluded = secrets::existing(facts.cargo_home.as_deref());
+    excluded.extend(host_sockets());
     dirs.extend(excluded.iter().filter(|p| p.is_dir()).cloned());
     MountInputs {
         stage: facts.stage.clone(),

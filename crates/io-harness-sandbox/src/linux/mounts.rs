@@ -95,6 +95,13 @@ enum Op {
         slot: usize,
         target: CString,
     },
+    /// The mask in `slot` over `target`, a host file to exclude. A file that vanished
+    /// between the plan and the mount (a host socket whose server went away) needs no
+    /// mask, so `ENOENT` is no failure.
+    Mask {
+        slot: usize,
+        target: CString,
+    },
     BindReadOnly {
         path: CString,
     },
@@ -144,7 +151,8 @@ pub(crate) struct MountInputs {
     pub protect: Vec<PathBuf>,
     /// Paths the policy denies reading (canonical, existing); directories in `dirs`.
     pub masked: Vec<PathBuf>,
-    /// Host secrets inside read-only trees (canonical, existing); directories in `dirs`.
+    /// Host secrets inside read-only trees and host unix sockets listening inside the
+    /// view (canonical, existing); directories in `dirs`.
     pub excluded: Vec<PathBuf>,
     /// Which of `masked` and `excluded` are directories.
     pub dirs: HashSet<PathBuf>,
@@ -284,15 +292,17 @@ impl Builder {
             });
         }
     }
-    /// A read-only clone of the mask source, moved over `target` (inside path).
-    fn mask_file(&mut self, target: &Path) {
+    /// A read-only clone of the mask source, moved over `target` (inside path); a
+    /// `tolerant` mask accepts a target that is gone by then.
+    fn mask_file(&mut self, target: &Path, tolerant: bool) {
         let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
         let source = self.at(Path::new(MASK_SOURCE));
         let slot = self.clone_tree(&source, false, attrs);
-        let target = self.at(target);
-        self.push(Op::Place {
-            slot,
-            target: c(&target),
+        let target = c(&self.at(target));
+        self.push(if tolerant {
+            Op::Mask { slot, target }
+        } else {
+            Op::Place { slot, target }
         });
     }
     /// An empty, mode-000, read-only tmpfs over the directory `target` (inside path).
@@ -476,7 +486,8 @@ impl Builder {
                 if inputs.dirs.contains(m) {
                     self.mask_dir(m);
                 } else {
-                    self.mask_file(m);
+                    // Host files are excluded tolerantly; the policy's masks are strict.
+                    self.mask_file(m, i == 0);
                 }
                 covered[i].push(m.clone());
             }
@@ -592,6 +603,15 @@ fn apply_op(op: &Op, slots: &mut [RawFd]) -> Result<(), Errno> {
         Op::Place { slot, target } => {
             let fd = slots[*slot];
             let r = sys::move_mount_fd(fd, target);
+            sys::close(fd);
+            r
+        }
+        Op::Mask { slot, target } => {
+            let fd = slots[*slot];
+            let r = match sys::move_mount_fd(fd, target) {
+                Err(libc::ENOENT) => Ok(()),
+                other => other,
+            };
             sys::close(fd);
             r
         }

@@ -44,6 +44,9 @@ pub(crate) const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urando
 pub(crate) const PROC_READ_ONLY: [&str; 4] =
     ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"];
 
+/// Flags of a tmpfs that masks a directory.
+const HIDE_FLAGS: c_ulong = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+
 /// Size of the tmpfs mounts that only hold mount points (the root, `/dev`, masks).
 const SMALL_TMPFS: &str = "size=1m";
 
@@ -82,6 +85,12 @@ enum Op {
     Tmpfs {
         target: CString,
         flags: c_ulong,
+        data: CString,
+    },
+    /// A read-only, mode-000 tmpfs over the directory `target`, a host directory to
+    /// exclude; like [`Op::Mask`], one gone by then needs none.
+    HideDir {
+        target: CString,
         data: CString,
     },
     Mkdir {
@@ -305,11 +314,19 @@ impl Builder {
             Op::Place { slot, target }
         });
     }
-    /// An empty, mode-000, read-only tmpfs over the directory `target` (inside path).
-    fn mask_dir(&mut self, target: &Path) {
-        let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    /// An empty, mode-000, read-only tmpfs over the directory `target` (inside path);
+    /// `tolerant` as for [`Builder::mask_file`].
+    fn mask_dir(&mut self, target: &Path, tolerant: bool) {
         let at = self.at(target);
-        self.tmpfs(&at, flags, &format!("mode=000,{SMALL_TMPFS}"));
+        let data = format!("mode=000,{SMALL_TMPFS}");
+        if tolerant {
+            self.push(Op::HideDir {
+                target: c(&at),
+                data: cs(&data),
+            });
+        } else {
+            self.tmpfs(&at, HIDE_FLAGS, &data);
+        }
     }
 }
 
@@ -483,10 +500,10 @@ impl Builder {
                 if !shown(m, &inputs.wanted) {
                     continue;
                 }
+                // Host files are excluded tolerantly; the policy's masks are strict.
                 if inputs.dirs.contains(m) {
-                    self.mask_dir(m);
+                    self.mask_dir(m, i == 0);
                 } else {
-                    // Host files are excluded tolerantly; the policy's masks are strict.
                     self.mask_file(m, i == 0);
                 }
                 covered[i].push(m.clone());
@@ -598,6 +615,12 @@ fn apply_op(op: &Op, slots: &mut [RawFd]) -> Result<(), Errno> {
             flags,
             data,
         } => sys::mount(Some(c"tmpfs"), target, Some(c"tmpfs"), *flags, Some(data)),
+        Op::HideDir { target, data } => {
+            match sys::mount(Some(c"tmpfs"), target, Some(c"tmpfs"), HIDE_FLAGS, Some(data)) {
+                Err(libc::ENOENT) => Ok(()),
+                r => r,
+            }
+        }
         Op::Mkdir { path } => sys::mkdir_exist_ok(path, 0o755),
         Op::Touch { path, mode } => sys::touch(path, *mode),
         Op::Place { slot, target } => {

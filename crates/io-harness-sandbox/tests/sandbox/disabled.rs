@@ -13,10 +13,6 @@ use io_harness_sandbox::{Cap, Layer, SandboxLimits};
 use crate::common::*;
 use crate::harness::tiocsti;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 #[test]
 fn seccomp_off_io_uring_and_nested_userns_work() {
@@ -271,5 +267,73 @@ fn ipc_namespace_off_host_queue_visible() {
     assert!(
         out.contains(&format!("{key:#010x}")),
         "the host queue is visible: {out}"
+    );
+}
+
+/// Without the uid map a root harness's command is host uid 0: `id -u` says so, and
+/// root's 0600 key beside the workspace is read (no capability needed: root owns it).
+#[test]
+fn uid_map_off_command_is_host_root_and_reads_roots_key() {
+    if !is_root() {
+        return;
+    }
+    let sb = native().without(Layer::UidMap);
+    let (uid, map, _) = crate::view::uid_observed(&sb);
+    assert_eq!((uid.as_str(), map.as_str()), ("0", "0 0 1"));
+    assert!(crate::view::root_file_observed(&sb).is_some(), "the key stays unread");
+}
+
+#[test]
+fn setuid_clear_off_leaves_a_setuid_binary() {
+    let (_, planted, made, cleared) = crate::view::setuid_observed(&native().without(Layer::SetuidClear));
+    if is_root() {
+        assert_eq!(planted, 0o4755, "the harness's setuid copy lost its bit anyway");
+    }
+    assert_ne!(made & 0o4000, 0, "the command's chmod u+s did not stay: {made:o}");
+    assert!(cleared.is_empty());
+}
+
+#[test]
+fn mount_namespace_off_workspace_keeps_the_hosts_mount_options() {
+    let opts = crate::view::workspace_options_observed(&native().without(Layer::MountNs));
+    // The host's mount of the checkout (ext4 rw,relatime here) is neither.
+    assert!(
+        !(opts.contains("nosuid") && opts.contains("nodev")),
+        "the host mount is already nosuid,nodev ({opts}): this companion cannot fail"
+    );
+}
+
+#[test]
+fn mount_namespace_off_absent_directories_are_there() {
+    let seen = crate::view::absent_observed(&native().without(Layer::MountNs));
+    assert!(seen.len() >= 5, "{seen:?}");
+}
+
+#[test]
+fn mount_namespace_off_etc_secrets_are_shown() {
+    let seen = crate::view::etc_observed(&native().without(Layer::MountNs));
+    assert!(!seen.is_empty());
+    for (entry, text) in seen {
+        let first = text.lines().next().unwrap_or_default();
+        assert!(
+            !(first == "0 0" || first.ends_with(" 0")),
+            "{entry} still looks masked: {text}"
+        );
+    }
+}
+
+#[test]
+fn mount_namespace_off_late_host_socket_is_reached() {
+    let (line, hits) = crate::view::late_socket_observed(&native().without(Layer::MountNs));
+    assert_eq!(line, "CONNECTED");
+    assert_eq!(hits, 1);
+}
+
+#[test]
+fn mount_namespace_off_cargo_credentials_are_read() {
+    let lines = crate::view::cargo_home_observed("mountns", false);
+    assert!(
+        lines.iter().any(|(k, v)| k == "credentials" && v.contains("cargo-secret")),
+        "{lines:?}"
     );
 }

@@ -24,6 +24,7 @@ fn backend() -> Box<dyn Sandbox> {
                 sb = sb.without(match layer {
                     "setsid" => Layer::Setsid,
                     "seccomp" => Layer::Seccomp,
+                    "mountns" => Layer::MountNs,
                     other => panic!("unknown layer {other}"),
                 });
             }
@@ -50,6 +51,7 @@ fn entry() {
         "env" => env(),
         "unprivileged" => unprivileged(),
         "sigpipe" => sigpipe(),
+        "cargo-home" => cargo_home(),
         other => panic!("unknown helper mode {other}"),
     }
 }
@@ -147,4 +149,23 @@ fn sigpipe() {
     spec.stdin = vec![b'x'; 4 << 20];
     let out = sb.run(&spec).unwrap();
     println!("HELPER:exit={:?}", out.exit_code);
+}
+
+/// `CARGO_HOME` is set (outside `$HOME`): list it and read its tool and credentials.
+fn cargo_home() {
+    let cargo = std::env::var("CARGO_HOME").unwrap();
+    let sb = backend();
+    let script = format!(
+        "echo listed=$(ls {cargo} | tr '\\n' ' '); echo tool=$(cat {cargo}/bin/tool); \
+         echo credentials=$(cat {cargo}/credentials.toml 2>&1)"
+    );
+    let mut spec = crate::view::plain_spec(sh(&script), &workdir());
+    if let Some(ro) = std::env::var_os("HELPER_READ_ONLY") {
+        spec.read_only_paths.push(ro.into());
+    }
+    let out = sb.run(&spec).unwrap();
+    for line in out.stdout.text().lines() {
+        println!("HELPER:{}", line.trim_end());
+    }
+    println!("HELPER:err={}", out.stderr.text().replace('\n', " "));
 }

@@ -33,3 +33,4 @@ mod net;
 mod procs;
 mod record;
 mod resources;
+mod view;

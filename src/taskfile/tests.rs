@@ -332,3 +332,17 @@ fn a_missing_instructions_file_or_an_unreachable_base_url_names_file_line_and_ke
     }
     assert!(load(&format!("{p}base_url = \"http://127.0.0.1:8080/v1\"\n")).is_ok());
 }
+
+#[test]
+fn sandbox_uid_defaults_to_nobody_and_refuses_root() {
+    let c = load(OK).unwrap();
+    assert_eq!((c.sandbox.uid, c.sandbox.sandbox_uid()), (None, 65534));
+    let c = load(&format!("{OK}[sandbox]\nuid = 1000\n")).unwrap();
+    assert_eq!(c.sandbox.sandbox_uid(), 1000);
+    for bad in ["0", "-1", "4294967295", "\"nobody\""] {
+        let (line, key, msg) = invalid(&format!("{OK}[sandbox]\nuid = {bad}\n"));
+        assert_eq!((line, key.as_str()), (5, "sandbox.uid"), "{bad}: {msg}");
+    }
+    let (_, _, msg) = invalid(&format!("{OK}[sandbox]\nuid = 0\n"));
+    assert!(msg.contains("host root"), "{msg}");
+}

@@ -137,6 +137,20 @@ fn unprivileged() {
     println!("HELPER:rlimits={}", out.layers.limits.rlimits.join(","));
     println!("HELPER:landlock={}", out.layers.landlock.status.label());
     println!("HELPER:seccomp={}", out.layers.seccomp);
+    // The view and the setuid sweep hold for an unprivileged harness too.
+    let absent: String = crate::view::ABSENT
+        .iter()
+        .map(|d| format!("test -e {d} && echo {d}; "))
+        .collect();
+    let mut spec = RunSpec::new(
+        sh(&format!("{absent}cp /bin/sh suid-sh && chmod 4755 suid-sh")),
+        workdir(),
+    );
+    spec.limits.memory_bytes = Some(256 << 20);
+    let out = sb.run(&spec).unwrap();
+    println!("HELPER:present={}", out.stdout.text().replace('\n', " ").trim());
+    println!("HELPER:setuid_cleared={}", out.setuid_cleared.len());
+    println!("HELPER:host_uid={:?}", out.layers.host_uid);
 }
 
 /// An embedder that does not ignore SIGPIPE feeds stdin to a command that exits

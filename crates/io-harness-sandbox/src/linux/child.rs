@@ -190,6 +190,25 @@ fn close_all_but(keep: &mut [RawFd]) -> Result<(), Errno> {
     sys::close_range(next, u32::MAX, 0)
 }
 
+/// Close every fd but stdio, the child's pipes, the Landlock ruleset and the
+/// parent's idmapped clones; the list lives in the plan (no allocation here).
+fn keep_only(plan: &mut ChildPlan, fds: ChildFds, ruleset: RawFd) -> Result<(), Errno> {
+    for (slot, fd) in
+        plan.keep
+            .iter_mut()
+            .zip([fds.exec_w, fds.status_w, ruleset, fds.bridge, fds.release])
+    {
+        *slot = fd;
+    }
+    for (slot, fd) in plan.keep[super::plan::KEEP_FIXED..]
+        .iter_mut()
+        .zip(&plan.premounted)
+    {
+        *slot = std::os::fd::AsRawFd::as_raw_fd(fd);
+    }
+    close_all_but(&mut plan.keep)
+}
+
 /// Entry point of the cloned child. Never returns.
 pub(crate) fn child_main(plan: &mut ChildPlan, fds: ChildFds) -> ! {
     // Signals stay blocked (as on the spawner thread) until the command resets them:
@@ -207,22 +226,7 @@ pub(crate) fn child_main(plan: &mut ChildPlan, fds: ChildFds) -> ! {
         ctx.fail(Stage::Fds, 0, e);
     }
     let ruleset = plan.landlock.as_ref().map_or(-1, |l| l.fd());
-    for (slot, fd) in plan.keep.iter_mut().zip([
-        fds.exec_w,
-        fds.status_w,
-        ruleset,
-        fds.bridge,
-        fds.release,
-    ]) {
-        *slot = fd;
-    }
-    for (slot, fd) in plan.keep[super::plan::KEEP_FIXED..]
-        .iter_mut()
-        .zip(&plan.premounted)
-    {
-        *slot = std::os::fd::AsRawFd::as_raw_fd(fd);
-    }
-    if let Err(e) = close_all_but(&mut plan.keep) {
+    if let Err(e) = keep_only(plan, fds, ruleset) {
         ctx.fail(Stage::Fds, 0, e);
     }
 

@@ -211,8 +211,11 @@ pub(crate) fn mount_inputs(
             });
         }
     }
-    let writable = std::iter::once(wd.to_path_buf())
-        .chain(spec.writable_paths.iter().filter_map(|p| canonical(p).map(|c| c.0)));
+    let writable = std::iter::once(wd.to_path_buf()).chain(
+        spec.writable_paths
+            .iter()
+            .filter_map(|p| canonical(p).map(|c| c.0)),
+    );
     for path in writable {
         wanted.push(Wanted {
             path,
@@ -228,7 +231,13 @@ pub(crate) fn mount_inputs(
     let masked = spec
         .masked_paths
         .iter()
-        .map(|m| if m.is_absolute() { m.clone() } else { wd.join(m) })
+        .map(|m| {
+            if m.is_absolute() {
+                m.clone()
+            } else {
+                wd.join(m)
+            }
+        })
         .filter_map(|m| canonical(&m).map(|c| c.0))
         .collect();
     let mut excluded = secrets::existing(facts.cargo_home.as_deref());

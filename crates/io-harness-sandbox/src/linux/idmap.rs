@@ -86,7 +86,8 @@ fn new_userns(uid: u32) -> Result<OwnedFd, SandboxError> {
         libc::kill(pid as libc::pid_t, libc::SIGKILL);
         libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
     }
-    made.map(OwnedFd::from).map_err(fail("map a user namespace"))
+    made.map(OwnedFd::from)
+        .map_err(fail("map a user namespace"))
 }
 
 /// Run `f` with the fd of the idmapping user namespace for `uid`.
@@ -130,7 +131,9 @@ pub(crate) fn clone(path: &Path, uid: u32) -> Result<OwnedFd, SandboxError> {
     }
     let r = with_userns(uid, |userns| {
         let attr = MountAttr {
-            attr_set: MOUNT_ATTR_IDMAP | super::sys::MOUNT_ATTR_NOSUID | super::sys::MOUNT_ATTR_NODEV,
+            attr_set: MOUNT_ATTR_IDMAP
+                | super::sys::MOUNT_ATTR_NOSUID
+                | super::sys::MOUNT_ATTR_NODEV,
             attr_clr: 0,
             propagation: 0,
             userns_fd: userns as u64,

@@ -459,7 +459,10 @@ impl Builder {
                 link: c(&link),
             });
         }
-        let (pts, shm) = (self.at(Path::new("/dev/pts")), self.at(Path::new("/dev/shm")));
+        let (pts, shm) = (
+            self.at(Path::new("/dev/pts")),
+            self.at(Path::new("/dev/shm")),
+        );
         self.push(Op::Mkdir { path: c(&pts) });
         self.push(Op::Mkdir { path: c(&shm) });
         self.optional(Op::DevPts { target: c(&pts) });
@@ -583,7 +586,13 @@ impl MountPlan {
         } else {
             self.clones_end..self.steps.len()
         };
-        for (i, step) in self.steps.iter().enumerate().take(range.end).skip(range.start) {
+        for (i, step) in self
+            .steps
+            .iter()
+            .enumerate()
+            .take(range.end)
+            .skip(range.start)
+        {
             match apply_op(&step.op, slots) {
                 Err(e) if !step.optional => return Err((i, e)),
                 _ => {}
@@ -616,7 +625,13 @@ fn apply_op(op: &Op, slots: &mut [RawFd]) -> Result<(), Errno> {
             data,
         } => sys::mount(Some(c"tmpfs"), target, Some(c"tmpfs"), *flags, Some(data)),
         Op::HideDir { target, data } => {
-            match sys::mount(Some(c"tmpfs"), target, Some(c"tmpfs"), HIDE_FLAGS, Some(data)) {
+            match sys::mount(
+                Some(c"tmpfs"),
+                target,
+                Some(c"tmpfs"),
+                HIDE_FLAGS,
+                Some(data),
+            ) {
                 Err(libc::ENOENT) => Ok(()),
                 r => r,
             }
@@ -758,6 +773,10 @@ mod tests {
         let plan = MountPlan::build(&inputs);
         assert_eq!(plan.premade, vec![(0, PathBuf::from("/srv/w"))]);
         assert!(plan.report.idmapped);
-        assert!(!ops(&plan).iter().any(|o| o.contains("Clone { path: \"/srv/w\"")));
+        assert!(
+            !ops(&plan)
+                .iter()
+                .any(|o| o.contains("Clone { path: \"/srv/w\""))
+        );
     }
 }

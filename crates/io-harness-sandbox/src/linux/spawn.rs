@@ -298,8 +298,12 @@ fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan
         launch_vfork(plan, fds)?
     } else {
         let (pid, pidfd) = launch_clone3(&mut plan, fds)?;
-        if let (Some(IdMaps::ByParent { uid_map, gid_map, .. }), Some(w)) =
-            (&plan.id_maps, release)
+        if let (
+            Some(IdMaps::ByParent {
+                uid_map, gid_map, ..
+            }),
+            Some(w),
+        ) = (&plan.id_maps, release)
         {
             release_child(pid, uid_map, gid_map, w);
         }

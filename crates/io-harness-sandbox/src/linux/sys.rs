@@ -157,7 +157,11 @@ pub(crate) fn umount_detach(target: &CStr) -> Result<(), Errno> {
 pub(crate) fn become_user(uid: u32, gid: u32) -> Result<(), Errno> {
     // SAFETY: setgroups(0, NULL) clears the list; the setres* calls take integers.
     unsafe {
-        check(libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()))?;
+        check(libc::syscall(
+            libc::SYS_setgroups,
+            0usize,
+            std::ptr::null::<libc::gid_t>(),
+        ))?;
         check(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
         check(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
     }

@@ -13,7 +13,6 @@ use io_harness_sandbox::{Cap, Layer, SandboxLimits};
 use crate::common::*;
 use crate::harness::tiocsti;
 
-
 #[test]
 fn seccomp_off_io_uring_and_nested_userns_work() {
     let f = Fixture::new();
@@ -76,7 +75,10 @@ fn mount_namespace_off_hidden_socket_and_mask_are_reached() {
         assert!(!out.stdout.text().contains("CONNECTED"));
         assert_eq!(l.hits(), 0);
     }
-    let out = run(&native().without(Layer::MountNs).without(Layer::UidMap), &spec);
+    let out = run(
+        &native().without(Layer::MountNs).without(Layer::UidMap),
+        &spec,
+    );
     assert!(
         out.stdout.text().contains("CONNECTED"),
         "{}",
@@ -280,16 +282,27 @@ fn uid_map_off_command_is_host_root_and_reads_roots_key() {
     let sb = native().without(Layer::UidMap);
     let (uid, map, _) = crate::view::uid_observed(&sb);
     assert_eq!((uid.as_str(), map.as_str()), ("0", "0 0 1"));
-    assert!(crate::view::root_file_observed(&sb).is_some(), "the key stays unread");
+    assert!(
+        crate::view::root_file_observed(&sb).is_some(),
+        "the key stays unread"
+    );
 }
 
 #[test]
 fn setuid_clear_off_leaves_a_setuid_binary() {
-    let (_, planted, made, cleared) = crate::view::setuid_observed(&native().without(Layer::SetuidClear));
+    let (_, planted, made, cleared) =
+        crate::view::setuid_observed(&native().without(Layer::SetuidClear));
     if is_root() {
-        assert_eq!(planted, 0o4755, "the harness's setuid copy lost its bit anyway");
+        assert_eq!(
+            planted, 0o4755,
+            "the harness's setuid copy lost its bit anyway"
+        );
     }
-    assert_ne!(made & 0o4000, 0, "the command's chmod u+s did not stay: {made:o}");
+    assert_ne!(
+        made & 0o4000,
+        0,
+        "the command's chmod u+s did not stay: {made:o}"
+    );
     assert!(cleared.is_empty());
 }
 
@@ -333,7 +346,9 @@ fn mount_namespace_off_late_host_socket_is_reached() {
 fn mount_namespace_off_cargo_credentials_are_read() {
     let lines = crate::view::cargo_home_observed("mountns", false);
     assert!(
-        lines.iter().any(|(k, v)| k == "credentials" && v.contains("cargo-secret")),
+        lines
+            .iter()
+            .any(|(k, v)| k == "credentials" && v.contains("cargo-secret")),
         "{lines:?}"
     );
 }

@@ -179,7 +179,8 @@ fn unprivileged_user(backend: &str) {
         assert_eq!(get("setuid_cleared"), "1", "{stdout}");
         assert_eq!(get("host_uid"), "Some(65534)");
         let sh = work.path().join("suid-sh");
-        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&sh).unwrap().permissions());
+        let mode =
+            std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&sh).unwrap().permissions());
         assert_eq!(mode & 0o6000, 0, "the setuid bit survived");
         assert_eq!(get("namespaces"), "6");
         assert_eq!(get("rlimits"), "core,cpu,nofile,nproc");

@@ -148,7 +148,10 @@ fn unprivileged() {
     );
     spec.limits.memory_bytes = Some(256 << 20);
     let out = sb.run(&spec).unwrap();
-    println!("HELPER:present={}", out.stdout.text().replace('\n', " ").trim());
+    println!(
+        "HELPER:present={}",
+        out.stdout.text().replace('\n', " ").trim()
+    );
     println!("HELPER:setuid_cleared={}", out.setuid_cleared.len());
     println!("HELPER:host_uid={:?}", out.layers.host_uid);
 }

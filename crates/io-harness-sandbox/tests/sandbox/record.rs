@@ -59,12 +59,18 @@ fn native_reports_every_layer_it_applied() {
     let wd = std::fs::canonicalize(f.workdir()).unwrap();
     assert!(has(wd.to_str().unwrap(), ViewAccess::Writable));
     assert!(
-        !mounts.view.iter().any(|e| e.path == std::path::Path::new("/var")),
+        !mounts
+            .view
+            .iter()
+            .any(|e| e.path == std::path::Path::new("/var")),
         "{:?}",
         mounts.view
     );
     // Never host root: a root harness maps the command to nobody.
-    let uid = out.layers.host_uid.expect("a user namespace maps the command");
+    let uid = out
+        .layers
+        .host_uid
+        .expect("a user namespace maps the command");
     assert_ne!(uid, 0);
     assert_eq!(
         out.layers.landlock.abi,
@@ -121,7 +127,10 @@ fn native_failure_is_an_error_unless_weaker_is_allowed() {
     }
     // A workspace on a filesystem that cannot be idmapped (procfs): the native
     // backend cannot give the sandbox uid a writable workspace.
-    let mut spec = RunSpec::new(["/bin/true"], format!("/proc/{}/fdinfo", std::process::id()));
+    let mut spec = RunSpec::new(
+        ["/bin/true"],
+        format!("/proc/{}/fdinfo", std::process::id()),
+    );
     spec.limits = test_limits();
     match native().run(&spec) {
         Err(SandboxError::Layer { stage, .. }) => assert_eq!(stage, "idmapped workspace"),

@@ -47,7 +47,12 @@ pub fn uid_observed(sb: &dyn Sandbox) -> (String, String, u32) {
     assert_eq!(code, Some(0), "{err}");
     let mut lines = out.lines();
     let uid = lines.next().unwrap_or_default().trim().to_owned();
-    let map = lines.next().unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ");
+    let map = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     let owner = std::fs::metadata(f.workdir().join("made")).unwrap().uid();
     (uid, map, owner)
 }
@@ -101,7 +106,9 @@ pub fn setuid_observed(sb: &dyn Sandbox) -> (String, u32, u32, Vec<PathBuf>) {
     let planted = f.workdir().join("suid-sh");
     std::fs::copy("/bin/sh", &planted).unwrap();
     std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o4755)).unwrap();
-    let spec = f.spec(sh("./suid-sh -p -c 'id -u'; cp /bin/sh made-sh; chmod 6755 made-sh"));
+    let spec = f.spec(sh(
+        "./suid-sh -p -c 'id -u'; cp /bin/sh made-sh; chmod 6755 made-sh",
+    ));
     let out = run(sb, &spec);
     assert_eq!(out.exit_code, Some(0), "{}", out.stderr.text());
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
@@ -118,8 +125,14 @@ pub fn setuid_observed(sb: &dyn Sandbox) -> (String, u32, u32, Vec<PathBuf>) {
 fn setuid_bits_cleared_and_gain_nothing(sb: &dyn Sandbox) {
     let (euid, planted, made, cleared) = setuid_observed(sb);
     assert_ne!(euid, "0", "the setuid shell gained root");
-    assert_eq!(planted, 0o755, "the planted setuid bit survived the session");
-    assert_eq!(made, 0o755, "the command's setuid bits survived the session");
+    assert_eq!(
+        planted, 0o755,
+        "the planted setuid bit survived the session"
+    );
+    assert_eq!(
+        made, 0o755,
+        "the command's setuid bits survived the session"
+    );
     assert_eq!(cleared.len(), 2, "{cleared:?}");
 }
 backends!(setuid_bits_cleared_and_gain_nothing, [native]);
@@ -258,7 +271,10 @@ fn etc_exclusions_masked(sb: &dyn Sandbox) {
             first == "0 0" || first.ends_with(" 0"),
             "{entry} is not masked: {seen}"
         );
-        assert!(!seen.contains("etc-secret-canary") && !seen.contains("root:"), "{entry}: {seen}");
+        assert!(
+            !seen.contains("etc-secret-canary") && !seen.contains("root:"),
+            "{entry}: {seen}"
+        );
     }
 }
 backends!(etc_exclusions_masked, [native]);
@@ -316,7 +332,11 @@ pub fn cargo_home_observed(disable: &str, under_read_only: bool) -> Vec<(String,
     }
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     helper_lines(&stdout)
 }
 

@@ -323,7 +323,7 @@ fn ids(ctx: &mut Ctx, plan: &ChildPlan, fds: ChildFds) {
             // and no supplementary groups (group 0 would still read root:root 0640).
             let mut byte = [0u8; 1];
             let r = match sys::read(fds.release, &mut byte) {
-                Ok(1) => sys::become_user(*uid, *uid),
+                Ok(1) => sys::become_user(*uid, *uid).and_then(|()| rearm_death_signal(fds)),
                 Ok(_) => Err(libc::EPIPE),
                 Err(e) => Err(e),
             };
@@ -332,6 +332,16 @@ fn ids(ctx: &mut Ctx, plan: &ChildPlan, fds: ChildFds) {
         }
         None => {}
     }
+}
+
+/// A change of credentials clears `PR_SET_PDEATHSIG`: set it again, then make sure
+/// the harness did not die in between (its end of the exec pipe would be closed).
+fn rearm_death_signal(fds: ChildFds) -> Result<(), Errno> {
+    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)?;
+    if sys::peer_closed(fds.exec_w) {
+        sys::exit(125);
+    }
+    Ok(())
 }
 
 /// Reap every child; when the command exits, report its status and exit with it.

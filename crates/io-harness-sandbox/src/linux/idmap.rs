@@ -10,8 +10,10 @@
 //!
 //! Only a process privileged over the filesystem's user namespace (the host root)
 //! may idmap a mount, so it is done here, before the clone, and the child moves the
-//! detached clone into its view. The idmapping is a user namespace mapping `0 → uid`,
-//! made once per uid and kept open for the life of the process.
+//! detached clone into its view. The idmapping is a user namespace mapping the
+//! workspace directory's owner (uid and gid) to the sandbox uid, made once per pair
+//! and kept open for the life of the process; files of other owners keep no mapping
+//! and are not the command's to change.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -39,8 +41,8 @@ fn last(what: &'static str) -> SandboxError {
     fail(what)(std::io::Error::last_os_error())
 }
 
-/// A user namespace whose uid and gid maps are `0 uid 1`, as an fd.
-fn new_userns(uid: u32) -> Result<OwnedFd, SandboxError> {
+/// A user namespace whose maps are `owner uid 1` and `group uid 1`, as an fd.
+fn new_userns((owner, group, uid): Key) -> Result<OwnedFd, SandboxError> {
     // SAFETY: clone3 without CLONE_VM duplicates the process like fork; the child
     // only waits in pause(2), an async-signal-safe call, until it is killed below.
     let pid = unsafe {
@@ -76,10 +78,9 @@ fn new_userns(uid: u32) -> Result<OwnedFd, SandboxError> {
     if pid < 0 {
         return Err(last("clone a user namespace"));
     }
-    let map = format!("0 {uid} 1\n");
-    let made = std::fs::write(format!("/proc/{pid}/uid_map"), &map)
+    let made = std::fs::write(format!("/proc/{pid}/uid_map"), format!("{owner} {uid} 1\n"))
         .and_then(|()| std::fs::write(format!("/proc/{pid}/setgroups"), "deny"))
-        .and_then(|()| std::fs::write(format!("/proc/{pid}/gid_map"), &map))
+        .and_then(|()| std::fs::write(format!("/proc/{pid}/gid_map"), format!("{group} {uid} 1\n")))
         .and_then(|()| std::fs::File::open(format!("/proc/{pid}/ns/user")));
     // SAFETY: pid is our child; kill and reap it whatever happened above.
     unsafe {
@@ -90,21 +91,27 @@ fn new_userns(uid: u32) -> Result<OwnedFd, SandboxError> {
         .map_err(fail("map a user namespace"))
 }
 
-/// Run `f` with the fd of the idmapping user namespace for `uid`.
-fn with_userns<R>(uid: u32, f: impl FnOnce(RawFd) -> R) -> Result<R, SandboxError> {
-    static CACHE: OnceLock<Mutex<HashMap<u32, OwnedFd>>> = OnceLock::new();
+/// (owner uid, owner gid, sandbox uid) of an idmapping.
+type Key = (u32, u32, u32);
+
+/// Run `f` with the fd of the idmapping user namespace for `key`.
+fn with_userns<R>(key: Key, f: impl FnOnce(RawFd) -> R) -> Result<R, SandboxError> {
+    static CACHE: OnceLock<Mutex<HashMap<Key, OwnedFd>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if !map.contains_key(&uid) {
-        map.insert(uid, new_userns(uid)?);
+    if !map.contains_key(&key) {
+        map.insert(key, new_userns(key)?);
     }
-    let fd = map.get(&uid).map_or(-1, |fd| fd.as_raw_fd());
+    let fd = map.get(&key).map_or(-1, |fd| fd.as_raw_fd());
     Ok(f(fd))
 }
 
-/// A detached, recursive, idmapped (host uid 0 shown as `uid`), nosuid, nodev clone
-/// of the mount tree at `path`.
+/// A detached, recursive, idmapped (the owner of `path` shown as `uid`), nosuid, nodev
+/// clone of the mount tree at `path`.
 pub(crate) fn clone(path: &Path, uid: u32) -> Result<OwnedFd, SandboxError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(fail("read the workspace's owner"))?;
+    let key = (meta.uid(), meta.gid(), uid);
     let cpath = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| SandboxError::invalid("a NUL byte in a path"))?;
     // SAFETY: cpath is a valid NUL-terminated string.
@@ -129,7 +136,7 @@ pub(crate) fn clone(path: &Path, uid: u32) -> Result<OwnedFd, SandboxError> {
         propagation: u64,
         userns_fd: u64,
     }
-    let r = with_userns(uid, |userns| {
+    let r = with_userns(key, |userns| {
         let attr = MountAttr {
             attr_set: MOUNT_ATTR_IDMAP
                 | super::sys::MOUNT_ATTR_NOSUID

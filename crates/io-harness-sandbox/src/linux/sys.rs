@@ -139,6 +139,18 @@ pub(crate) fn mount(
     .map(drop)
 }
 
+/// Whether the read end of the pipe whose write end is `fd` is closed (`POLLERR`).
+pub(crate) fn peer_closed(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: p is a valid pollfd; a zero timeout never blocks.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & libc::POLLERR != 0
+}
+
 /// `pivot_root(2)`.
 pub(crate) fn pivot_root(new_root: &CStr, put_old: &CStr) -> Result<(), Errno> {
     // SAFETY: both are valid NUL-terminated strings.

@@ -352,3 +352,9 @@ fn mount_namespace_off_cargo_credentials_are_read() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn mount_namespace_off_private_tmpfs_is_the_hosts_size() {
+    let sizes = crate::view::private_sizes_observed(&native().without(Layer::MountNs));
+    assert!(sizes.iter().any(|s| *s != 192 << 20), "{sizes:?}");
+}

@@ -371,3 +371,28 @@ pub fn plain_spec(argv: Vec<String>, workdir: &Path) -> RunSpec {
     spec.limits = test_limits();
     spec
 }
+
+/// The sizes (bytes) of `/tmp`, `/dev/shm` and `$HOME` as the command sees them, with
+/// a 192 MiB memory cap.
+pub fn private_sizes_observed(sb: &dyn Sandbox) -> Vec<u64> {
+    let f = Fixture::new();
+    let code = "import os\n\
+                for p in ('/tmp', '/dev/shm', os.environ['HOME']):\n  \
+                  s=os.statvfs(p); print(s.f_blocks*s.f_frsize)";
+    let mut spec = f.spec(py(code));
+    spec.limits.memory_bytes = Some(192 << 20);
+    let (_, out, err) = run_text(sb, &spec);
+    assert!(!out.is_empty(), "{err}");
+    out.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// Every writable private tmpfs is sized to the memory cap (it was half the host's
+/// memory each), and the fresh root itself takes no writes.
+fn private_tmpfs_sized_to_the_memory_cap(sb: &dyn Sandbox) {
+    assert_eq!(private_sizes_observed(sb), vec![192 << 20; 3]);
+    let f = Fixture::new();
+    let (code, _, err) = run_text(sb, &f.spec(sh("mkdir /new-top-level-dir")));
+    assert_ne!(code, Some(0));
+    assert!(err.contains("Read-only file system"), "{err}");
+}
+backends!(private_tmpfs_sized_to_the_memory_cap, [native]);

@@ -42,8 +42,11 @@
 //! Everything the child needs — strings, pointer arrays, mount steps, the seccomp
 //! program, the Landlock ruleset — is built in the parent (`linux/prepare.rs`), since
 //! the child may not allocate. The spawner thread `clone3`s the child into new
-//! namespaces; the child joins its cgroups, writes its uid/gid map, builds its
-//! filesystem view (`linux/mounts.rs`), and as pid 1 of its pid namespace
+//! namespaces; the child joins its cgroups, clones the host trees of its view, gets
+//! its uid/gid map (a root harness's parent writes it, mapping the command to the
+//! unprivileged [`RunSpec::uid`], and hands over an idmapped clone of the workspace —
+//! `linux/idmap.rs`), builds the allowlisted view in a fresh root and pivots into it
+//! (`linux/mounts.rs`), and as pid 1 of its pid namespace
 //! `vfork`s the command, which drops capabilities, sets limits, restricts itself
 //! with Landlock and seccomp, and executes. Init reaps orphans and exits with the
 //! command's status, which kills whatever is left in the namespace. The child

@@ -99,10 +99,10 @@ fn with_userns<R>(key: Key, f: impl FnOnce(RawFd) -> R) -> Result<R, SandboxErro
     static CACHE: OnceLock<Mutex<HashMap<Key, OwnedFd>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if !map.contains_key(&key) {
-        map.insert(key, new_userns(key)?);
-    }
-    let fd = map.get(&key).map_or(-1, |fd| fd.as_raw_fd());
+    let fd = match map.entry(key) {
+        std::collections::hash_map::Entry::Occupied(e) => e.get().as_raw_fd(),
+        std::collections::hash_map::Entry::Vacant(v) => v.insert(new_userns(key)?).as_raw_fd(),
+    };
     Ok(f(fd))
 }
 

@@ -330,6 +330,10 @@ impl Builder {
     }
 }
 
+/// What [`Builder::clone_hosts`] planned: the slot of each host entry, the slots the
+/// parent fills (idmapped clones), the device nodes' slots.
+type Clones = (HashMap<PathBuf, usize>, Vec<(usize, PathBuf)>, Vec<usize>);
+
 /// `mode=..,size=..` for a writable private tmpfs.
 fn private_data(mode: u32, size: Option<u64>) -> String {
     match size {
@@ -340,11 +344,7 @@ fn private_data(mode: u32, size: Option<u64>) -> String {
 
 impl Builder {
     /// Clone every host tree (and device node) before anything is covered.
-    fn clone_hosts(
-        &mut self,
-        wanted: &[Wanted],
-        devices: &[PathBuf],
-    ) -> (HashMap<PathBuf, usize>, Vec<(usize, PathBuf)>, Vec<usize>) {
+    fn clone_hosts(&mut self, wanted: &[Wanted], devices: &[PathBuf]) -> Clones {
         let mut slots = HashMap::new();
         let mut premade = Vec::new();
         for w in wanted {

@@ -221,63 +221,92 @@ fn tmp_and_home_private_and_empty(sb: &dyn Sandbox) {
 }
 backends!(tmp_and_home_private_and_empty, [native]);
 
-/// For each `/etc` exclusion, what the command sees: `stat` size and mode (a mask
-/// is an empty mode-000 file or directory) and whether it read the content. As root,
-/// an entry missing on the host is planted readable (0644) for the test.
-pub fn etc_observed(sb: &dyn Sandbox) -> Vec<(String, String)> {
+/// Plants `entry` when it is missing and the tests run as root: readable (0644), so
+/// that only the mask can keep it out. Returns what to remove afterwards.
+fn plant_etc(entry: &str) -> Planted {
     let mut planted = Planted(Vec::new());
-    if is_root() {
-        for e in ETC_EXCLUDED {
-            let p = Path::new(e);
-            if p.symlink_metadata().is_ok() {
-                continue;
-            }
-            if let Some(parent) = p.parent().filter(|d| !d.exists()) {
-                if std::fs::create_dir(parent).is_ok() {
-                    planted.0.push(parent.to_path_buf());
-                }
-            }
-            if e.ends_with(".d") || e.ends_with("private") {
-                if std::fs::create_dir(p).is_ok() {
-                    planted.0.push(p.to_path_buf());
-                    let inner = p.join("iohx-secret");
-                    std::fs::write(&inner, "etc-secret-canary").unwrap();
-                    planted.0.push(inner);
-                }
-            } else if std::fs::write(p, "etc-secret-canary").is_ok() {
-                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
-                planted.0.push(p.to_path_buf());
-            }
-        }
+    let p = Path::new(entry);
+    if !is_root() || p.symlink_metadata().is_ok() {
+        return planted;
     }
-    let f = Fixture::new();
-    let mut out = Vec::new();
-    for e in ETC_EXCLUDED {
-        if Path::new(e).symlink_metadata().is_err() {
-            continue; // an unprivileged run cannot plant it
-        }
-        let script = format!("stat -c '%s %a' {e}; cat {e} {e}/* 2>/dev/null");
-        let (_, text, _) = run_text(sb, &f.spec(sh(&script)));
-        out.push((e.to_owned(), text));
+    if let Some(parent) = p.parent().filter(|d| !d.exists())
+        && std::fs::create_dir(parent).is_ok()
+    {
+        planted.0.push(parent.to_path_buf());
     }
-    drop(planted);
-    out
+    if entry.ends_with(".d") || entry.ends_with("private") {
+        if std::fs::create_dir(p).is_ok() {
+            planted.0.push(p.to_path_buf());
+            let inner = p.join("iohx-secret");
+            std::fs::write(&inner, "etc-secret-canary").unwrap();
+            planted.0.push(inner);
+        }
+    } else if std::fs::write(p, "etc-secret-canary").is_ok() {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        planted.0.push(p.to_path_buf());
+    }
+    planted
 }
 
-fn etc_exclusions_masked(sb: &dyn Sandbox) {
-    for (entry, seen) in etc_observed(sb) {
-        let first = seen.lines().next().unwrap_or_default();
-        assert!(
-            first == "0 0" || first.ends_with(" 0"),
-            "{entry} is not masked: {seen}"
-        );
-        assert!(
-            !seen.contains("etc-secret-canary") && !seen.contains("root:"),
-            "{entry}: {seen}"
-        );
+/// What the command sees of `/etc` exclusion `entry`: `stat` size and mode (a mask is
+/// an empty mode-000 file or directory) and whatever it could read. `None` when the
+/// entry is missing and cannot be planted (an unprivileged run).
+pub fn etc_observed(sb: &dyn Sandbox, entry: &str) -> Option<String> {
+    let planted = plant_etc(entry);
+    if Path::new(entry).symlink_metadata().is_err() {
+        return None;
     }
+    let f = Fixture::new();
+    let script = format!("stat -c '%s %a' {entry}; cat {entry} {entry}/* 2>/dev/null");
+    let (_, text, _) = run_text(sb, &f.spec(sh(&script)));
+    drop(planted);
+    Some(text)
 }
-backends!(etc_exclusions_masked, [native]);
+
+/// The first line of [`etc_observed`] says the entry is masked.
+pub fn looks_masked(seen: &str) -> bool {
+    let first = seen.lines().next().unwrap_or_default();
+    first == "0 0" || first.ends_with(" 0")
+}
+
+fn etc_exclusion_masked(sb: &dyn Sandbox, entry: &str) {
+    let Some(seen) = etc_observed(sb, entry) else {
+        return;
+    };
+    assert!(looks_masked(&seen), "{entry} is not masked: {seen}");
+    assert!(
+        !seen.contains("etc-secret-canary") && !seen.contains("root:"),
+        "{entry}: {seen}"
+    );
+}
+
+/// One test per documented `/etc` exclusion.
+macro_rules! etc_exclusion {
+    ($($name:ident => $entry:expr),+ $(,)?) => {
+        mod etc_exclusion {
+            $(
+                #[test]
+                fn $name() {
+                    super::etc_exclusion_masked(&crate::common::native(), $entry);
+                }
+            )+
+        }
+    };
+}
+
+etc_exclusion!(
+    shadow => "/etc/shadow",
+    shadow_backup => "/etc/shadow-",
+    gshadow => "/etc/gshadow",
+    gshadow_backup => "/etc/gshadow-",
+    sudoers => "/etc/sudoers",
+    sudoers_d => "/etc/sudoers.d",
+    ssl_private => "/etc/ssl/private",
+    krb5_keytab => "/etc/krb5.keytab",
+    security_opasswd => "/etc/security/opasswd",
+    ssh_host_key => "/etc/ssh/ssh_host_iohxtest_key",
+);
+
 
 /// A unix socket bound on the host after the sandbox started, in a host directory the
 /// view does not list (world-connectable, so only the view can stop it).

@@ -307,7 +307,6 @@ etc_exclusion!(
     ssh_host_key => "/etc/ssh/ssh_host_iohxtest_key",
 );
 
-
 /// A unix socket bound on the host after the sandbox started, in a host directory the
 /// view does not list (world-connectable, so only the view can stop it).
 pub fn late_socket_observed(sb: &dyn Sandbox) -> (String, usize) {
@@ -425,3 +424,23 @@ fn private_tmpfs_sized_to_the_memory_cap(sb: &dyn Sandbox) {
     assert!(err.contains("Read-only file system"), "{err}");
 }
 backends!(private_tmpfs_sized_to_the_memory_cap, [native]);
+
+/// The record names every documented exclusion the host has, and no masked path
+/// outside the view.
+#[test]
+fn the_record_lists_the_exclusions_applied() {
+    let out = run(&native(), &Fixture::new().spec(vec!["/bin/true".into()]));
+    let excluded = &out.layers.mounts.as_ref().unwrap().excluded;
+    for e in ETC_EXCLUDED {
+        let p = Path::new(e);
+        // Planted entries of concurrent tests come and go; judge the stable ones.
+        if p.exists() && !p.is_symlink() && ["shadow", "gshadow"].iter().any(|s| e.ends_with(s)) {
+            assert!(excluded.iter().any(|x| x == p), "{e} not in {excluded:?}");
+        }
+    }
+    assert!(
+        excluded
+            .iter()
+            .all(|x| x.starts_with("/etc") || x.starts_with("/root"))
+    );
+}

@@ -59,13 +59,7 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
                     }
                 );
                 if let Some(m) = &l.mounts {
-                    outln!(
-                        "  filesystem: root read-only {}, fresh /proc {}, minimal /dev {}, {} paths hidden",
-                        m.root_read_only,
-                        m.fresh_proc,
-                        m.minimal_dev,
-                        m.hidden.len()
-                    );
+                    print_view(m, l.host_uid);
                 }
                 outln!(
                     "  landlock: {} (ABI {}), tcp denied {}, scoped {}",
@@ -107,4 +101,25 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
         }
     }
     Ok(0)
+}
+
+/// The allowlisted view a command gets (the probe's, whose workspace is a temporary
+/// directory), and the uid it runs as: everything not listed is absent.
+fn print_view(m: &io_harness::sandbox::MountReport, host_uid: Option<u32>) {
+    outln!(
+        "  filesystem: fresh root {}, fresh /proc {}, minimal /dev {}, workspace idmapped {}; runs as host uid {}",
+        m.fresh_root,
+        m.fresh_proc,
+        m.minimal_dev,
+        m.idmapped,
+        host_uid.map_or("-".into(), |u| u.to_string())
+    );
+    outln!("  view (everything else is absent):");
+    for e in &m.view {
+        outln!("    {:<10} {}", e.access.label(), e.path.display());
+    }
+    if !m.excluded.is_empty() {
+        let ex: Vec<String> = m.excluded.iter().map(|p| p.display().to_string()).collect();
+        outln!("  excluded (masked): {}", ex.join(", "));
+    }
 }

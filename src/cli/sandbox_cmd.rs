@@ -118,9 +118,6 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
     let (workdir, mut spec) = command_spec(&args)?;
     let proxy = start_egress(&args, &mut spec).await?;
     let audit = AuditLog::default_location();
-    if let Some(a) = &audit {
-        spec.hidden_paths.push(a.dir().to_path_buf());
-    }
     let sb = match args.require {
         Some(b) => sandbox::require(b).map_err(|e| CliError::Usage(e.to_string()))?,
         None => sandbox::select().map_err(|e| CliError::Internal(e.to_string()))?,

@@ -87,9 +87,19 @@ pub struct SandboxSettings {
     /// Let `run_command` take a shell string (`sh -c`), not only an argv.
     #[serde(default)]
     pub shell: bool,
+    /// The host uid (and gid) a root harness runs sandboxed commands as; `None` is
+    /// the default, 65534 (`nobody`). Never 0. An unprivileged harness runs them as
+    /// itself whatever this says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
 }
 
 impl SandboxSettings {
+    /// The uid commands run as when the harness is root (see [`SandboxSettings::uid`]).
+    pub fn sandbox_uid(&self) -> u32 {
+        self.uid.unwrap_or(crate::sandbox::DEFAULT_UID)
+    }
+
     /// The parsed allowlist (empty unless `network = "allowlist"`). A bad entry is an
     /// error naming it; a contract loaded from TOML has been checked already.
     pub fn host_rules(&self) -> Result<Vec<HostRule>, RuleError> {

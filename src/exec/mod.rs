@@ -132,28 +132,9 @@ pub(crate) fn text_busy_pause(attempt: u32) -> Duration {
     Duration::from_millis(10 << attempt.min(6))
 }
 
-/// Host paths no sandbox of a run may see: the store's files and the audit log
-/// (for commands and gates here, and for sandboxed MCP servers).
-pub(crate) fn hidden_paths(store: &Store, audit: Option<&AuditLog>) -> Vec<PathBuf> {
-    let mut hidden = Vec::new();
-    if let Some(db) = store.path() {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = db.clone().into_os_string();
-            p.push(suffix);
-            hidden.push(PathBuf::from(p));
-        }
-    }
-    if let Some(a) = audit {
-        hidden.push(a.dir().to_path_buf());
-    }
-    // The dependency cache shared across runs: a gate gets a copy, never a view.
-    hidden.push(dep_cache_dir());
-    hidden
-}
-
 /// The dependency cache shared across runs (`$XDG_CACHE_HOME/io-harness/deps`, else
-/// `~/.cache/io-harness/deps`): beside the gates' directories, hidden from every
-/// sandbox of a run.
+/// `~/.cache/io-harness/deps`): beside the gates' directories, outside every
+/// sandbox's view (the view is an allowlist: a gate gets a copy, never the cache).
 pub(crate) fn dep_cache_dir() -> PathBuf {
     std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
@@ -191,7 +172,6 @@ pub struct Executor {
     run_id: i64,
     step: AtomicU32,
     audit: Option<AuditLog>,
-    hidden: Vec<PathBuf>,
     masked: Vec<PathBuf>,
     /// The run's cancel token and deadline (none until the session sets it).
     halt: Mutex<Halt>,
@@ -212,7 +192,6 @@ impl Executor {
         audit: Option<AuditLog>,
         masked: Vec<PathBuf>,
     ) -> Self {
-        let hidden = hidden_paths(&store, audit.as_ref());
         Self {
             sandbox,
             settings,
@@ -221,7 +200,6 @@ impl Executor {
             run_id,
             step: AtomicU32::new(0),
             audit,
-            hidden,
             masked,
             halt: Mutex::new(Halt::default()),
             dep_cache_max: None,
@@ -321,7 +299,7 @@ impl Executor {
         spec.env = self.passed_env();
         spec.read_only_paths = self.settings.read_only_paths.clone();
         spec.masked_paths = self.masked.clone();
-        spec.hidden_paths = self.hidden.clone();
+        spec.uid = self.settings.sandbox_uid();
         spec.allow_weaker = self.settings.allow_weaker;
         spec
     }
@@ -562,10 +540,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_shared_dependency_cache_is_hidden_from_every_sandbox() {
-        let store = Store::memory().unwrap();
-        let hidden = hidden_paths(&store, None);
-        assert!(hidden.contains(&dep_cache_dir()), "{hidden:?}");
+    fn the_shared_dependency_cache_lies_under_the_cache_directory() {
         assert!(dep_cache_dir().ends_with("io-harness/deps"));
     }
 }

@@ -13,11 +13,15 @@ fn labels<T: Copy>(items: &[T], label: impl Fn(T) -> &'static str) -> Vec<&'stat
 pub fn layers_json(l: &LayerReport) -> Value {
     let mounts = l.mounts.as_ref().map(|m| {
         json!({
-            "root_read_only": m.root_read_only,
+            "fresh_root": m.fresh_root,
             "fresh_proc": m.fresh_proc,
             "minimal_dev": m.minimal_dev,
-            "hidden": m.hidden,
-            "read_only": m.read_only,
+            "view": m.view.iter().map(|e| json!({
+                "path": e.path,
+                "access": e.access.label(),
+            })).collect::<Vec<_>>(),
+            "idmapped": m.idmapped,
+            "excluded": m.excluded,
             "protected": m.protected,
             "masked": m.masked,
         })
@@ -37,6 +41,7 @@ pub fn layers_json(l: &LayerReport) -> Value {
         "capabilities_dropped": l.capabilities_dropped,
         "fds_closed": l.fds_closed,
         "proxy_bridge": l.proxy_bridge,
+        "host_uid": l.host_uid,
         "limits": {
             "cgroup": labels(&l.limits.cgroup, |c| c.label()),
             "rlimits": l.limits.rlimits,

@@ -54,7 +54,6 @@ pub(super) async fn connect(
             .as_ref()
             .map(|e| e.masked().to_vec())
             .unwrap_or_default(),
-        hidden: crate::exec::hidden_paths(store, opts.audit.as_ref()),
         step,
         audit: opts.audit.clone(),
     };
@@ -108,9 +107,6 @@ pub async fn list_servers(
         workdir: contract.root.clone(),
         settings: contract.sandbox.clone(),
         masked: super::setup::masked_paths(&contract.root, policy.as_ref()),
-        hidden: crate::audit::AuditLog::default_location()
-            .map(|a| vec![a.dir().to_path_buf()])
-            .unwrap_or_default(),
         step: 0,
         audit: None,
     };

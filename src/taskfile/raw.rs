@@ -99,6 +99,7 @@ pub(super) struct RawSandbox {
     pub(super) allow_weaker: bool,
     #[serde(default)]
     pub(super) shell: bool,
+    pub(super) uid: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]

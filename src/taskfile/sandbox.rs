@@ -1,5 +1,6 @@
 //! `[sandbox]`: the backend required, the network posture with its allowlist and
-//! pinned names, the variables passed in, extra read-only paths and the limits.
+//! pinned names, the variables passed in, extra read-only paths, the limits and the
+//! uid a root harness runs commands as.
 
 use std::ops::Range;
 use std::path::Path;
@@ -77,7 +78,29 @@ pub(super) fn settings(
     }
     out.allow_weaker = sb.allow_weaker;
     out.shell = sb.shell;
+    if let Some(u) = sb.uid {
+        spans.note("sandbox.uid", u.span());
+        out.uid = Some(uid(&u)?);
+    }
     Ok(out)
+}
+
+/// `uid = 65534`: the unprivileged host uid a root harness maps commands to; 0 (host
+/// root) and values outside the uid range are refused.
+fn uid(u: &Spanned<i64>) -> Result<u32, ConvertError> {
+    match u32::try_from(*u.get_ref()) {
+        Ok(0) => Err((
+            "sandbox.uid".into(),
+            Some(u.span()),
+            "0 is host root: a sandboxed command never runs as host uid 0".into(),
+        )),
+        Ok(n) if n != u32::MAX => Ok(n),
+        _ => Err((
+            "sandbox.uid".into(),
+            Some(u.span()),
+            format!("{} is not a uid (1 to 4294967294)", u.get_ref()),
+        )),
+    }
 }
 
 /// `network = "none" | "allowlist" | "open"`.

@@ -353,3 +353,21 @@ fn sandbox_disk_limit_parses_defaults_and_bad_values_name_file_line_and_key() {
     let (line, key, _) = invalid(&format!("{OK}[sandbox]\nlimits = {{ disk = true }}\n"));
     assert_eq!((line, key.as_str()), (5, "sandbox.limits.disk"));
 }
+
+#[test]
+fn sandbox_uid_defaults_to_nobody_and_refuses_root() {
+    let c = load(OK).unwrap();
+    assert_eq!((c.sandbox.uid, c.sandbox.sandbox_uid()), (None, 65534));
+    let c = load(&format!("{OK}[sandbox]\nuid = 1000\n")).unwrap();
+    assert_eq!(c.sandbox.sandbox_uid(), 1000);
+    for bad in ["0", "-1", "4294967295"] {
+        let (line, key, msg) = invalid(&format!("{OK}[sandbox]\nuid = {bad}\n"));
+        assert_eq!((line, key.as_str()), (5, "sandbox.uid"), "{bad}: {msg}");
+    }
+    // A wrong type is named by its line, as for every key.
+    let (line, _, msg) = invalid(&format!("{OK}[sandbox]\nuid = \"nobody\"\n"));
+    assert_eq!(line, 5);
+    assert!(msg.contains("integer") || msg.contains("i64"), "{msg}");
+    let (_, _, msg) = invalid(&format!("{OK}[sandbox]\nuid = 0\n"));
+    assert!(msg.contains("host root"), "{msg}");
+}

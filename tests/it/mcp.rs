@@ -110,7 +110,6 @@ fn env(store: &Store, run_id: i64, dir: &Path, gate: Arc<dyn PolicyGate>) -> Mcp
             ..Default::default()
         },
         masked: Vec::new(),
-        hidden: Vec::new(),
         step: 0,
         audit: None,
     }

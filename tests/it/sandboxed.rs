@@ -399,3 +399,80 @@ fn the_executor_retries_a_binary_briefly_open_for_writing() {
     // One session recorded: the one that ran.
     assert_eq!(store.sandbox_sessions(run_id).unwrap().len(), 1);
 }
+
+/// A directory the old hide-list view showed (beside the checkout, not in `/tmp` or
+/// `$HOME`), so that the cases below can tell an allowlist from a denylist.
+fn visible_before() -> tempfile::TempDir {
+    let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(base).unwrap();
+    tempfile::Builder::new()
+        .prefix("view-")
+        .tempdir_in(base)
+        .unwrap()
+}
+
+/// Issue #15, class 2: a `copy` run's commands work on the copy and never see the
+/// original project at its own path (its `.env` was readable while `read_file`
+/// refused it).
+#[tokio::test]
+async fn a_copy_runs_commands_do_not_see_the_original_project() {
+    let dir = visible_before();
+    let ws = dir.path().join("project");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join(".env"), "TOKEN=original-secret\n").unwrap();
+    let orig = std::fs::canonicalize(&ws).unwrap();
+    let store = Store::memory().unwrap();
+    let mut c = TaskContract::workspace("look around", &ws, Verification::command(["true"]))
+        .max_verify_attempts(1);
+    c.workspace = io_harness::contract::WorkspaceMode::Copy;
+    let script = format!("cat {0}/.env; ls -A {0}; echo end", orig.display());
+    let provider = Scripted::new(vec![cmd(&["sh", "-c", &script]), ScriptTurn::text("done")]);
+    let fx = fixture();
+    let r = run_with(&c, &provider, &store, options(&fx)).await.unwrap();
+    let out = store.steps(r.run_id).unwrap()[0].tool_calls[0]
+        .output
+        .clone();
+    assert!(!out.contains("original-secret"), "{out}");
+    assert!(out.contains("No such file") && out.contains("end"), "{out}");
+}
+
+/// Issue #15, class 2: a sub-agent's commands do not see its parent's workspace
+/// (`../.env`).
+#[tokio::test]
+async fn a_childs_commands_do_not_see_the_parents_workspace() {
+    let dir = visible_before();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub/seed.txt"), "seed\n").unwrap();
+    std::fs::write(dir.path().join(".env"), "TOKEN=parent-secret\n").unwrap();
+    let contract = TaskContract::workspace(
+        "let a child look",
+        dir.path(),
+        Verification::file_contains("sub/seed.txt", "seed"),
+    );
+    let provider = Scripted::new(vec![
+        ScriptTurn::tool(
+            "spawn_agent",
+            json!({
+                "name": "looker",
+                "goal": "look at the parent",
+                "root": "sub",
+                "verify": {"file_contains": {"file": "seed.txt", "needle": "seed"}},
+                "budget": {"max_steps": 3}
+            }),
+        ),
+        ScriptTurn::text("the child looked"),
+    ])
+    .with_agent(
+        "looker",
+        vec![
+            cmd(&["sh", "-c", "cat ../.env; ls -A ..; echo end"]),
+            ScriptTurn::text("looked"),
+        ],
+    );
+    let store = Store::memory().unwrap();
+    let r = io_harness::run(&contract, &provider, &store).await.unwrap();
+    let child = store.children(r.run_id).unwrap()[0].run.id;
+    let out = store.steps(child).unwrap()[0].tool_calls[0].output.clone();
+    assert!(!out.contains("parent-secret"), "{out}");
+    assert!(out.contains("No such file") && out.contains("end"), "{out}");
+}

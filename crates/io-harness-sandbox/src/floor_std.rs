@@ -201,6 +201,7 @@ fn outcome(
         cap_hit,
         duration: started.elapsed(),
         layers: layers(),
+        setuid_cleared: Vec::new(),
         stopped: end == End::Stopped,
     }
 }

@@ -21,7 +21,7 @@
 //!
 //! | backend | where | what |
 //! |---|---|---|
-//! | [`NativeSandbox`] (`linux-namespaces`) | Linux | user, mount, pid, net, ipc, uts namespaces; read-only host root with hidden `/tmp`, `/run`, `$HOME`...; fresh `/proc`, minimal `/dev`; Landlock; seccomp; no capabilities; cgroup or rlimit caps |
+//! | [`NativeSandbox`] (`linux-namespaces`) | Linux | user, mount, pid, net, ipc, uts namespaces; an allowlisted view in a fresh root (system directories, toolchains, `read_only_paths` read-only; the workspace writable, idmapped, nosuid); host uid never 0; fresh `/proc`, minimal `/dev`; Landlock; seccomp; no capabilities; cgroup or rlimit caps |
 //! | [`FloorSandbox`] (`portable-floor`) | everywhere | fresh subprocess, private `HOME`/`TMPDIR`, rlimits, wall clock, built environment; on Linux also Landlock and seccomp |
 //! | `macos-sandbox-exec` | macOS | an SBPL profile ([`macos::profile_for`]) plus the floor |
 //! | Windows | Windows | the floor, reported as the floor ([`windows::JobLimits`] is the mapping a Job Object will use) |
@@ -42,8 +42,11 @@
 //! Everything the child needs — strings, pointer arrays, mount steps, the seccomp
 //! program, the Landlock ruleset — is built in the parent (`linux/prepare.rs`), since
 //! the child may not allocate. The spawner thread `clone3`s the child into new
-//! namespaces; the child joins its cgroups, writes its uid/gid map, builds its
-//! filesystem view (`linux/mounts.rs`), and as pid 1 of its pid namespace
+//! namespaces; the child joins its cgroups, clones the host trees of its view, gets
+//! its uid/gid map (a root harness's parent writes it, mapping the command to the
+//! unprivileged [`RunSpec::uid`], and hands over an idmapped clone of the workspace —
+//! `linux/idmap.rs`), builds the allowlisted view in a fresh root and pivots into it
+//! (`linux/mounts.rs`), and as pid 1 of its pid namespace
 //! `vfork`s the command, which drops capabilities, sets limits, restricts itself
 //! with Landlock and seccomp, and executes. Init reaps orphans and exits with the
 //! command's status, which kills whatever is left in the namespace. The child
@@ -97,10 +100,11 @@ pub use linux::Layer;
 pub use linux::NativeSandbox;
 pub use outcome::{
     CapState, Captured, CgroupController, CpuAccounting, LandlockReport, LandlockStatus,
-    LayerReport, LimitReport, MountReport, Namespace, SandboxOutcome, Teardown,
+    LayerReport, LimitReport, MountReport, Namespace, SandboxOutcome, Teardown, ViewAccess,
+    ViewEntry,
 };
 pub use select::{ProbeReport, probe, require, select};
-pub use spec::{Cap, NetworkPosture, ProxyBridge, RunSpec, SandboxLimits};
+pub use spec::{Cap, DEFAULT_UID, NetworkPosture, ProxyBridge, RunSpec, SandboxLimits};
 pub use stop::{StopOnDrop, StopSignal};
 #[cfg(not(target_os = "linux"))]
 pub use unsupported::NativeSandbox;

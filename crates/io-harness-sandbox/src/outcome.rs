@@ -60,6 +60,10 @@ pub struct SandboxOutcome {
     /// The caller's [`crate::StopSignal`] ended it (killed, with everything it
     /// started): no cap was hit, and its exit status says only that it was killed.
     pub stopped: bool,
+    /// Files in the workspace (and extra writable directories) whose setuid or setgid
+    /// bit was cleared after the session: nothing the command left can later run
+    /// with its owner's identity on the host.
+    pub setuid_cleared: Vec<PathBuf>,
 }
 
 impl SandboxOutcome {
@@ -77,6 +81,7 @@ impl SandboxOutcome {
             duration: Duration::ZERO,
             layers,
             stopped: false,
+            setuid_cleared: Vec::new(),
         }
     }
 
@@ -258,24 +263,76 @@ impl Teardown {
     }
 }
 
-/// The filesystem view the mount namespace gave the command.
+/// How one entry of the view reaches the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ViewAccess {
+    /// A host tree (or file) bound read-only, nosuid, nodev.
+    ReadOnly,
+    /// A host directory bound writable, nosuid, nodev (the workspace, extra writable
+    /// directories).
+    Writable,
+    /// An empty private tmpfs (`/tmp`, the private `HOME`), gone with the sandbox.
+    Private,
+    /// A symbolic link, as on the host (`/bin -> usr/bin` on a merged-`/usr` system).
+    Link,
+}
+
+impl ViewAccess {
+    /// Stable label: `read-only`, `writable`, `private`, `link`.
+    pub fn label(self) -> &'static str {
+        match self {
+            ViewAccess::ReadOnly => "read-only",
+            ViewAccess::Writable => "writable",
+            ViewAccess::Private => "private",
+            ViewAccess::Link => "link",
+        }
+    }
+}
+
+/// One path of the allowlisted view, at the same path as on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ViewEntry {
+    /// The path inside (and, for host trees, on the host).
+    pub path: PathBuf,
+    /// How it is there.
+    pub access: ViewAccess,
+}
+
+/// The filesystem view the mount namespace gave the command: an allowlist in a
+/// fresh root, so a path nobody listed is absent rather than merely read-only.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct MountReport {
-    /// The host root is mounted read-only (and nosuid, nodev).
-    pub root_read_only: bool,
+    /// The command's root is a fresh tmpfs holding only [`MountReport::view`]
+    /// (`pivot_root`): the host root is not reachable.
+    pub fresh_root: bool,
     /// A fresh `/proc` of the pid namespace replaced the host's.
     pub fresh_proc: bool,
     /// A minimal `/dev` replaced the host's.
     pub minimal_dev: bool,
-    /// Host paths covered by an empty tmpfs or made unreachable.
-    pub hidden: Vec<PathBuf>,
-    /// Host paths brought back read-only inside hidden areas (toolchains).
-    pub read_only: Vec<PathBuf>,
+    /// Every path the command can see, besides `/proc` and `/dev`.
+    pub view: Vec<ViewEntry>,
+    /// The workspace (and extra writable directories) were mounted idmapped: the
+    /// command's unprivileged uid owns what the host owner owns.
+    pub idmapped: bool,
+    /// Host secrets inside read-only trees made unreadable (`/etc/shadow`, ssh host
+    /// keys, `credentials.toml` of a cargo home...).
+    pub excluded: Vec<PathBuf>,
     /// Paths inside the workspace made read-only (`.git`, `.io-harness`).
     pub protected: Vec<PathBuf>,
     /// Paths made unreadable because the policy denies reading them.
     pub masked: Vec<PathBuf>,
+}
+
+impl MountReport {
+    /// The entries with `access`.
+    pub fn paths(&self, access: ViewAccess) -> impl Iterator<Item = &PathBuf> {
+        self.view
+            .iter()
+            .filter(move |e| e.access == access)
+            .map(|e| &e.path)
+    }
 }
 
 /// How the limits were enforced.
@@ -347,6 +404,9 @@ pub struct LayerReport {
     /// proxy (posture `allowlist` really in force). False for every other posture and
     /// where an allowlist could not be set up as such (then nothing left the sandbox).
     pub proxy_bridge: bool,
+    /// The host uid the command ran as, when a user namespace mapped it (never 0:
+    /// a root harness maps the command to [`crate::RunSpec::uid`]).
+    pub host_uid: Option<u32>,
     /// Limits and teardown.
     pub limits: LimitReport,
 }

@@ -149,6 +149,9 @@ impl SandboxLimits {
     }
 }
 
+/// The default [`RunSpec::uid`]: `nobody`.
+pub const DEFAULT_UID: u32 = 65534;
+
 /// One command to run in a sandbox.
 ///
 /// Build it with [`RunSpec::new`] and adjust the public fields. The environment is
@@ -175,13 +178,18 @@ pub struct RunSpec {
     pub proxy: Option<ProxyBridge>,
     /// The child's environment, as built by the caller (names the contract allows).
     pub env: Vec<(String, String)>,
-    /// Extra host paths made visible read-only (toolchains outside the defaults).
+    /// Extra host paths made visible read-only (toolchains outside the defaults,
+    /// an MCP server's install directory): the view is an allowlist, so a path
+    /// nobody lists is absent.
     pub read_only_paths: Vec<PathBuf>,
     /// Files or directories the policy denies for reading (e.g. `.env` in the
     /// workspace). Relative paths are taken from `workdir`. Made unreadable inside.
     pub masked_paths: Vec<PathBuf>,
-    /// Host paths to hide completely (the store, the audit log, socket directories).
-    pub hidden_paths: Vec<PathBuf>,
+    /// The host uid (and gid) a root harness runs the command as, through the user
+    /// namespace's map; default 65534 (`nobody`). Never 0: the command never holds host
+    /// root's identity (a 0 here is refused). An unprivileged harness can only map
+    /// its own uid, and does.
+    pub uid: u32,
     /// Bytes fed to the command's stdin by [`crate::Sandbox::run`]; empty
     /// means stdin reads end-of-file at once.
     pub stdin: Vec<u8>,
@@ -211,7 +219,7 @@ impl RunSpec {
             env: Vec::new(),
             read_only_paths: Vec::new(),
             masked_paths: Vec::new(),
-            hidden_paths: Vec::new(),
+            uid: DEFAULT_UID,
             stdin: Vec::new(),
             allow_weaker: false,
             stop: None,

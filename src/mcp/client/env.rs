@@ -28,8 +28,6 @@ pub struct McpEnv {
     pub settings: SandboxSettings,
     /// Workspace paths the policy denies for reading, masked inside the sandbox.
     pub masked: Vec<PathBuf>,
-    /// Host paths hidden inside the sandbox (the store, the audit log).
-    pub hidden: Vec<PathBuf>,
     /// The step events are recorded under until [`super::McpServers::set_step`] says
     /// otherwise.
     pub step: u32,

@@ -33,7 +33,6 @@ const MAX_DESCRIPTION: usize = 1024;
 ///     workdir: ".".into(),
 ///     settings: Default::default(),
 ///     masked: Vec::new(),
-///     hidden: Vec::new(),
 ///     step: 0,
 ///     audit: None,
 /// };

@@ -13,7 +13,7 @@
 
 use std::os::fd::RawFd;
 
-use super::plan::{ChildPlan, bit};
+use super::plan::{ChildPlan, IdMaps, bit};
 use super::sys::{self, Errno};
 
 /// A setup stage, for error reports.
@@ -128,6 +128,9 @@ pub(crate) struct ChildFds {
     pub status_w: RawFd,
     /// The child's end of the socket pair the bridge listener is sent over, or -1.
     pub bridge: RawFd,
+    /// Read end of the pipe the parent releases the child on once it has written the
+    /// id maps ([`IdMaps::ByParent`]), or -1.
+    pub release: RawFd,
 }
 
 /// Where the child is: failures are reported on `exec_w`.
@@ -187,6 +190,25 @@ fn close_all_but(keep: &mut [RawFd]) -> Result<(), Errno> {
     sys::close_range(next, u32::MAX, 0)
 }
 
+/// Close every fd but stdio, the child's pipes, the Landlock ruleset and the
+/// parent's idmapped clones; the list lives in the plan (no allocation here).
+fn keep_only(plan: &mut ChildPlan, fds: ChildFds, ruleset: RawFd) -> Result<(), Errno> {
+    for (slot, fd) in
+        plan.keep
+            .iter_mut()
+            .zip([fds.exec_w, fds.status_w, ruleset, fds.bridge, fds.release])
+    {
+        *slot = fd;
+    }
+    for (slot, fd) in plan.keep[super::plan::KEEP_FIXED..]
+        .iter_mut()
+        .zip(&plan.premounted)
+    {
+        *slot = std::os::fd::AsRawFd::as_raw_fd(fd);
+    }
+    close_all_but(&mut plan.keep)
+}
+
 /// Entry point of the cloned child. Never returns.
 pub(crate) fn child_main(plan: &mut ChildPlan, fds: ChildFds) -> ! {
     // Signals stay blocked (as on the spawner thread) until the command resets them:
@@ -204,8 +226,7 @@ pub(crate) fn child_main(plan: &mut ChildPlan, fds: ChildFds) -> ! {
         ctx.fail(Stage::Fds, 0, e);
     }
     let ruleset = plan.landlock.as_ref().map_or(-1, |l| l.fd());
-    let mut keep = [fds.exec_w, fds.status_w, ruleset, fds.bridge];
-    if let Err(e) = close_all_but(&mut keep) {
+    if let Err(e) = keep_only(plan, fds, ruleset) {
         ctx.fail(Stage::Fds, 0, e);
     }
 
@@ -217,19 +238,23 @@ pub(crate) fn child_main(plan: &mut ChildPlan, fds: ChildFds) -> ! {
         }
         ctx.layer(bit::CGROUP, Stage::Cgroup, 0, r);
     }
-    if let Some(maps) = &plan.id_maps {
-        let r = write_file(c"/proc/self/setgroups", b"deny")
-            .and_then(|()| write_file(c"/proc/self/uid_map", &maps.uid_map))
-            .and_then(|()| write_file(c"/proc/self/gid_map", &maps.gid_map));
-        ctx.layer(bit::ID_MAP, Stage::IdMap, 0, r);
+    // Host trees are cloned first (a root child still has host root's identity then),
+    // then the ids are mapped, then the view is assembled as the sandbox uid.
+    // Taking the slots out leaves an empty Vec behind, which allocates nothing.
+    let mut slots = std::mem::take(&mut plan.slots);
+    let mut mounted = match &plan.mounts {
+        Some(m) => m.apply(&mut slots, true),
+        None => Ok(()),
+    };
+    ids(&mut ctx, plan, fds);
+    if let (Ok(()), Some(m)) = (mounted, &plan.mounts) {
+        mounted = m.apply(&mut slots, false);
     }
-    if let Some(mounts) = &plan.mounts {
-        // The slots were allocated by the parent; the child only stores fd numbers.
-        match mounts.apply(&mut plan.slots) {
-            Ok(()) => ctx.applied |= bit::MOUNTS,
-            Err((op, e)) if ctx.required & bit::MOUNTS != 0 => ctx.fail(Stage::Mount, op as u32, e),
-            Err(_) => {}
-        }
+    plan.slots = slots;
+    match mounted {
+        Ok(()) if plan.mounts.is_some() => ctx.applied |= bit::MOUNTS,
+        Err((op, e)) if ctx.required & bit::MOUNTS != 0 => ctx.fail(Stage::Mount, op as u32, e),
+        _ => {}
     }
     if let Some(name) = plan.hostname {
         let r = sys::sethostname(name);
@@ -277,6 +302,46 @@ pub(crate) fn child_main(plan: &mut ChildPlan, fds: ChildFds) -> ! {
         sys::close(fd);
     }
     init_loop(cmd, fds.status_w)
+}
+
+/// The user namespace's maps and, for a root parent, the switch to the sandbox uid.
+/// Runs between the mount plan's cloning steps and the rest (see
+/// [`super::mounts::MountPlan::apply`]).
+fn ids(ctx: &mut Ctx, plan: &ChildPlan, fds: ChildFds) {
+    match &plan.id_maps {
+        Some(IdMaps::Own {
+            uid_map, gid_map, ..
+        }) => {
+            let r = write_file(c"/proc/self/setgroups", b"deny")
+                .and_then(|()| write_file(c"/proc/self/uid_map", uid_map))
+                .and_then(|()| write_file(c"/proc/self/gid_map", gid_map));
+            ctx.layer(bit::ID_MAP, Stage::IdMap, 0, r);
+        }
+        Some(IdMaps::ByParent { uid, .. }) => {
+            // The parent writes one byte once the maps are in place; end-of-file means
+            // it could not. Then drop host root's identity: the uid and gid of the map
+            // and no supplementary groups (group 0 would still read root:root 0640).
+            let mut byte = [0u8; 1];
+            let r = match sys::read(fds.release, &mut byte) {
+                Ok(1) => sys::become_user(*uid, *uid).and_then(|()| rearm_death_signal(fds)),
+                Ok(_) => Err(libc::EPIPE),
+                Err(e) => Err(e),
+            };
+            sys::close(fds.release);
+            ctx.layer(bit::ID_MAP, Stage::IdMap, 0, r);
+        }
+        None => {}
+    }
+}
+
+/// A change of credentials clears `PR_SET_PDEATHSIG`: set it again, then make sure
+/// the harness did not die in between (its end of the exec pipe would be closed).
+fn rearm_death_signal(fds: ChildFds) -> Result<(), Errno> {
+    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)?;
+    if sys::peer_closed(fds.exec_w) {
+        sys::exit(125);
+    }
+    Ok(())
 }
 
 /// Reap every child; when the command exits, report its status and exit with it.

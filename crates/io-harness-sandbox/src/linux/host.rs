@@ -1,16 +1,30 @@
-//! What the parent learns about the host before planning a sandbox: the paths to
-//! hide and to bring back, the devices and kernel knobs that exist, the unix sockets
-//! that listen, the signals this process ignores. Facts that cannot change while the
-//! harness runs are found once ([`host_facts`]); the rest per sandbox.
+//! What the parent learns about the host before planning a sandbox: the system and
+//! toolchain trees of the view, the devices and kernel knobs that exist, the signals
+//! this process ignores. Facts that cannot change while the harness runs are found
+//! once ([`host_facts`]); the secrets to exclude and the caller's paths per sandbox.
 
 use std::collections::HashSet;
 use std::fs;
-use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::mounts::{DEVICES, MountInputs, PROC_READ_ONLY};
+use super::mounts::{DEVICES, MountInputs, PROC_READ_ONLY, Source, Wanted};
+use super::secrets;
 use crate::RunSpec;
+
+/// The system directories a build needs, shown read-only (or, where the host has a
+/// symlink — a merged `/usr` — the same symlink).
+pub(crate) const SYSTEM: [&str; 8] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+];
+
+/// The parts of a cargo home a build reads: installed tools and the registry and git
+/// caches — never its credentials or its config.
+pub(crate) const CARGO_PARTS: [&str; 3] = ["bin", "registry", "git"];
+
+/// Where the fresh root is assembled, in the child's mount namespace only: the first
+/// of these that exists.
+const STAGES: [&str; 3] = ["/tmp", "/mnt", "/dev"];
 
 pub(crate) fn canonical_dir(p: &Path) -> Option<PathBuf> {
     fs::canonicalize(p).ok().filter(|p| p.is_dir())
@@ -24,34 +38,21 @@ fn host_home() -> Option<PathBuf> {
         .filter(|h| h != Path::new("/"))
 }
 
-/// Host files only root may read. A sandbox started by root keeps uid 0 (without
-/// any capability), which still owns them, so they are hidden explicitly.
-fn host_secrets() -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = [
-        "/etc/shadow",
-        "/etc/shadow-",
-        "/etc/gshadow",
-        "/etc/gshadow-",
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .collect();
-    if let Ok(entries) = fs::read_dir("/etc/ssh") {
-        out.extend(
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.to_string_lossy().ends_with("_key")),
-        );
-    }
-    out.retain(|p| p.is_file());
-    out
+/// A toolchain home: the variable when it is set to an absolute path, else the
+/// default under `$HOME` (canonical, existing).
+fn tool_home(var: &str, default: &str, home: Option<&Path>) -> Option<PathBuf> {
+    let set = std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    set.or_else(|| home.map(|h| h.join(default)))
+        .and_then(|p| canonical_dir(&p))
 }
 
-/// Pathname unix sockets of the host network namespace, except those in directories
-/// hidden anyway (most live in /run, /tmp and $HOME) and not brought back (the
-/// workspace may lie in /tmp).
-fn host_sockets(hidden: &[PathBuf], shown: &[&Path]) -> Vec<PathBuf> {
+/// Pathname unix sockets listening in the host network namespace now. Those inside
+/// the view (a server in the workspace) are masked; one bound later in a tree the
+/// view shows is reachable, which is why the view holds no host socket directory.
+fn host_sockets() -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
     let text = fs::read_to_string("/proc/net/unix").unwrap_or_default();
     let mut out: Vec<PathBuf> = text
         .lines()
@@ -59,9 +60,6 @@ fn host_sockets(hidden: &[PathBuf], shown: &[&Path]) -> Vec<PathBuf> {
         .filter_map(|l| l.split_whitespace().nth(7))
         .filter(|p| p.starts_with('/'))
         .map(PathBuf::from)
-        .filter(|p| {
-            !hidden.iter().any(|h| p.starts_with(h)) || shown.iter().any(|s| p.starts_with(s))
-        })
         .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()))
         .collect();
     out.sort();
@@ -89,43 +87,69 @@ pub(crate) fn ignored_signals() -> u64 {
         .unwrap_or(u64::MAX)
 }
 
-/// Host facts that do not change while the harness runs, found once: what to hide
-/// always, which toolchain directories exist, which devices and /proc knobs exist.
+/// Host facts that do not change while the harness runs, found once.
 pub(crate) struct HostFacts {
     pub home: Option<PathBuf>,
-    hide: Vec<PathBuf>,
-    read_only: Vec<PathBuf>,
+    /// `CARGO_HOME` (or `~/.cargo`), canonical.
+    pub cargo_home: Option<PathBuf>,
+    /// The system and toolchain entries of every view.
+    base: Vec<Wanted>,
     devices: Vec<PathBuf>,
     proc_read_only: Vec<PathBuf>,
-    dirs: HashSet<PathBuf>,
+    stage: PathBuf,
+}
+
+/// The system entries as they are on the host.
+fn system_entries() -> Vec<Wanted> {
+    SYSTEM
+        .iter()
+        .filter_map(|p| {
+            let path = PathBuf::from(p);
+            let meta = fs::symlink_metadata(&path).ok()?;
+            let source = if meta.file_type().is_symlink() {
+                Source::Link(fs::read_link(&path).ok()?)
+            } else if meta.is_dir() {
+                Source::ReadOnly
+            } else {
+                return None;
+            };
+            Some(Wanted {
+                path,
+                source,
+                is_dir: meta.is_dir(),
+            })
+        })
+        .collect()
+}
+
+/// The toolchain entries: the cargo home's parts and the whole rustup home.
+fn toolchain_entries(cargo: Option<&Path>, rustup: Option<&Path>) -> Vec<Wanted> {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    if let Some(c) = cargo {
+        paths.extend(CARGO_PARTS.iter().filter_map(|p| canonical_dir(&c.join(p))));
+    }
+    paths.extend(rustup.map(Path::to_path_buf));
+    paths
+        .into_iter()
+        .map(|path| Wanted {
+            path,
+            source: Source::ReadOnly,
+            is_dir: true,
+        })
+        .collect()
 }
 
 pub(crate) fn host_facts() -> &'static HostFacts {
     static FACTS: OnceLock<HostFacts> = OnceLock::new();
     FACTS.get_or_init(|| {
         let home = host_home();
-        let mut hide: Vec<PathBuf> = ["/tmp", "/var/tmp", "/run", "/var/run"]
-            .iter()
-            .filter_map(|p| canonical_dir(Path::new(p)))
-            .collect();
-        hide.extend(home.clone());
-        hide.extend(std::env::var_os("XDG_RUNTIME_DIR").and_then(|x| canonical_dir(Path::new(&x))));
-        hide.extend(host_secrets());
-        let mut read_only: Vec<PathBuf> = Vec::new();
-        if let Some(h) = &home {
-            for sub in [".cargo/bin", ".cargo/registry", ".rustup"] {
-                read_only.push(h.join(sub));
-            }
-        }
-        if let Some(v) = std::env::var_os("CARGO_HOME").map(PathBuf::from) {
-            read_only.push(v.join("bin"));
-            read_only.push(v.join("registry"));
-        }
-        read_only.extend(std::env::var_os("RUSTUP_HOME").map(PathBuf::from));
-        let read_only: Vec<PathBuf> = read_only
-            .iter()
-            .filter_map(|p| fs::canonicalize(p).ok())
-            .collect();
+        let cargo_home = tool_home("CARGO_HOME", ".cargo", home.as_deref());
+        let rustup_home = tool_home("RUSTUP_HOME", ".rustup", home.as_deref());
+        let mut base = system_entries();
+        base.extend(toolchain_entries(
+            cargo_home.as_deref(),
+            rustup_home.as_deref(),
+        ));
         let devices = DEVICES
             .iter()
             .map(|d| Path::new("/dev").join(d))
@@ -136,50 +160,69 @@ pub(crate) fn host_facts() -> &'static HostFacts {
             .map(PathBuf::from)
             .filter(|p| p.exists())
             .collect();
-        let dirs = hide
+        let stage = STAGES
             .iter()
-            .chain(&read_only)
-            .filter(|p| p.is_dir())
-            .cloned()
-            .collect();
+            .map(PathBuf::from)
+            .find(|p| p.is_dir())
+            .unwrap_or_else(|| PathBuf::from("/dev"));
         HostFacts {
             home,
-            hide,
-            read_only,
+            cargo_home,
+            base,
             devices,
             proc_read_only,
-            dirs,
+            stage,
         }
     })
 }
 
-pub(crate) fn mount_inputs(spec: &RunSpec, wd: &Path, facts: &HostFacts) -> MountInputs {
-    let mut dirs = facts.dirs.clone();
-    dirs.insert(wd.to_owned());
-    let mut canonical = |p: &Path| -> Option<PathBuf> {
+/// What the view of `spec` needs: the host facts, the private directories, the
+/// workspace and the caller's paths. `idmapped` makes the writable entries premade
+/// (the parent hands over idmapped clones).
+pub(crate) fn mount_inputs(
+    spec: &RunSpec,
+    wd: &Path,
+    facts: &HostFacts,
+    idmapped: bool,
+) -> MountInputs {
+    let mut dirs = HashSet::new();
+    let mut canonical = |p: &Path| -> Option<(PathBuf, bool)> {
         let c = fs::canonicalize(p).ok()?;
-        if c.is_dir() {
+        let is_dir = c.is_dir();
+        if is_dir {
             dirs.insert(c.clone());
         }
-        Some(c)
+        Some((c, is_dir))
     };
-    let mut hide = facts.hide.clone();
-    hide.extend(spec.hidden_paths.iter().filter_map(|p| canonical(p)));
-    hide.extend(host_sockets(&facts.hide, &[wd]));
-    hide.retain(|p| p != Path::new("/"));
-    hide.sort();
-    hide.dedup();
-
-    let writable = spec
-        .writable_paths
-        .iter()
-        .filter_map(|p| canonical(p))
-        .collect();
-    let mut read_only = facts.read_only.clone();
-    read_only.extend(spec.read_only_paths.iter().filter_map(|p| canonical(p)));
-    read_only.sort();
-    read_only.dedup();
-
+    let mut wanted = facts.base.clone();
+    let private = |path: PathBuf, mode| Wanted {
+        path,
+        source: Source::Private { mode },
+        is_dir: true,
+    };
+    wanted.push(private(PathBuf::from("/tmp"), 0o1777));
+    wanted.extend(facts.home.clone().map(|h| private(h, 0o700)));
+    for p in &spec.read_only_paths {
+        if let Some((path, is_dir)) = canonical(p).filter(|(c, _)| c != Path::new("/")) {
+            wanted.push(Wanted {
+                path,
+                source: Source::ReadOnly,
+                is_dir,
+            });
+        }
+    }
+    let writable = std::iter::once(wd.to_path_buf()).chain(
+        spec.writable_paths
+            .iter()
+            .filter_map(|p| canonical(p).map(|c| c.0)),
+    );
+    for path in writable {
+        wanted.push(Wanted {
+            path,
+            source: Source::Writable { premade: idmapped },
+            is_dir: true,
+        });
+    }
     let protect = [".git", ".io-harness"]
         .iter()
         .map(|n| wd.join(n))
@@ -195,19 +238,21 @@ pub(crate) fn mount_inputs(spec: &RunSpec, wd: &Path, facts: &HostFacts) -> Moun
                 wd.join(m)
             }
         })
-        .filter_map(|m| canonical(&m))
+        .filter_map(|m| canonical(&m).map(|c| c.0))
         .collect();
+    let mut excluded = secrets::existing(facts.cargo_home.as_deref());
+    excluded.extend(host_sockets());
+    dirs.extend(excluded.iter().filter(|p| p.is_dir()).cloned());
     MountInputs {
-        dirs,
+        stage: facts.stage.clone(),
+        wanted,
         devices: facts.devices.clone(),
         proc_read_only: facts.proc_read_only.clone(),
-        workdir: wd.to_owned(),
-        writable,
-        home: facts.home.clone(),
-        hide,
-        read_only,
         protect,
         masked,
+        excluded,
+        dirs,
         fresh_proc: true,
+        tmpfs_size: spec.limits.memory_bytes,
     }
 }

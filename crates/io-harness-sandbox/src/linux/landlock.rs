@@ -1,4 +1,4 @@
-//! Landlock: reads everywhere, writes only in the workspace and the private
+//! Landlock: reads everywhere in the view, writes only in the workspace and the private
 //! temporary directories, TCP/UDP denied where there is no private network
 //! namespace, abstract unix sockets and signals scoped to the sandbox (ABI 6+).
 //!
@@ -51,6 +51,8 @@ pub(crate) struct Rules<'a> {
     pub child_writable: Vec<PathBuf>,
     /// Directories of terminals that only exist inside (added by the child).
     pub child_ttys: Vec<PathBuf>,
+    /// Directories readable that only exist inside (the fresh root).
+    pub child_readable: Vec<PathBuf>,
 }
 
 fn kernel_abi() -> Option<u32> {
@@ -193,6 +195,10 @@ pub(crate) fn prepare(
     }
     for d in &rules.child_ttys {
         child.push((cpath(d), tty.bits()));
+    }
+    let read = supported & AccessFs::from_read(FS_TARGET);
+    for d in &rules.child_readable {
+        child.push((cpath(d), read.bits()));
     }
     let report = LandlockReport {
         abi: Some(abi),

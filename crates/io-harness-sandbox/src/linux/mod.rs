@@ -8,6 +8,7 @@ mod cgroup;
 mod child;
 mod disk;
 mod host;
+mod idmap;
 mod landlock;
 mod monitor;
 mod mounts;
@@ -16,8 +17,10 @@ mod pipes;
 mod plan;
 mod prepare;
 mod seccomp;
+mod secrets;
 mod session;
 mod spawn;
+mod suid;
 mod sys;
 mod tmpfs;
 mod walk;
@@ -47,7 +50,7 @@ pub enum Layer {
     NetNs,
     /// The pid namespace (and with it the fresh `/proc` and pid-1 teardown).
     PidNs,
-    /// The mount namespace and every mount step (hiding, read-only root, masks).
+    /// The mount namespace and every mount step (the allowlisted view, masks).
     MountNs,
     /// cgroups.
     Cgroup,
@@ -67,6 +70,11 @@ pub enum Layer {
     DiskWatch,
     /// The CPU cap over the whole process tree (`RLIMIT_CPU` stays, per process).
     CpuTree,
+    /// Mapping a root harness's command to an unprivileged uid (and with it the
+    /// idmapped workspace): the command keeps host uid 0, without capabilities.
+    UidMap,
+    /// Clearing setuid/setgid bits in the workspace after the session.
+    SetuidClear,
 }
 
 #[cfg(feature = "sandbox-test-disable-layers")]
@@ -88,6 +96,8 @@ impl Layer {
             Layer::TmpfsAccounting => off::TMPFS,
             Layer::DiskWatch => off::DISK_WATCH,
             Layer::CpuTree => off::CPU_TREE,
+            Layer::UidMap => off::UIDMAP,
+            Layer::SetuidClear => off::SETUID_CLEAR,
         }
     }
 }
@@ -255,7 +265,7 @@ pub(crate) fn probe(native: bool) -> Result<LayerReport, SandboxError> {
     } else {
         (Mode::Floor, Backend::PortableFloor)
     };
-    let prepared = prepare(mode, &spec, 0, false)?;
+    let prepared = prepare(mode, &spec, 0, true)?;
     let (session, pipes) = Session::start(backend, prepared, spec.limits, Stdin::Null)?;
     let out = session.run(pipes, &[], None)?;
     if out.exit_code != Some(0) {

@@ -1,18 +1,23 @@
 //! The filesystem view of the native backend, planned in the parent and applied by
 //! the child inside its new mount namespace.
 //!
-//! The view is built in place rather than in a fresh root: the trees that must stay
-//! reachable (the workspace, writable; toolchains, read-only; device nodes) are
-//! cloned first with `open_tree`, then the whole host tree is made read-only,
-//! nosuid and nodev with one recursive `mount_setattr`, then empty tmpfs mounts
-//! *hide* `/tmp`, `/var/tmp`, `/run`, `$HOME`, the store and the audit directories
-//! (a read-only mount would not stop `connect()` to a host unix socket), and finally
-//! the clones are moved back to their paths. A fresh `/proc`, a minimal `/dev`,
-//! read-only `.git`/`.io-harness` and the masks finish it.
+//! The view is an **allowlist** built in a fresh root: every tree the command may
+//! see (system directories and toolchains read-only; the workspace writable) is
+//! cloned with `open_tree`, an empty tmpfs is mounted on a staging directory, each
+//! clone is moved to its own path inside it, private tmpfs mounts (`/tmp`, `HOME`),
+//! a minimal `/dev` and a fresh `/proc` are added, secrets inside the read-only trees
+//! are masked, and the child `pivot_root`s into the staging root and detaches the
+//! host's. A path nobody listed is therefore *absent* — not merely read-only, which
+//! would not stop `connect()` to a host unix socket bound there later — whatever
+//! the list forgot to name.
+//!
+//! `/proc` is mounted before the pivot: the kernel only lets a user namespace mount
+//! a proc that is no more revealing than one already visible, and the host's stops
+//! being visible once the old root is detached.
 //!
 //! The parent decides every step; the child only walks [`MountPlan::apply`].
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -21,15 +26,15 @@ use std::path::{Path, PathBuf};
 use libc::{c_uint, c_ulong};
 
 use super::sys::{self, Errno, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
-use crate::MountReport;
+use crate::{MountReport, ViewAccess, ViewEntry};
 
 const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 const OPEN_TREE_CLONE: c_uint = 0x1;
 const AT_EMPTY_PATH: c_uint = 0x1000;
 const AT_RECURSIVE: c_uint = 0x8000;
 
-/// The empty, mode-000 file that masks and hidden files are bound to. Created in the
-/// sandbox's private `/dev` and unlinked once every bind of it is in place.
+/// The empty, mode-000 file that masks are bound to. Created in the sandbox's
+/// private `/dev` and unlinked once every bind of it is in place.
 const MASK_SOURCE: &str = "/dev/.io-harness-mask";
 
 /// Device nodes bound from the host into the minimal `/dev`.
@@ -38,6 +43,34 @@ pub(crate) const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urando
 /// `/proc` entries that are made read-only: writes there reach the host kernel.
 pub(crate) const PROC_READ_ONLY: [&str; 4] =
     ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"];
+
+/// Flags of a tmpfs that masks a directory.
+const HIDE_FLAGS: c_ulong = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+
+/// Size of the tmpfs mounts that only hold mount points (the root, `/dev`, masks).
+const SMALL_TMPFS: &str = "size=1m";
+
+/// How a planned entry is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// A host path bound read-only.
+    ReadOnly,
+    /// A host directory bound writable; `premade` when the parent hands over an
+    /// idmapped clone instead of the child cloning it.
+    Writable { premade: bool },
+    /// An empty private tmpfs with this mode.
+    Private { mode: u32 },
+    /// A symlink with this target.
+    Link(PathBuf),
+}
+
+/// One entry the parent wants in the view.
+#[derive(Debug, Clone)]
+pub(crate) struct Wanted {
+    pub path: PathBuf,
+    pub source: Source,
+    pub is_dir: bool,
+}
 
 /// One mount step.
 #[derive(Debug)]
@@ -49,10 +82,15 @@ enum Op {
         recursive: bool,
         attrs: u64,
     },
-    RootReadOnly,
     Tmpfs {
         target: CString,
         flags: c_ulong,
+        data: CString,
+    },
+    /// A read-only, mode-000 tmpfs over the directory `target`, a host directory to
+    /// exclude; like [`Op::Mask`], one gone by then needs none.
+    HideDir {
+        target: CString,
         data: CString,
     },
     Mkdir {
@@ -66,10 +104,9 @@ enum Op {
         slot: usize,
         target: CString,
     },
-    /// The mask in `slot` over `target`, a file to hide. A file that vanished
+    /// The mask in `slot` over `target`, a host file to exclude. A file that vanished
     /// between the plan and the mount (a host socket whose server went away) needs no
-    /// mask, so `ENOENT` is no failure; a file created there later is as visible as
-    /// a socket bound after the spawn.
+    /// mask, so `ENOENT` is no failure.
     Mask {
         slot: usize,
         target: CString,
@@ -81,13 +118,21 @@ enum Op {
         target: CString,
         link: CString,
     },
-    Proc,
-    DevPts,
+    Proc {
+        target: CString,
+    },
+    DevPts {
+        target: CString,
+    },
     Unlink {
         path: CString,
     },
     ReadOnly {
         path: CString,
+    },
+    /// `pivot_root` into the staging root and detach the host's.
+    Pivot {
+        stage: CString,
     },
 }
 
@@ -98,40 +143,47 @@ struct Step {
     optional: bool,
 }
 
-/// What the parent knows when planning. Every path is canonical and exists; the
-/// plan itself touches no filesystem (the parent caches the host facts).
+/// What the parent knows when planning. Every host path is canonical and exists; the
+/// plan itself touches no filesystem.
 #[derive(Debug, Default)]
 pub(crate) struct MountInputs {
-    /// Which of the paths below are directories.
-    pub dirs: HashSet<PathBuf>,
+    /// An existing host directory the fresh root is assembled on (in the child's
+    /// private mount namespace only).
+    pub stage: PathBuf,
+    /// The view, in any order.
+    pub wanted: Vec<Wanted>,
     /// Host device nodes to bind into the minimal `/dev` (`/dev/null`...).
     pub devices: Vec<PathBuf>,
     /// `/proc` entries to make read-only (those that exist).
     pub proc_read_only: Vec<PathBuf>,
-    /// The workspace (canonical).
-    pub workdir: PathBuf,
-    /// Extra writable directories outside it (canonical, existing).
-    pub writable: Vec<PathBuf>,
-    /// The host `$HOME` (canonical), hidden with mode 0700.
-    pub home: Option<PathBuf>,
-    /// Directories and files to hide (canonical, existing).
-    pub hide: Vec<PathBuf>,
-    /// Paths brought back read-only where a hide covers them (canonical, existing).
-    pub read_only: Vec<PathBuf>,
     /// Paths in the workspace made read-only (`.git`, `.io-harness`).
     pub protect: Vec<PathBuf>,
-    /// Paths made unreadable (canonical, existing).
+    /// Paths the policy denies reading (canonical, existing); directories in `dirs`.
     pub masked: Vec<PathBuf>,
+    /// Host secrets inside read-only trees and host unix sockets listening inside the
+    /// view (canonical, existing); directories in `dirs`.
+    pub excluded: Vec<PathBuf>,
+    /// Which of `masked` and `excluded` are directories.
+    pub dirs: HashSet<PathBuf>,
     /// Mount a fresh `/proc` (needs a pid namespace of our own).
     pub fresh_proc: bool,
+    /// `size=` of the writable private tmpfs mounts (`/tmp`, `HOME`, `/dev/shm`):
+    /// the memory cap, so none can hold more than the sandbox may use.
+    pub tmpfs_size: Option<u64>,
 }
 
 /// The steps, the number of detached-tree slots they use, and what they achieve.
 #[derive(Debug)]
 pub(crate) struct MountPlan {
     steps: Vec<Step>,
+    /// Steps before this one only clone host trees: a root child runs them while it
+    /// still has host root's identity (which may traverse `/root` and other 0700
+    /// directories to reach a toolchain), the rest after it became the sandbox uid.
+    clones_end: usize,
     /// Number of fd slots the child needs.
     pub slots: usize,
+    /// Slots the parent fills with an idmapped clone of the path, before the launch.
+    pub premade: Vec<(usize, PathBuf)>,
     /// What a successful application gives the command.
     pub report: MountReport,
 }
@@ -149,25 +201,39 @@ fn depth(p: &Path) -> usize {
     p.components().count()
 }
 
-/// Whether `p` is visible given the hides and placements: the deepest covering
-/// entry decides, and a placement at the same depth as a hide wins (it comes later).
-fn visible(p: &Path, hides: &[PathBuf], places: &[PathBuf]) -> bool {
-    let deepest = |set: &[PathBuf]| {
-        set.iter()
-            .filter(|h| p.starts_with(h))
-            .map(|h| depth(h))
-            .max()
-    };
-    match (deepest(hides), deepest(places)) {
-        (None, _) => true,
-        (Some(_), None) => false,
-        (Some(h), Some(t)) => t >= h,
-    }
+/// Whether `p` shows host content: the deepest entry covering it is a host bind.
+fn shown(p: &Path, wanted: &[Wanted]) -> bool {
+    wanted
+        .iter()
+        .filter(|w| p.starts_with(&w.path) && (w.is_dir || w.path == p))
+        .max_by_key(|w| depth(&w.path))
+        .is_some_and(|w| matches!(w.source, Source::ReadOnly | Source::Writable { .. }))
+}
+
+/// The read-only entries another read-only or writable host tree already shows
+/// (binding them again would add nothing, or take writability away).
+fn redundant(w: &Wanted, all: &[Wanted]) -> bool {
+    w.source == Source::ReadOnly
+        && all.iter().any(|o| {
+            o.is_dir
+                && o.path != w.path
+                && w.path.starts_with(&o.path)
+                && matches!(o.source, Source::ReadOnly | Source::Writable { .. })
+                && !all.iter().any(|p| {
+                    // ...unless something private lies between them.
+                    matches!(p.source, Source::Private { .. })
+                        && p.path.starts_with(&o.path)
+                        && w.path.starts_with(&p.path)
+                        && p.path != o.path
+                })
+        })
 }
 
 struct Builder {
     steps: Vec<Step>,
     slots: usize,
+    stage: PathBuf,
+    made: HashSet<PathBuf>,
 }
 
 impl Builder {
@@ -180,9 +246,16 @@ impl Builder {
     fn optional(&mut self, op: Op) {
         self.steps.push(Step { op, optional: true });
     }
-    fn clone_tree(&mut self, path: &Path, recursive: bool, attrs: u64) -> usize {
-        let slot = self.slots;
+    /// `p` inside the staging root.
+    fn at(&self, p: &Path) -> PathBuf {
+        self.stage.join(p.strip_prefix("/").unwrap_or(p))
+    }
+    fn slot(&mut self) -> usize {
         self.slots += 1;
+        self.slots - 1
+    }
+    fn clone_tree(&mut self, path: &Path, recursive: bool, attrs: u64) -> usize {
+        let slot = self.slot();
         self.push(Op::Clone {
             path: c(path),
             slot,
@@ -198,106 +271,179 @@ impl Builder {
             data: cs(data),
         });
     }
-    /// Hide `path`: an empty tmpfs over a directory, the mask file over anything else.
-    fn hide(&mut self, path: &Path, is_dir: bool, home: Option<&Path>) {
+    /// Make the directories above `p` (an inside path) in the staging root.
+    fn parents(&mut self, p: &Path) {
+        let mut ancestors: Vec<PathBuf> = p
+            .ancestors()
+            .skip(1)
+            .filter(|a| depth(a) > 1)
+            .map(Path::to_path_buf)
+            .collect();
+        ancestors.reverse();
+        for a in ancestors {
+            if self.made.insert(a.clone()) {
+                let at = self.at(&a);
+                self.push(Op::Mkdir { path: c(&at) });
+            }
+        }
+    }
+    /// A mount point for `p` (inside path): a directory or an empty file.
+    fn mount_point(&mut self, p: &Path, is_dir: bool) {
+        self.parents(p);
+        let at = self.at(p);
         if is_dir {
-            let mode = if Some(path) == home {
-                "mode=0700"
-            } else if path == Path::new("/tmp") || path == Path::new("/var/tmp") {
-                "mode=1777"
-            } else {
-                "mode=0755"
-            };
-            self.tmpfs(path, libc::MS_NOSUID | libc::MS_NODEV, mode);
+            self.made.insert(p.to_path_buf());
+            self.push(Op::Mkdir { path: c(&at) });
         } else {
-            // A host file (a socket, a key) that is gone by mount time needs no mask.
-            let slot = self.mask_slot();
-            self.push(Op::Mask {
-                slot,
-                target: c(path),
+            self.push(Op::Touch {
+                path: c(&at),
+                mode: 0o600,
             });
         }
     }
-
-    /// A read-only clone of the mask source, ready to be moved over a file.
-    fn mask_slot(&mut self) -> usize {
+    /// A read-only clone of the mask source, moved over `target` (inside path); a
+    /// `tolerant` mask accepts a target that is gone by then.
+    fn mask_file(&mut self, target: &Path, tolerant: bool) {
         let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-        self.clone_tree(Path::new(MASK_SOURCE), false, attrs)
-    }
-
-    /// Masks a file the policy denies: it must exist, or the layer fails.
-    fn mask_file(&mut self, path: &Path) {
-        let slot = self.mask_slot();
-        self.push(Op::Place {
-            slot,
-            target: c(path),
+        let source = self.at(Path::new(MASK_SOURCE));
+        let slot = self.clone_tree(&source, false, attrs);
+        let target = c(&self.at(target));
+        self.push(if tolerant {
+            Op::Mask { slot, target }
+        } else {
+            Op::Place { slot, target }
         });
     }
+    /// An empty, mode-000, read-only tmpfs over the directory `target` (inside path);
+    /// `tolerant` as for [`Builder::mask_file`].
+    fn mask_dir(&mut self, target: &Path, tolerant: bool) {
+        let at = self.at(target);
+        let data = format!("mode=000,{SMALL_TMPFS}");
+        if tolerant {
+            self.push(Op::HideDir {
+                target: c(&at),
+                data: cs(&data),
+            });
+        } else {
+            self.tmpfs(&at, HIDE_FLAGS, &data);
+        }
+    }
 }
 
-/// What phase 1 cloned: the trees to move back (with their slots), the read-only
-/// ones among them for the report, and the device nodes.
-struct Cloned<'a> {
-    places: Vec<(PathBuf, usize)>,
-    brought_back: Vec<PathBuf>,
-    devices: Vec<(&'a Path, usize)>,
-}
+/// What [`Builder::clone_hosts`] planned: the slot of each host entry, the slots the
+/// parent fills (idmapped clones), the device nodes' slots.
+type Clones = (HashMap<PathBuf, usize>, Vec<(usize, PathBuf)>, Vec<usize>);
 
-/// What phases 5 and 6 did, for the report.
-struct Covered {
-    hidden: Vec<PathBuf>,
-    protected: Vec<PathBuf>,
-    masked: Vec<PathBuf>,
+/// `mode=..,size=..` for a writable private tmpfs.
+fn private_data(mode: u32, size: Option<u64>) -> String {
+    match size {
+        Some(n) => format!("mode={mode:o},size={n}"),
+        None => format!("mode={mode:o}"),
+    }
 }
 
 impl Builder {
-    /// Phase 1: clone what must come back, before anything is covered.
-    fn clone_places<'a>(&mut self, inputs: &'a MountInputs) -> Cloned<'a> {
-        let mut places: Vec<(PathBuf, usize)> = Vec::new();
-        let slot = self.clone_tree(&inputs.workdir, true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-        places.push((inputs.workdir.clone(), slot));
-        for w in &inputs.writable {
-            let slot = self.clone_tree(w, true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-            places.push((w.clone(), slot));
+    /// Clone every host tree (and device node) before anything is covered.
+    fn clone_hosts(&mut self, wanted: &[Wanted], devices: &[PathBuf]) -> Clones {
+        let mut slots = HashMap::new();
+        let mut premade = Vec::new();
+        for w in wanted {
+            let slot = match &w.source {
+                Source::ReadOnly => {
+                    let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+                    self.clone_tree(&w.path, w.is_dir, attrs)
+                }
+                Source::Writable { premade: false } => {
+                    self.clone_tree(&w.path, true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+                }
+                Source::Writable { premade: true } => {
+                    let slot = self.slot();
+                    premade.push((slot, w.path.clone()));
+                    slot
+                }
+                _ => continue,
+            };
+            slots.insert(w.path.clone(), slot);
         }
-        let mut brought_back = Vec::new();
-        for ro in &inputs.read_only {
-            if visible(ro, &inputs.hide, &[]) || places.iter().any(|(p, _)| p == ro) {
-                continue;
-            }
-            let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-            let slot = self.clone_tree(ro, true, attrs);
-            places.push((ro.clone(), slot));
-            brought_back.push(ro.clone());
-        }
-        let devices: Vec<(&Path, usize)> = inputs
-            .devices
+        let devs = devices
             .iter()
-            .map(|d| (d.as_path(), self.clone_tree(d, false, 0)))
+            .map(|d| self.clone_tree(d, false, 0))
             .collect();
-        Cloned {
-            places,
-            brought_back,
-            devices,
-        }
+        (slots, premade, devs)
     }
 
-    /// Phase 3: a minimal /dev: the cloned device nodes, the fd links, pts, shm,
-    /// and the mask source.
-    fn minimal_dev(&mut self, devices: &[(&Path, usize)]) {
+    /// Every entry at its path in the staging root, shallowest first.
+    fn assemble(
+        &mut self,
+        wanted: &[Wanted],
+        slots: &HashMap<PathBuf, usize>,
+        size: Option<u64>,
+    ) -> Vec<ViewEntry> {
+        let mut order: Vec<&Wanted> = wanted.iter().collect();
+        order.sort_by_key(|w| depth(&w.path));
+        let mut view = Vec::new();
+        for w in order {
+            let access = match &w.source {
+                Source::Link(target) => {
+                    self.parents(&w.path);
+                    let link = self.at(&w.path);
+                    self.push(Op::Symlink {
+                        target: c(target),
+                        link: c(&link),
+                    });
+                    ViewAccess::Link
+                }
+                Source::Private { mode } => {
+                    self.mount_point(&w.path, true);
+                    let at = self.at(&w.path);
+                    let data = private_data(*mode, size);
+                    self.tmpfs(&at, libc::MS_NOSUID | libc::MS_NODEV, &data);
+                    ViewAccess::Private
+                }
+                Source::ReadOnly | Source::Writable { .. } => {
+                    let Some(&slot) = slots.get(&w.path) else {
+                        continue;
+                    };
+                    self.mount_point(&w.path, w.is_dir);
+                    let target = self.at(&w.path);
+                    self.push(Op::Place {
+                        slot,
+                        target: c(&target),
+                    });
+                    if w.source == Source::ReadOnly {
+                        ViewAccess::ReadOnly
+                    } else {
+                        ViewAccess::Writable
+                    }
+                }
+            };
+            view.push(ViewEntry {
+                path: w.path.clone(),
+                access,
+            });
+        }
+        view
+    }
+
+    /// A minimal /dev: the cloned device nodes, the fd links, pts, shm, and the mask
+    /// source.
+    fn minimal_dev(&mut self, devices: &[PathBuf], slots: &[usize], size: Option<u64>) {
+        let dev = self.at(Path::new("/dev"));
+        self.push(Op::Mkdir { path: c(&dev) });
         self.tmpfs(
-            Path::new("/dev"),
+            &dev,
             libc::MS_NOSUID | libc::MS_NOEXEC,
-            "mode=0755",
+            &format!("mode=0755,{SMALL_TMPFS}"),
         );
-        for (dev, slot) in devices {
+        for (d, slot) in devices.iter().zip(slots) {
+            let at = self.at(d);
             self.push(Op::Touch {
-                path: c(dev),
+                path: c(&at),
                 mode: 0o666,
             });
             self.push(Op::Place {
                 slot: *slot,
-                target: c(dev),
+                target: c(&at),
             });
         }
         for (target, link) in [
@@ -305,142 +451,69 @@ impl Builder {
             ("/proc/self/fd/0", "/dev/stdin"),
             ("/proc/self/fd/1", "/dev/stdout"),
             ("/proc/self/fd/2", "/dev/stderr"),
+            ("pts/ptmx", "/dev/ptmx"),
         ] {
+            let link = self.at(Path::new(link));
             self.push(Op::Symlink {
                 target: cs(target),
-                link: cs(link),
+                link: c(&link),
             });
         }
-        self.push(Op::Mkdir {
-            path: cs("/dev/pts"),
-        });
-        self.push(Op::Mkdir {
-            path: cs("/dev/shm"),
-        });
-        self.optional(Op::DevPts);
-        self.optional(Op::Symlink {
-            target: cs("pts/ptmx"),
-            link: cs("/dev/ptmx"),
-        });
-        self.tmpfs(
-            Path::new("/dev/shm"),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            "mode=1777",
+        let (pts, shm) = (
+            self.at(Path::new("/dev/pts")),
+            self.at(Path::new("/dev/shm")),
         );
+        self.push(Op::Mkdir { path: c(&pts) });
+        self.push(Op::Mkdir { path: c(&shm) });
+        self.optional(Op::DevPts { target: c(&pts) });
+        let data = private_data(0o1777, size);
+        self.tmpfs(&shm, libc::MS_NOSUID | libc::MS_NODEV, &data);
+        let source = self.at(Path::new(MASK_SOURCE));
         self.push(Op::Touch {
-            path: cs(MASK_SOURCE),
+            path: c(&source),
             mode: 0,
         });
     }
 
-    /// Phase 5: hide, place, hide what lies inside placed trees. Returns the hides
-    /// applied.
-    fn hide_and_place(
-        &mut self,
-        inputs: &MountInputs,
-        mut places: Vec<(PathBuf, usize)>,
-        place_paths: &[PathBuf],
-    ) -> Vec<PathBuf> {
-        let home = inputs.home.as_deref();
-        let mut hides: Vec<PathBuf> = inputs.hide.clone();
-        hides.sort_by_key(|h| depth(h));
-        hides.dedup();
-        let (late, early): (Vec<PathBuf>, Vec<PathBuf>) = hides
-            .into_iter()
-            .partition(|h| place_paths.iter().any(|t| h.starts_with(t) && h != t));
-        let mut applied: Vec<PathBuf> = Vec::new();
-        let is_dir = |p: &Path| inputs.dirs.contains(p);
-        for h in &early {
-            if visible(h, &applied, &[]) {
-                self.hide(h, is_dir(h), home);
-                applied.push(h.clone());
-            }
+    /// A fresh /proc for the pid namespace, its kernel knobs read-only.
+    fn fresh_proc(&mut self, knobs: &[PathBuf]) {
+        let proc = self.at(Path::new("/proc"));
+        self.push(Op::Mkdir { path: c(&proc) });
+        self.push(Op::Proc { target: c(&proc) });
+        for p in knobs {
+            let at = self.at(p);
+            self.push(Op::BindReadOnly { path: c(&at) });
         }
-        places.sort_by_key(|(p, _)| depth(p));
-        for (target, slot) in &places {
-            self.place(target, *slot, is_dir(target), &applied);
-        }
-        for h in &late {
-            if visible(h, &applied, place_paths) {
-                self.hide(h, is_dir(h), home);
-                applied.push(h.clone());
-            }
-        }
-        applied
     }
 
-    /// Moves the clone in `slot` back to `target`, first making its mount point where
-    /// a hide covers it.
-    fn place(&mut self, target: &Path, slot: usize, is_dir: bool, applied: &[PathBuf]) {
-        // Mount points only need creating inside a hiding tmpfs: below the
-        // deepest hide that covers the target (if any).
-        let cover = applied
-            .iter()
-            .filter(|h| target.starts_with(h))
-            .map(|h| depth(h))
-            .max();
-        if let Some(cover) = cover {
-            let mut ancestors: Vec<&Path> = target
-                .ancestors()
-                .skip(1)
-                .filter(|a| depth(a) > cover)
-                .collect();
-            ancestors.reverse();
-            for a in ancestors {
-                self.push(Op::Mkdir { path: c(a) });
-            }
-        }
-        match (cover, is_dir) {
-            (Some(_), true) => self.push(Op::Mkdir { path: c(target) }),
-            (Some(_), false) => self.push(Op::Touch {
-                path: c(target),
-                mode: 0o600,
-            }),
-            (None, _) => {}
-        }
-        self.push(Op::Place {
-            slot,
-            target: c(target),
-        });
-    }
-
-    /// Phase 6: read-only workspace internals, then the masks; `/dev` is sealed
-    /// read-only.
-    fn protect_and_mask(
-        &mut self,
-        inputs: &MountInputs,
-        hidden: Vec<PathBuf>,
-        place_paths: &[PathBuf],
-    ) -> Covered {
+    /// Read-only workspace internals, host secrets and the policy's masks; each only
+    /// where the view shows host content there.
+    fn cover(&mut self, inputs: &MountInputs) -> (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>) {
         let mut protected = Vec::new();
         for p in &inputs.protect {
-            if visible(p, &hidden, place_paths) {
-                self.push(Op::BindReadOnly { path: c(p) });
+            if shown(p, &inputs.wanted) {
+                let at = self.at(p);
+                self.push(Op::BindReadOnly { path: c(&at) });
                 protected.push(p.clone());
             }
         }
-        let mut masked = Vec::new();
-        for m in &inputs.masked {
-            if !visible(m, &hidden, place_paths) {
-                continue;
+        let mut covered = [Vec::new(), Vec::new()];
+        for (i, list) in [&inputs.excluded, &inputs.masked].into_iter().enumerate() {
+            for m in list {
+                if !shown(m, &inputs.wanted) {
+                    continue;
+                }
+                // Host files are excluded tolerantly; the policy's masks are strict.
+                if inputs.dirs.contains(m) {
+                    self.mask_dir(m, i == 0);
+                } else {
+                    self.mask_file(m, i == 0);
+                }
+                covered[i].push(m.clone());
             }
-            if inputs.dirs.contains(m) {
-                let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-                self.tmpfs(m, flags, "mode=000");
-            } else {
-                self.mask_file(m);
-            }
-            masked.push(m.clone());
         }
-        self.push(Op::Unlink {
-            path: cs(MASK_SOURCE),
-        });
-        self.push(Op::ReadOnly { path: cs("/dev") });
-        Covered {
-            hidden,
-            protected,
-            masked,
-        }
+        let [excluded, masked] = covered;
+        (protected, excluded, masked)
     }
 }
 
@@ -450,34 +523,51 @@ impl MountPlan {
         let mut b = Builder {
             steps: Vec::new(),
             slots: 0,
+            stage: inputs.stage.clone(),
+            made: HashSet::new(),
         };
+        let wanted: Vec<Wanted> = inputs
+            .wanted
+            .iter()
+            .filter(|w| !redundant(w, &inputs.wanted))
+            .cloned()
+            .collect();
         b.push(Op::MakePrivate);
-        let cloned = b.clone_places(inputs);
-        // Phase 2: the host tree becomes read-only, nosuid, nodev.
-        b.push(Op::RootReadOnly);
-        b.minimal_dev(&cloned.devices);
-        // Phase 4: a fresh /proc for the pid namespace, with the kernel knobs read-only.
+        let (slots, premade, dev_slots) = b.clone_hosts(&wanted, &inputs.devices);
+        let clones_end = b.steps.len();
+        let stage = inputs.stage.clone();
+        b.tmpfs(
+            &stage,
+            libc::MS_NOSUID | libc::MS_NODEV,
+            &format!("mode=0755,{SMALL_TMPFS}"),
+        );
+        let view = b.assemble(&wanted, &slots, inputs.tmpfs_size);
+        b.minimal_dev(&inputs.devices, &dev_slots, inputs.tmpfs_size);
         if inputs.fresh_proc {
-            b.push(Op::Proc);
+            b.fresh_proc(&inputs.proc_read_only);
         }
-        for p in &inputs.proc_read_only {
-            b.push(Op::BindReadOnly { path: c(p) });
-        }
-        let place_paths: Vec<PathBuf> = cloned.places.iter().map(|(p, _)| p.clone()).collect();
-        let hidden = b.hide_and_place(inputs, cloned.places, &place_paths);
-        let covered = b.protect_and_mask(inputs, hidden, &place_paths);
+        let (protected, excluded, masked) = b.cover(inputs);
+        let source = b.at(Path::new(MASK_SOURCE));
+        b.push(Op::Unlink { path: c(&source) });
+        let dev = b.at(Path::new("/dev"));
+        b.push(Op::ReadOnly { path: c(&dev) });
+        b.push(Op::ReadOnly { path: c(&stage) });
+        b.push(Op::Pivot { stage: c(&stage) });
         MountPlan {
             slots: b.slots,
             steps: b.steps,
+            clones_end,
             report: MountReport {
-                root_read_only: true,
+                fresh_root: true,
                 fresh_proc: inputs.fresh_proc,
                 minimal_dev: true,
-                hidden: covered.hidden,
-                read_only: cloned.brought_back,
-                protected: covered.protected,
-                masked: covered.masked,
+                idmapped: !premade.is_empty(),
+                view,
+                excluded,
+                protected,
+                masked,
             },
+            premade,
         }
     }
 
@@ -488,9 +578,21 @@ impl MountPlan {
             .map_or_else(|| format!("step {i}"), |s| format!("{:?}", s.op))
     }
 
-    /// Apply every step. Runs in the child: raw system calls only, no allocation.
-    pub(crate) fn apply(&self, slots: &mut [RawFd]) -> Result<(), (usize, Errno)> {
-        for (i, step) in self.steps.iter().enumerate() {
+    /// Apply the cloning steps (`clones` true) or the rest. Runs in the child: raw
+    /// system calls only, no allocation.
+    pub(crate) fn apply(&self, slots: &mut [RawFd], clones: bool) -> Result<(), (usize, Errno)> {
+        let range = if clones {
+            0..self.clones_end
+        } else {
+            self.clones_end..self.steps.len()
+        };
+        for (i, step) in self
+            .steps
+            .iter()
+            .enumerate()
+            .take(range.end)
+            .skip(range.start)
+        {
             match apply_op(&step.op, slots) {
                 Err(e) if !step.optional => return Err((i, e)),
                 _ => {}
@@ -517,17 +619,23 @@ fn apply_op(op: &Op, slots: &mut [RawFd]) -> Result<(), Errno> {
             }
             Ok(())
         }
-        Op::RootReadOnly => sys::mount_setattr(
-            libc::AT_FDCWD,
-            c"/",
-            AT_RECURSIVE,
-            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-        ),
         Op::Tmpfs {
             target,
             flags,
             data,
         } => sys::mount(Some(c"tmpfs"), target, Some(c"tmpfs"), *flags, Some(data)),
+        Op::HideDir { target, data } => {
+            match sys::mount(
+                Some(c"tmpfs"),
+                target,
+                Some(c"tmpfs"),
+                HIDE_FLAGS,
+                Some(data),
+            ) {
+                Err(libc::ENOENT) => Ok(()),
+                r => r,
+            }
+        }
         Op::Mkdir { path } => sys::mkdir_exist_ok(path, 0o755),
         Op::Touch { path, mode } => sys::touch(path, *mode),
         Op::Place { slot, target } => {
@@ -556,23 +664,30 @@ fn apply_op(op: &Op, slots: &mut [RawFd]) -> Result<(), Errno> {
             sys::close(fd);
             r
         }
-        Op::Symlink { target, link } => sys::symlink(target, link),
-        Op::Proc => sys::mount(
+        Op::Symlink { target, link } => match sys::symlink(target, link) {
+            Err(libc::EEXIST) => Ok(()),
+            r => r,
+        },
+        Op::Proc { target } => sys::mount(
             Some(c"proc"),
-            c"/proc",
+            target,
             Some(c"proc"),
             libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             None,
         ),
-        Op::DevPts => sys::mount(
+        Op::DevPts { target } => sys::mount(
             Some(c"devpts"),
-            c"/dev/pts",
+            target,
             Some(c"devpts"),
             libc::MS_NOSUID | libc::MS_NOEXEC,
             Some(c"newinstance,ptmxmode=0666,mode=0620"),
         ),
         Op::Unlink { path } => sys::unlink(path),
         Op::ReadOnly { path } => sys::mount_setattr(libc::AT_FDCWD, path, 0, MOUNT_ATTR_RDONLY),
+        Op::Pivot { stage } => sys::chdir(stage)
+            .and_then(|()| sys::pivot_root(c".", c"."))
+            .and_then(|()| sys::umount_detach(c"."))
+            .and_then(|()| sys::chdir(c"/")),
     }
 }
 
@@ -580,69 +695,88 @@ fn apply_op(op: &Op, slots: &mut [RawFd]) -> Result<(), Errno> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn visibility_prefers_the_deepest_cover() {
-        let hides = vec![PathBuf::from("/tmp"), PathBuf::from("/tmp/w/secret")];
-        let places = vec![PathBuf::from("/tmp/w")];
-        assert!(visible(Path::new("/usr/bin"), &hides, &places));
-        assert!(!visible(Path::new("/tmp/x"), &hides, &places));
-        assert!(visible(Path::new("/tmp/w/src"), &hides, &places));
-        assert!(!visible(Path::new("/tmp/w/secret/key"), &hides, &places));
-        assert!(visible(Path::new("/tmp/w"), &hides, &places));
+    fn w(path: &str, source: Source, is_dir: bool) -> Wanted {
+        Wanted {
+            path: PathBuf::from(path),
+            source,
+            is_dir,
+        }
     }
 
-    /// Regression (seen in CI): a host socket found when the plan was made and gone
-    /// by mount time (its test server closed) failed the whole sandbox with `ENOENT`.
-    /// Host files are hidden by a tolerant `Mask`; the policy's masks stay strict.
-    #[test]
-    fn a_hidden_host_file_is_a_tolerant_mask_and_a_policy_mask_is_strict() {
-        let inputs = MountInputs {
-            workdir: PathBuf::from("/srv/w"),
-            hide: vec![PathBuf::from("/var/lib/x/gone.sock")],
-            masked: vec![PathBuf::from("/srv/w/.env")],
-            dirs: ["/srv/w"].iter().map(PathBuf::from).collect(),
-            ..MountInputs::default()
-        };
-        let plan = MountPlan::build(&inputs);
-        let ops: Vec<String> = plan.steps.iter().map(|s| format!("{:?}", s.op)).collect();
-        assert!(
-            ops.iter()
-                .any(|o| o.starts_with("Mask {") && o.contains("gone.sock")),
-            "{ops:#?}"
-        );
-        assert!(
-            ops.iter()
-                .any(|o| o.starts_with("Place {") && o.contains("/srv/w/.env")),
-            "{ops:#?}"
-        );
+    fn ops(plan: &MountPlan) -> Vec<String> {
+        plan.steps.iter().map(|s| format!("{:?}", s.op)).collect()
     }
 
     #[test]
-    fn workdir_under_a_hidden_dir_is_placed_after_the_hide() {
+    fn covered_read_only_entries_are_not_bound_twice() {
+        let wanted = vec![
+            w("/usr", Source::ReadOnly, true),
+            w("/usr/local/cargo/bin", Source::ReadOnly, true),
+            w("/root", Source::Private { mode: 0o700 }, true),
+            w("/root/.cargo/bin", Source::ReadOnly, true),
+        ];
+        assert!(redundant(&wanted[1], &wanted));
+        assert!(!redundant(&wanted[3], &wanted));
+        assert!(!redundant(&wanted[0], &wanted));
+    }
+
+    #[test]
+    fn a_workspace_in_tmp_is_placed_after_the_private_tmp() {
         let inputs = MountInputs {
-            workdir: PathBuf::from("/tmp/w"),
-            hide: vec![PathBuf::from("/tmp"), PathBuf::from("/tmp/w/inner")],
-            dirs: ["/tmp", "/tmp/w", "/tmp/w/inner"]
-                .iter()
-                .map(PathBuf::from)
-                .collect(),
+            stage: PathBuf::from("/mnt"),
+            wanted: vec![
+                w("/tmp/w", Source::Writable { premade: false }, true),
+                w("/tmp", Source::Private { mode: 0o1777 }, true),
+                w("/usr", Source::ReadOnly, true),
+                w("/bin", Source::Link("usr/bin".into()), false),
+            ],
+            masked: vec![PathBuf::from("/tmp/w/.env"), PathBuf::from("/tmp/x")],
             ..MountInputs::default()
         };
         let plan = MountPlan::build(&inputs);
-        let ops: Vec<String> = plan.steps.iter().map(|s| format!("{:?}", s.op)).collect();
-        let find = |needle: &str| ops.iter().position(|o| o.contains(needle)).unwrap();
-        let hide = find("Tmpfs { target: \"/tmp\"");
-        let mkdir = find("Mkdir { path: \"/tmp/w\" }");
-        let place = find("Place { slot: 0");
-        let late = find("\"/tmp/w/inner\"");
-        assert!(hide < mkdir && mkdir < place && place < late, "{ops:#?}");
-        assert!(
-            !ops.iter().any(|o| o == "Mkdir { path: \"/tmp\" }"),
-            "{ops:#?}"
-        );
+        let ops = ops(&plan);
+        let find = |needle: &str| {
+            ops.iter()
+                .position(|o| o.contains(needle))
+                .unwrap_or_else(|| panic!("{needle} in {ops:#?}"))
+        };
+        let tmp = find("Tmpfs { target: \"/mnt/tmp\"");
+        let place = find("Place { slot: 0, target: \"/mnt/tmp/w\"");
+        assert!(tmp < place, "{ops:#?}");
+        assert!(find("Pivot") == ops.len() - 1);
+        // The mask in the workspace applies; one under the private /tmp has nothing to hide.
+        assert_eq!(plan.report.masked, vec![PathBuf::from("/tmp/w/.env")]);
+        let access: Vec<(&str, ViewAccess)> = plan
+            .report
+            .view
+            .iter()
+            .map(|e| (e.path.to_str().unwrap(), e.access))
+            .collect();
         assert_eq!(
-            plan.report.hidden,
-            vec![PathBuf::from("/tmp"), PathBuf::from("/tmp/w/inner")]
+            access,
+            [
+                ("/tmp", ViewAccess::Private),
+                ("/usr", ViewAccess::ReadOnly),
+                ("/bin", ViewAccess::Link),
+                ("/tmp/w", ViewAccess::Writable),
+            ]
+        );
+    }
+
+    #[test]
+    fn premade_slots_have_no_clone_step() {
+        let inputs = MountInputs {
+            stage: PathBuf::from("/mnt"),
+            wanted: vec![w("/srv/w", Source::Writable { premade: true }, true)],
+            ..MountInputs::default()
+        };
+        let plan = MountPlan::build(&inputs);
+        assert_eq!(plan.premade, vec![(0, PathBuf::from("/srv/w"))]);
+        assert!(plan.report.idmapped);
+        assert!(
+            !ops(&plan)
+                .iter()
+                .any(|o| o.contains("Clone { path: \"/srv/w\""))
         );
     }
 }

@@ -110,12 +110,35 @@ impl LandlockChild {
     }
 }
 
-/// uid/gid maps written by the child for itself (a single line each, mapping the
-/// caller's own ids, which needs no privilege).
-pub(crate) struct IdMaps {
-    pub uid_map: Vec<u8>,
-    pub gid_map: Vec<u8>,
+/// The user namespace's uid/gid maps, and who writes them.
+pub(crate) enum IdMaps {
+    /// The child maps the caller's own ids (one line each), which needs no privilege.
+    Own {
+        uid: u32,
+        uid_map: Vec<u8>,
+        gid_map: Vec<u8>,
+    },
+    /// A root caller: the parent writes maps to `uid` (only a process privileged in
+    /// the parent namespace may map another uid), then releases the child, which
+    /// becomes `uid` with no supplementary groups.
+    ByParent {
+        uid: u32,
+        uid_map: Vec<u8>,
+        gid_map: Vec<u8>,
+    },
 }
+
+impl IdMaps {
+    /// The host uid the command runs as.
+    pub fn host_uid(&self) -> u32 {
+        match self {
+            IdMaps::Own { uid, .. } | IdMaps::ByParent { uid, .. } => *uid,
+        }
+    }
+}
+
+/// Entries of [`ChildPlan::keep`] the child fills itself (its pipes, the ruleset).
+pub(crate) const KEEP_FIXED: usize = 5;
 
 /// The complete recipe for one sandboxed child.
 pub(crate) struct ChildPlan {
@@ -153,8 +176,14 @@ pub(crate) struct ChildPlan {
     pub exec: ExecPlan,
     /// Layer bits whose failure aborts the launch (all of them, except in a probe).
     pub required: u32,
-    /// Slots for detached mount trees, sized by the mount plan.
+    /// Slots for detached mount trees, sized by the mount plan; those of
+    /// `premounted` are filled by the parent.
     pub slots: Vec<RawFd>,
+    /// Idmapped clones the parent made (it alone may), moved into place by the child.
+    pub premounted: Vec<OwnedFd>,
+    /// The fds the child keeps when it closes the rest: [`KEEP_FIXED`] it fills, then
+    /// `premounted`'s. Allocated here, since the child may not.
+    pub keep: Vec<RawFd>,
     /// Signals the harness ignores (exec keeps them ignored): the command resets
     /// these to the default. Caught signals are reset by exec itself.
     pub ignored_signals: u64,

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use super::caps::WatchPlan;
 use super::cgroup::{self, SandboxCgroup};
 use super::disk::DiskWatch;
-use super::host::{cap_last, host_facts, ignored_signals, mount_inputs};
+use super::host::{HostFacts, cap_last, host_facts, ignored_signals, mount_inputs};
 use super::landlock::{self as ll, Rules, Shape};
 use super::mounts::{DEVICES, MountPlan};
 use super::plan::{ChildPlan, ExecPlan, IdMaps, LandlockChild, bit};
@@ -41,6 +41,8 @@ pub(crate) mod off {
     pub const TMPFS: u32 = 1 << 11;
     pub const DISK_WATCH: u32 = 1 << 12;
     pub const CPU_TREE: u32 = 1 << 13;
+    pub const UIDMAP: u32 = 1 << 14;
+    pub const SETUID_CLEAR: u32 = 1 << 15;
 }
 
 /// Which backend is being prepared.
@@ -64,6 +66,9 @@ pub(crate) struct Prepared {
     pub watch: WatchPlan,
     /// The egress proxy's unix socket, when the child sets up a bridge to it.
     pub bridge_to: Option<PathBuf>,
+    /// Where setuid and setgid bits are cleared after the session (the workspace and
+    /// the extra writable directories); empty when the test switch turns it off.
+    pub setuid_roots: Vec<PathBuf>,
 }
 
 fn cstring(p: &Path) -> Result<CString, SandboxError> {
@@ -231,8 +236,9 @@ struct Environment {
 fn environment(
     spec: &RunSpec,
     private_mounts: bool,
-    home: Option<&Path>,
+    facts: &HostFacts,
 ) -> Result<Environment, SandboxError> {
+    let home = facts.home.as_deref();
     let (inside_home, inside_tmp, private_dir) = if private_mounts {
         (
             home.map_or_else(|| PathBuf::from("/tmp"), Path::to_path_buf),
@@ -244,8 +250,8 @@ fn environment(
         (base.join("home"), base.join("tmp"), Some(base))
     };
     let mut default_path = DEFAULT_PATH.to_owned();
-    if let Some(h) = home {
-        let cargo_bin = h.join(".cargo/bin");
+    if let Some(c) = &facts.cargo_home {
+        let cargo_bin = c.join("bin");
         if cargo_bin.is_dir() {
             default_path = format!("{}:{default_path}", cargo_bin.display());
         }
@@ -281,13 +287,11 @@ fn landlock(
         scoped: true,
     };
     let devices: Vec<PathBuf> = DEVICES.iter().map(|d| Path::new("/dev").join(d)).collect();
+    // With the fresh root, reads are allowed from its root down (the host root's
+    // inode is not above any path of the view).
     let (child_writable, child_ttys, writable): (Vec<PathBuf>, Vec<PathBuf>, Vec<&Path>) =
         if with_mounts {
-            let mut w = vec![
-                PathBuf::from("/tmp"),
-                PathBuf::from("/var/tmp"),
-                PathBuf::from("/dev/shm"),
-            ];
+            let mut w = vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")];
             w.push(env.inside_home.clone());
             let mut host = vec![wd];
             host.extend(extra.iter().map(PathBuf::as_path));
@@ -298,6 +302,11 @@ fn landlock(
             host.extend(extra.iter().map(PathBuf::as_path));
             (Vec::new(), Vec::new(), host)
         };
+    let child_readable = if with_mounts {
+        vec![PathBuf::from("/")]
+    } else {
+        Vec::new()
+    };
     let prepared = if enabled {
         ll::prepare(&Rules {
             shape,
@@ -305,6 +314,7 @@ fn landlock(
             devices,
             child_writable,
             child_ttys,
+            child_readable,
         })?
     } else {
         None
@@ -470,13 +480,18 @@ pub(crate) fn prepare(
     let wd = workdir(spec)?;
     let native = mode == Mode::Native;
     let on = |b: u32| disabled & b == 0;
-    let home = host_facts().home.clone();
+    let facts = host_facts();
 
     let ns = namespaces(spec, native, on);
-    let env = environment(spec, native && ns.has(Namespace::Mount), home.as_deref())?;
+    let ids = ns
+        .has(Namespace::User)
+        .then(|| id_maps(spec.uid, on(off::UIDMAP)))
+        .transpose()?;
+    let idmapped = matches!(ids, Some(IdMaps::ByParent { .. })) && ns.has(Namespace::Mount);
+    let env = environment(spec, native && ns.has(Namespace::Mount), facts)?;
     // Phase 3: the mount plan, when the child gets a mount namespace.
     let mounts = if ns.has(Namespace::Mount) {
-        let mut inputs = mount_inputs(spec, &wd, host_facts());
+        let mut inputs = mount_inputs(spec, &wd, facts, idmapped);
         inputs.fresh_proc = ns.has(Namespace::Pid);
         Some(MountPlan::build(&inputs))
     } else {
@@ -501,18 +516,25 @@ pub(crate) fn prepare(
     roots.extend(env.private_dir.iter().cloned());
     let limits = limits(spec, on, &ns, roots)?;
 
-    let id_maps = ns.has(Namespace::User).then(identity_maps);
-    let slots = vec![-1; mounts.as_ref().map_or(0, |m| m.slots)];
+    let mut slots = vec![-1; mounts.as_ref().map_or(0, |m| m.slots)];
+    let premounted = premount(mounts.as_ref(), &mut slots, spec.uid)?;
+    let keep = vec![-1; super::plan::KEEP_FIXED + premounted.len()];
     let base = LayerReport {
         namespaces: ns.list.clone(),
+        host_uid: ids.as_ref().map(IdMaps::host_uid),
         limits: limits.report,
         ..LayerReport::default()
     };
+    let mut setuid_roots = vec![wd.clone()];
+    setuid_roots.extend(extra.iter().cloned());
+    if !on(off::SETUID_CLEAR) {
+        setuid_roots.clear();
+    }
     let plan = ChildPlan {
         clone_flags: ns.clone_flags,
         netns: ns.pooled_net,
         pid_ns: ns.list.contains(&Namespace::Pid),
-        id_maps,
+        id_maps: ids,
         hostname: ns
             .list
             .contains(&Namespace::Uts)
@@ -528,6 +550,8 @@ pub(crate) fn prepare(
         exec: env.exec,
         required: if required { u32::MAX } else { 0 },
         slots,
+        premounted,
+        keep,
         ignored_signals: ignored_signals(),
         cgroup_procs: cgroup_procs(limits.cgroup.as_ref())?,
         vfork_stack: vec![0; super::plan::VFORK_STACK],
@@ -541,17 +565,52 @@ pub(crate) fn prepare(
         private_dir: env.private_dir,
         watch: limits.watch,
         bridge_to: ns.bridge.map(|b| b.to_unix),
+        setuid_roots,
     })
 }
 
-/// The user namespace maps: our own uid and gid, mapped to themselves.
-fn identity_maps() -> IdMaps {
+/// The user namespace maps. A root harness maps the command to `uid` (never 0),
+/// which only the parent may write; anyone else maps its own uid and gid to
+/// themselves, which the child may do itself. `change` false (a test switch) keeps a
+/// root harness's own identity.
+fn id_maps(uid: u32, change: bool) -> Result<IdMaps, SandboxError> {
     // SAFETY: geteuid/getegid have no preconditions.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    IdMaps {
-        uid_map: format!("{uid} {uid} 1\n").into_bytes(),
-        gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if euid == 0 && change {
+        if uid == 0 {
+            return Err(SandboxError::invalid(
+                "the sandbox uid cannot be 0: a command never runs as host root",
+            ));
+        }
+        return Ok(IdMaps::ByParent {
+            uid,
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{uid} {uid} 1\n").into_bytes(),
+        });
     }
+    Ok(IdMaps::Own {
+        uid: euid,
+        uid_map: format!("{euid} {euid} 1\n").into_bytes(),
+        gid_map: format!("{egid} {egid} 1\n").into_bytes(),
+    })
+}
+
+/// The idmapped clones the plan wants from the parent, stored in their slots.
+fn premount(
+    mounts: Option<&MountPlan>,
+    slots: &mut [libc::c_int],
+    uid: u32,
+) -> Result<Vec<OwnedFd>, SandboxError> {
+    let Some(m) = mounts else {
+        return Ok(Vec::new());
+    };
+    let mut fds = Vec::new();
+    for (slot, path) in &m.premade {
+        let fd = super::idmap::clone(path, uid)?;
+        slots[*slot] = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        fds.push(fd);
+    }
+    Ok(fds)
 }
 
 /// The cgroup's `cgroup.procs` files the child writes itself into.
@@ -607,6 +666,9 @@ pub(crate) fn complete(
     base.capabilities_dropped = applied & bit::CAPS != 0;
     base.fds_closed = applied & bit::FDS != 0;
     base.proxy_bridge = applied & bit::BRIDGE != 0;
+    if applied & bit::ID_MAP == 0 {
+        base.host_uid = None;
+    }
     if applied & bit::CGROUP == 0 && !base.limits.cgroup.is_empty() {
         // Not in the cgroup after all: its caps and teardown do not apply (the
         // session stops reading its cpu.stat and samples the tree instead).

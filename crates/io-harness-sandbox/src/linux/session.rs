@@ -5,7 +5,8 @@
 //! Teardown order: the top process is reaped first (with a pid namespace its exit
 //! has already killed everything inside), then the cgroup is killed and verified
 //! empty, then the floor's private directory is removed (`remove_dir_all` does not
-//! follow symlinks the sandbox may have planted).
+//! follow symlinks the sandbox may have planted), then setuid/setgid bits are cleared
+//! from the writable trees (`suid.rs`).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -57,6 +58,9 @@ pub(crate) struct Session {
     /// The parent's watches, while this thread runs them (the watchdog holds them
     /// while it runs).
     watch: Option<CapWatch>,
+    /// Where setuid/setgid bits are cleared at teardown, and what was cleared.
+    setuid_roots: Vec<PathBuf>,
+    setuid_cleared: Vec<PathBuf>,
     killed_for: Option<Cap>,
     /// The caller's stop signal killed it (see [`crate::StopSignal`]).
     stopped: bool,
@@ -96,6 +100,7 @@ impl Session {
             private_dir,
             watch,
             bridge_to,
+            setuid_roots,
         } = prepared;
         let pid_ns = plan.pid_ns;
         let started = Instant::now();
@@ -124,6 +129,8 @@ impl Session {
             layers: base,
             private_dir,
             watch: Some(CapWatch::new(watch)),
+            setuid_roots,
+            setuid_cleared: Vec::new(),
             killed_for: None,
             stopped: false,
             exit: None,
@@ -608,6 +615,7 @@ impl Session {
             duration,
             layers: self.layers.clone(),
             stopped: self.stopped,
+            setuid_cleared: std::mem::take(&mut self.setuid_cleared),
         })
     }
 
@@ -624,10 +632,16 @@ impl Session {
         if let Some(dir) = self.private_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
+
         let verified = match self.cgroup.as_mut() {
             Some(cg) => cg.destroy(),
             None => Ok(()),
         };
+        // Everything of the sandbox is gone by now (its pid namespace or cgroup); a
+        // floor's daemon in its own session could still race this walk, but it holds
+        // no idmap and runs as the harness's own user.
+        let roots = std::mem::take(&mut self.setuid_roots);
+        self.setuid_cleared = super::suid::clear(&roots);
         // Reuse the network namespace only when nothing of the sandbox can be left
         // in it: its pid namespace died with init (reaped by now), and the cgroup,
         // if any, was verified empty.

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use std::sync::mpsc;
 
 use super::child::{self, ChildFds};
-use super::plan::ChildPlan;
+use super::plan::{ChildPlan, IdMaps};
 use crate::SandboxError;
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -219,6 +219,7 @@ struct ChildEnds {
     exec_w: OwnedFd,
     status_w: OwnedFd,
     bridge: Option<OwnedFd>,
+    release: Option<OwnedFd>,
 }
 
 impl ChildEnds {
@@ -230,13 +231,18 @@ impl ChildEnds {
             exec_w: self.exec_w.as_raw_fd(),
             status_w: self.status_w.as_raw_fd(),
             bridge: self.bridge.as_ref().map_or(-1, |b| b.as_raw_fd()),
+            release: self.release.as_ref().map_or(-1, |r| r.as_raw_fd()),
         }
     }
 }
 
 /// The pipes (stdout, stderr, exec, status, stdin) and, for a bridge, the socket
 /// pair of one child.
-fn ends(stdin: Stdin, bridge: bool) -> Result<(ParentEnds, ChildEnds), SandboxError> {
+fn ends(
+    stdin: Stdin,
+    bridge: bool,
+    release: bool,
+) -> Result<(ParentEnds, ChildEnds, Option<OwnedFd>), SandboxError> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let (exec_r, exec_w) = pipe()?;
@@ -251,6 +257,12 @@ fn ends(stdin: Stdin, bridge: bool) -> Result<(ParentEnds, ChildEnds), SandboxEr
     let (bridge_parent, bridge_child) = if bridge {
         let (p, c) = socket_pair()?;
         (Some(p), Some(c))
+    } else {
+        (None, None)
+    };
+    let (release_r, release_w) = if release {
+        let (r, w) = pipe()?;
+        (Some(r), Some(w))
     } else {
         (None, None)
     };
@@ -270,23 +282,51 @@ fn ends(stdin: Stdin, bridge: bool) -> Result<(ParentEnds, ChildEnds), SandboxEr
             exec_w,
             status_w,
             bridge: bridge_child,
+            release: release_r,
         },
+        release_w,
     ))
 }
 
 fn launch_here(mut plan: ChildPlan, stdin: Stdin) -> Result<(Launched, ChildPlan), SandboxError> {
-    let (parent, child) = ends(stdin, plan.bridge_port.is_some())?;
+    let by_parent = matches!(plan.id_maps, Some(IdMaps::ByParent { .. }));
+    let (parent, child, release) = ends(stdin, plan.bridge_port.is_some(), by_parent)?;
     let fds = child.fds();
-    let (pid, pidfd, plan) = if !plan.pid_ns && plan.clone_flags == 0 {
+    let (pid, pidfd, mut plan) = if !plan.pid_ns && plan.clone_flags == 0 {
         // No namespaces: the child execs right away, so it can share our memory
         // until then (vfork) instead of copying the page tables.
         launch_vfork(plan, fds)?
     } else {
         let (pid, pidfd) = launch_clone3(&mut plan, fds)?;
+        if let (
+            Some(IdMaps::ByParent {
+                uid_map, gid_map, ..
+            }),
+            Some(w),
+        ) = (&plan.id_maps, release)
+        {
+            release_child(pid, uid_map, gid_map, w);
+        }
         (pid, pidfd, plan)
     };
+    // The child holds its own copies of the idmapped clones now.
+    plan.premounted.clear();
     drop(child);
     Ok((parent.launched(pid, pidfd), plan))
+}
+
+/// Write the child's id maps (a root parent may map any uid) and release it. On a
+/// failure the release pipe closes unwritten, and the child reports the id-map stage
+/// as failed.
+fn release_child(pid: i32, uid_map: &[u8], gid_map: &[u8], release: OwnedFd) {
+    let written = std::fs::write(format!("/proc/{pid}/uid_map"), uid_map)
+        .and_then(|()| std::fs::write(format!("/proc/{pid}/gid_map"), gid_map));
+    match written {
+        Ok(()) => {
+            let _ = super::sys::write_all(release.as_raw_fd(), b"1");
+        }
+        Err(e) => tracing::warn!(error = %e, "could not write the sandbox's id maps"),
+    }
 }
 
 /// Clones the child with `clone3` into its new namespaces (inside the pooled network

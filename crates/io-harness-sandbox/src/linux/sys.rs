@@ -139,6 +139,47 @@ pub(crate) fn mount(
     .map(drop)
 }
 
+/// Whether the read end of the pipe whose write end is `fd` is closed (`POLLERR`).
+pub(crate) fn peer_closed(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: p is a valid pollfd; a zero timeout never blocks.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & libc::POLLERR != 0
+}
+
+/// `pivot_root(2)`.
+pub(crate) fn pivot_root(new_root: &CStr, put_old: &CStr) -> Result<(), Errno> {
+    // SAFETY: both are valid NUL-terminated strings.
+    check(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
+        .map(drop)
+}
+
+/// `umount2(2)` with `MNT_DETACH`.
+pub(crate) fn umount_detach(target: &CStr) -> Result<(), Errno> {
+    // SAFETY: target is a valid NUL-terminated string.
+    check_int(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) }).map(drop)
+}
+
+/// Become `uid`/`gid` with no supplementary groups, by raw system calls (glibc's
+/// wrappers broadcast to every thread, which a cloned child does not have).
+pub(crate) fn become_user(uid: u32, gid: u32) -> Result<(), Errno> {
+    // SAFETY: setgroups(0, NULL) clears the list; the setres* calls take integers.
+    unsafe {
+        check(libc::syscall(
+            libc::SYS_setgroups,
+            0usize,
+            std::ptr::null::<libc::gid_t>(),
+        ))?;
+        check(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
+        check(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
+    }
+    Ok(())
+}
+
 /// `open_tree(2)`: a detached clone of the mount at `path`.
 pub(crate) fn open_tree(path: &CStr, flags: c_uint) -> Result<RawFd, Errno> {
     // SAFETY: path is a valid NUL-terminated string.

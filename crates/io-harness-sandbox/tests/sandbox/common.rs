@@ -329,3 +329,9 @@ pub fn read_line(r: &mut impl Read) -> String {
 pub fn write_all(w: &mut impl Write, data: &[u8]) {
     w.write_all(data).unwrap();
 }
+
+/// The tests run as root (CI) or as an unprivileged user (the helper's mode).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}

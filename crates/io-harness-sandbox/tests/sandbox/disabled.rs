@@ -69,7 +69,16 @@ fn mount_namespace_off_hidden_socket_and_mask_are_reached() {
     );
     let mut spec = f.spec(py(&code));
     spec.masked_paths = vec![".env".into()];
-    let out = run(&native().without(Layer::MountNs), &spec);
+    if is_root() {
+        // The sandbox uid alone still keeps root's socket closed.
+        let out = run(&native().without(Layer::MountNs), &spec);
+        assert!(!out.stdout.text().contains("CONNECTED"));
+        assert_eq!(l.hits(), 0);
+    }
+    let out = run(
+        &native().without(Layer::MountNs).without(Layer::UidMap),
+        &spec,
+    );
     assert!(
         out.stdout.text().contains("CONNECTED"),
         "{}",
@@ -124,6 +133,13 @@ fn pid_namespace_off_host_process_killed() {
     assert!(err.contains("not permitted"), "{err}");
     victim.assert_untouched();
     let sb = native().without(Layer::PidNs).without(Layer::Landlock);
+    if is_root() {
+        // The sandbox uid alone still may not signal root's process.
+        let (code, _, err) = run_text(&sb, &f.spec(kill.clone()));
+        assert_ne!(code, Some(0), "{err}");
+        victim.assert_untouched();
+    }
+    let sb = sb.without(Layer::UidMap);
     let (code, _, err) = run_text(&sb, &f.spec(kill));
     assert_eq!(code, Some(0), "{err}");
     let status = victim.0.wait().unwrap();
@@ -210,7 +226,11 @@ fn capabilities_kept_override_file_modes() {
     let root = unsafe { libc::geteuid() } == 0;
     if root {
         assert!(err.contains("Permission denied"), "{err}");
+        // The sandbox uid alone loses every capability at exec.
         let (_, out, _) = run_text(&native().without(Layer::Capabilities), &spec);
+        assert_eq!(out, "");
+        let sb = native().without(Layer::Capabilities).without(Layer::UidMap);
+        let (_, out, _) = run_text(&sb, &spec);
         assert_eq!(out, "only-with-caps", "CAP_DAC_OVERRIDE was usable");
     } else {
         assert!(out.is_empty());
@@ -370,4 +390,95 @@ fn cpu_tree_off_four_processes_use_four_times_the_cap() {
     let out = run(&native().without(Layer::CpuTree), &spec);
     assert_eq!(out.stdout.text(), "DONE\n", "{out:?}");
     assert_eq!(out.cap_hit, None);
+}
+
+/// Without the uid map a root harness's command is host uid 0: `id -u` says so, and
+/// root's 0600 key beside the workspace is read (no capability needed: root owns it).
+#[test]
+fn uid_map_off_command_is_host_root_and_reads_roots_key() {
+    if !is_root() {
+        return;
+    }
+    let sb = native().without(Layer::UidMap);
+    let (uid, map, _) = crate::view::uid_observed(&sb);
+    assert_eq!((uid.as_str(), map.as_str()), ("0", "0 0 1"));
+    assert!(
+        crate::view::root_file_observed(&sb).is_some(),
+        "the key stays unread"
+    );
+}
+
+#[test]
+fn setuid_clear_off_leaves_a_setuid_binary() {
+    let (_, planted, made, cleared) =
+        crate::view::setuid_observed(&native().without(Layer::SetuidClear));
+    if is_root() {
+        assert_eq!(
+            planted, 0o4755,
+            "the harness's setuid copy lost its bit anyway"
+        );
+    }
+    assert_ne!(
+        made & 0o4000,
+        0,
+        "the command's chmod u+s did not stay: {made:o}"
+    );
+    assert!(cleared.is_empty());
+}
+
+#[test]
+fn mount_namespace_off_workspace_keeps_the_hosts_mount_options() {
+    let opts = crate::view::workspace_options_observed(&native().without(Layer::MountNs));
+    // The host's mount of the checkout (ext4 rw,relatime here) is neither.
+    assert!(
+        !(opts.contains("nosuid") && opts.contains("nodev")),
+        "the host mount is already nosuid,nodev ({opts}): this companion cannot fail"
+    );
+}
+
+#[test]
+fn mount_namespace_off_absent_directories_are_there() {
+    let seen = crate::view::absent_observed(&native().without(Layer::MountNs));
+    assert!(seen.len() >= 5, "{seen:?}");
+}
+
+#[test]
+fn mount_namespace_off_etc_secrets_are_shown() {
+    let sb = native().without(Layer::MountNs);
+    let mut checked = 0;
+    for entry in crate::view::ETC_EXCLUDED {
+        let Some(seen) = crate::view::etc_observed(&sb, entry) else {
+            continue;
+        };
+        assert!(
+            !crate::view::looks_masked(&seen),
+            "{entry} still looks masked: {seen}"
+        );
+        checked += 1;
+    }
+    assert!(checked > 0);
+}
+
+#[test]
+fn mount_namespace_off_late_host_socket_is_reached() {
+    let (line, hits) = crate::view::late_socket_observed(&native().without(Layer::MountNs));
+    assert_eq!(line, "CONNECTED");
+    assert_eq!(hits, 1);
+}
+
+#[test]
+fn mount_namespace_off_cargo_credentials_are_read() {
+    let lines = crate::view::cargo_home_observed("mountns", false);
+    assert!(
+        lines
+            .iter()
+            .any(|(k, v)| k == "credentials" && v.contains("cargo-secret")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn mount_namespace_off_private_tmpfs_is_the_hosts_size() {
+    let sizes = crate::view::private_sizes_observed(&native().without(Layer::MountNs));
+    assert!(sizes.iter().any(|s| *s != 192 << 20), "{sizes:?}");
 }

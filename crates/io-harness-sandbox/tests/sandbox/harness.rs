@@ -175,6 +175,13 @@ fn unprivileged_user(backend: &str) {
     assert_eq!(get("seccomp"), "true");
     assert_ne!(get("landlock"), "not");
     if backend == "native" {
+        assert_eq!(get("present"), "", "absent directories are in the view");
+        assert_eq!(get("setuid_cleared"), "1", "{stdout}");
+        assert_eq!(get("host_uid"), "Some(65534)");
+        let sh = work.path().join("suid-sh");
+        let mode =
+            std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&sh).unwrap().permissions());
+        assert_eq!(mode & 0o6000, 0, "the setuid bit survived");
         assert_eq!(get("namespaces"), "6");
         assert_eq!(get("rlimits"), "core,cpu,nofile,fsize,nproc");
     } else {

@@ -24,6 +24,7 @@ fn backend() -> Box<dyn Sandbox> {
                 sb = sb.without(match layer {
                     "setsid" => Layer::Setsid,
                     "seccomp" => Layer::Seccomp,
+                    "mountns" => Layer::MountNs,
                     other => panic!("unknown layer {other}"),
                 });
             }
@@ -51,6 +52,7 @@ fn entry() {
         "unprivileged" => unprivileged(),
         "sigpipe" => sigpipe(),
         "caps" => caps(),
+        "cargo-home" => cargo_home(),
         other => panic!("unknown helper mode {other}"),
     }
 }
@@ -136,6 +138,23 @@ fn unprivileged() {
     println!("HELPER:rlimits={}", out.layers.limits.rlimits.join(","));
     println!("HELPER:landlock={}", out.layers.landlock.status.label());
     println!("HELPER:seccomp={}", out.layers.seccomp);
+    // The view and the setuid sweep hold for an unprivileged harness too.
+    let absent: String = crate::view::ABSENT
+        .iter()
+        .map(|d| format!("test -e {d} && echo {d}; "))
+        .collect();
+    let mut spec = RunSpec::new(
+        sh(&format!("{absent}cp /bin/sh suid-sh && chmod 4755 suid-sh")),
+        workdir(),
+    );
+    spec.limits.memory_bytes = Some(256 << 20);
+    let out = sb.run(&spec).unwrap();
+    println!(
+        "HELPER:present={}",
+        out.stdout.text().replace('\n', " ").trim()
+    );
+    println!("HELPER:setuid_cleared={}", out.setuid_cleared.len());
+    println!("HELPER:host_uid={:?}", out.layers.host_uid);
 }
 
 /// An embedder that does not ignore SIGPIPE feeds stdin to a command that exits
@@ -182,4 +201,23 @@ fn caps() {
         }
         let _ = std::fs::remove_dir_all(&wd);
     }
+}
+
+/// `CARGO_HOME` is set (outside `$HOME`): list it and read its tool and credentials.
+fn cargo_home() {
+    let cargo = std::env::var("CARGO_HOME").unwrap();
+    let sb = backend();
+    let script = format!(
+        "echo listed=$(ls {cargo} | tr '\\n' ' '); echo tool=$(cat {cargo}/bin/tool); \
+         echo credentials=$(cat {cargo}/credentials.toml 2>&1)"
+    );
+    let mut spec = crate::view::plain_spec(sh(&script), &workdir());
+    if let Some(ro) = std::env::var_os("HELPER_READ_ONLY") {
+        spec.read_only_paths.push(ro.into());
+    }
+    let out = sb.run(&spec).unwrap();
+    for line in out.stdout.text().lines() {
+        println!("HELPER:{}", line.trim_end());
+    }
+    println!("HELPER:err={}", out.stderr.text().replace('\n', " "));
 }

@@ -34,3 +34,4 @@ mod net;
 mod procs;
 mod record;
 mod resources;
+mod view;

@@ -4,7 +4,7 @@
 use io_harness_sandbox::{
     Backend, Cap, CgroupController, FloorSandbox, LandlockStatus, LayerReport, Namespace,
     NativeSandbox, NetworkPosture, ProbeReport, RunSpec, Sandbox, SandboxChild, SandboxError,
-    SandboxLimits, SandboxOutcome, Teardown, probe, require, select,
+    SandboxLimits, SandboxOutcome, Teardown, ViewAccess, probe, require, select,
 };
 
 use crate::common::*;
@@ -47,13 +47,31 @@ fn native_reports_every_layer_it_applied() {
     use Namespace::*;
     assert_eq!(out.layers.namespaces, [User, Mount, Pid, Net, Ipc, Uts]);
     let mounts = out.layers.mounts.as_ref().unwrap();
-    assert!(mounts.root_read_only && mounts.fresh_proc && mounts.minimal_dev);
-    assert!(
+    assert!(mounts.fresh_root && mounts.fresh_proc && mounts.minimal_dev);
+    let has = |p: &str, a: ViewAccess| {
         mounts
-            .hidden
+            .view
             .iter()
-            .any(|p| p == std::path::Path::new("/tmp"))
+            .any(|e| e.path == std::path::Path::new(p) && e.access == a)
+    };
+    assert!(has("/tmp", ViewAccess::Private), "{:?}", mounts.view);
+    assert!(has("/usr", ViewAccess::ReadOnly), "{:?}", mounts.view);
+    let wd = std::fs::canonicalize(f.workdir()).unwrap();
+    assert!(has(wd.to_str().unwrap(), ViewAccess::Writable));
+    assert!(
+        !mounts
+            .view
+            .iter()
+            .any(|e| e.path == std::path::Path::new("/var")),
+        "{:?}",
+        mounts.view
     );
+    // Never host root: a root harness maps the command to nobody.
+    let uid = out
+        .layers
+        .host_uid
+        .expect("a user namespace maps the command");
+    assert_ne!(uid, 0);
     assert_eq!(
         out.layers.landlock.abi,
         io_harness_sandbox::probe()
@@ -104,15 +122,18 @@ fn unbounded_limits_never_report_a_cap() {
 
 #[test]
 fn native_failure_is_an_error_unless_weaker_is_allowed() {
-    let f = Fixture::new();
-    // A mask the harness can see but the sandbox's fresh /proc does not have.
-    let mut spec = f.spec(vec!["/bin/true".into()]);
-    spec.masked_paths = vec![format!("/proc/{}/status", std::process::id()).into()];
+    if !unsafe_is_root() {
+        return; // only a root harness idmaps the workspace
+    }
+    // A workspace on a filesystem that cannot be idmapped (procfs): the native
+    // backend cannot give the sandbox uid a writable workspace.
+    let mut spec = RunSpec::new(
+        ["/bin/true"],
+        format!("/proc/{}/fdinfo", std::process::id()),
+    );
+    spec.limits = test_limits();
     match native().run(&spec) {
-        Err(SandboxError::Layer { stage, source, .. }) => {
-            assert_eq!(stage, "mount");
-            assert_eq!(source.raw_os_error(), Some(libc::ENOENT));
-        }
+        Err(SandboxError::Layer { stage, .. }) => assert_eq!(stage, "idmapped workspace"),
         other => panic!("a failing layer must be an error, got {other:?}"),
     }
     spec.allow_weaker = true;

@@ -39,6 +39,10 @@ const MARGIN: u64 = 16 << 20;
 /// whatever the filesystems say: another process freeing space on the same
 /// filesystem would otherwise hide the command's growth from the trigger.
 const DUTY: u32 = 20;
+/// A walk this cheap is also done once more at the end, whatever the filesystems
+/// say: another process freeing space while the command wrote would otherwise hide a
+/// hit that `RLIMIT_FSIZE` stopped at the cap.
+const CHEAP_WALK: Duration = Duration::from_millis(10);
 
 /// The watcher of one sandbox.
 #[derive(Debug)]
@@ -57,6 +61,8 @@ pub(crate) struct DiskWatch {
     pub walks: u32,
     /// When the next walk runs even without a trigger.
     next_periodic: Instant,
+    /// What the last walk cost.
+    last_cost: Duration,
 }
 
 impl DiskWatch {
@@ -102,6 +108,7 @@ impl DiskWatch {
             growth: 0,
             walks: 0,
             next_periodic: Instant::now(),
+            last_cost: Duration::ZERO,
         }
     }
 
@@ -123,7 +130,8 @@ impl DiskWatch {
             total.opaque |= t.opaque;
         }
         let now = Instant::now();
-        self.next_periodic = now + (now - started) * DUTY;
+        self.last_cost = now - started;
+        self.next_periodic = now + self.last_cost * DUTY;
         total
     }
 
@@ -158,14 +166,14 @@ impl DiskWatch {
         false
     }
 
-    /// At the end: whether the command's growth reached the cap (one last walk, only
-    /// when the filesystems grew that much).
+    /// At the end: whether the command's growth reached the cap (one last walk, when
+    /// the filesystems grew that much or walks are cheap).
     pub(crate) fn reached(&mut self) -> bool {
         if self.baseline.is_none() {
             return false;
         }
         let fs_growth = self.fs_growth();
-        if fs_growth < self.cap {
+        if fs_growth < self.cap && self.last_cost > CHEAP_WALK {
             return self.growth >= self.cap;
         }
         self.confirm(fs_growth) >= self.cap

@@ -81,19 +81,26 @@ impl Tmpfs {
         let info = fs::read_to_string(format!("/proc/{pid}/mountinfo")).ok()?;
         let mut seen = HashSet::new();
         let mut out = Vec::new();
+        let mut failed = false;
         for (majmin, point) in tmpfs_mounts(&info) {
             if self.host.contains(&majmin) || !seen.insert(majmin) {
                 continue;
             }
+            // `O_PATH`: enough for `fstatvfs`, and needs no read permission on the
+            // mount's root (a mask is a mode-000 tmpfs).
             let path = format!("/proc/{pid}/root{point}");
-            let f = fs::OpenOptions::new()
+            match fs::OpenOptions::new()
                 .read(true)
-                .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&path)
-                .ok()?;
-            out.push(f);
+            {
+                Ok(f) => out.push(f),
+                Err(_) => failed = true,
+            }
         }
-        Some(out)
+        // Nothing opened while something was there: `pid`'s root is closed to us
+        // (ptrace access), try the next process.
+        (!(failed && out.is_empty())).then_some(out)
     }
 
     /// Bytes used in the sandbox's private tmpfs mounts; 0 until they are found.

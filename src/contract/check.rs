@@ -114,6 +114,12 @@ impl TaskContract {
         if self.retry.malformed_attempts == 0 {
             return Err(field("retry", "malformed_attempts must be at least 1"));
         }
+        if self.tools.max_argument_bytes == 0 {
+            return Err(field("tools.max_argument_bytes", "must be at least 1"));
+        }
+        if self.tools.max_calls_per_reply == 0 {
+            return Err(field("tools.max_calls_per_reply", "must be at least 1"));
+        }
         if self.stall.window == 0 {
             return Err(field("stall.window", "must be at least 1"));
         }

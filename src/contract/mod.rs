@@ -19,6 +19,7 @@ mod sandbox;
 mod signature;
 mod span;
 mod stall;
+mod tools;
 pub(crate) mod units;
 
 use std::collections::BTreeMap;
@@ -35,6 +36,7 @@ pub use price::{ModelPrice, PriceTable};
 pub use retry::RetryPolicy;
 pub use signature::{Signature, SignatureError};
 pub use stall::StallPolicy;
+pub use tools::ToolSettings;
 
 pub(crate) use check::{check_cost_price, relative_inside};
 pub use error::ContractError;
@@ -502,6 +504,9 @@ pub struct TaskContract {
     /// Sub-agents (`[agents]`).
     #[serde(default)]
     pub agents: AgentSettings,
+    /// Bounds on a reply's tool calls (`[tools]`).
+    #[serde(default)]
+    pub tools: ToolSettings,
 }
 
 /// The `[agents]` section: how deep a tree of sub-agents may grow.
@@ -566,6 +571,7 @@ impl TaskContract {
             agents: AgentSettings::default(),
             mcp: Vec::new(),
             context: ContextSettings::default(),
+            tools: ToolSettings::default(),
         }
     }
 

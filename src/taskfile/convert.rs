@@ -104,7 +104,13 @@ pub(super) fn contract(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans
         .map(|c| context(c, &mut spans))
         .transpose()?
         .unwrap_or_default();
+    let tools = raw
+        .tools
+        .map(|t| tools(t, &mut spans))
+        .transpose()?
+        .unwrap_or_default();
     let contract = TaskContract {
+        tools,
         agents,
         goal: raw.goal.into_inner(),
         root,
@@ -448,6 +454,42 @@ fn retry(r: Spanned<RawRetry>, spans: &mut Spans) -> Result<RetryPolicy, Convert
         retry.malformed_attempts = n.into_inner();
     }
     Ok(retry)
+}
+
+/// `[tools]`: the bounds on a reply's calls; a size is bytes or `"1MiB"`.
+fn tools(
+    t: Spanned<super::raw::RawTools>,
+    spans: &mut Spans,
+) -> Result<crate::contract::ToolSettings, ConvertError> {
+    spans.note("tools", t.span());
+    let t = t.into_inner();
+    let mut out = crate::contract::ToolSettings::default();
+    if let Some(v) = t.max_argument_bytes {
+        let key = "tools.max_argument_bytes".to_string();
+        let span = v.span();
+        let n = match v.into_inner() {
+            toml::Value::Integer(n) if n > 0 => n as u64,
+            toml::Value::String(s) => {
+                crate::contract::parse_size(&s).map_err(|m| (key.clone(), Some(span.clone()), m))?
+            }
+            _ => {
+                let why = "must be a positive number of bytes or a size such as \"1MiB\"";
+                return Err((key, Some(span), why.to_string()));
+            }
+        };
+        if n == 0 {
+            return Err((key, Some(span), "must be more than zero".to_string()));
+        }
+        out.max_argument_bytes = n;
+    }
+    if let Some(n) = t.max_calls_per_reply {
+        if *n.get_ref() == 0 {
+            let why = "must be at least 1".to_string();
+            return Err(("tools.max_calls_per_reply".to_string(), Some(n.span()), why));
+        }
+        out.max_calls_per_reply = n.into_inner();
+    }
+    Ok(out)
 }
 
 /// `[policy]`: each rule and override keeps its own span.

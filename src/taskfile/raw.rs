@@ -36,6 +36,15 @@ pub(super) struct RawFile {
     pub(super) agents: Option<Spanned<RawAgents>>,
     #[serde(default)]
     pub(super) mcp: Vec<Spanned<RawMcp>>,
+    pub(super) tools: Option<Spanned<RawTools>>,
+}
+
+/// `[tools]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTools {
+    pub(super) max_argument_bytes: Option<Spanned<toml::Value>>,
+    pub(super) max_calls_per_reply: Option<Spanned<u32>>,
 }
 
 /// One `[[mcp]]` entry: `command` (a string or an argv array) with optional `args`

@@ -371,3 +371,40 @@ fn sandbox_uid_defaults_to_nobody_and_refuses_root() {
     let (_, _, msg) = invalid(&format!("{OK}[sandbox]\nuid = 0\n"));
     assert!(msg.contains("host root"), "{msg}");
 }
+
+#[test]
+fn tools_bounds_default_and_bad_values_name_file_line_and_key() {
+    let c = load(OK).unwrap();
+    assert_eq!(
+        (c.tools.max_argument_bytes, c.tools.max_calls_per_reply),
+        (1 << 20, 64)
+    );
+    let c = load(&format!(
+        "{OK}[tools]\nmax_argument_bytes = \"64KiB\"\nmax_calls_per_reply = 8\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        (c.tools.max_argument_bytes, c.tools.max_calls_per_reply),
+        (64 << 10, 8)
+    );
+    for (text, line, key) in [
+        (
+            "[tools]\nmax_argument_bytes = 0\n",
+            5,
+            "tools.max_argument_bytes",
+        ),
+        (
+            "[tools]\nmax_argument_bytes = \"lots\"\n",
+            5,
+            "tools.max_argument_bytes",
+        ),
+        (
+            "[tools]\nmax_calls_per_reply = 0\n",
+            5,
+            "tools.max_calls_per_reply",
+        ),
+    ] {
+        let (l, k, msg) = invalid(&format!("{OK}{text}"));
+        assert_eq!((l, k.as_str()), (line, key), "{text}: {msg}");
+    }
+}

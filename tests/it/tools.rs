@@ -807,3 +807,57 @@ async fn a_directory_swapped_for_a_symlink_mid_flight_never_leads_outside() {
     );
     assert!(sw.is_dir() && !fs::symlink_metadata(&sw).unwrap().file_type().is_symlink());
 }
+
+/// One reply cannot make the harness run unbounded work: calls past
+/// `[tools] max_calls_per_reply` and arguments past `max_argument_bytes` are refused
+/// with a tool error each (never dropped), and an oversized argument is not stored
+/// (policy round 2, route 8: 10,000 calls in one reply all ran; a 100 MB argument
+/// grew the store by 420 MB).
+#[tokio::test]
+async fn calls_past_the_bounds_of_one_reply_are_refused_and_not_stored() {
+    use io_harness::provider::{ScriptTurn, Scripted};
+    use io_harness::{Store, TaskContract, Verification, run};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+    let mut c = TaskContract::workspace("g", dir.path(), Verification::file_contains("a.txt", "a"));
+    c.tools.max_calls_per_reply = 5;
+    c.tools.max_argument_bytes = 4096;
+    let mut many = ScriptTurn::tool("read_file", json!({"path": "a.txt"}));
+    for _ in 0..7 {
+        many = many.and_tool("read_file", json!({"path": "a.txt"}));
+    }
+    let big = "x".repeat(64 * 1024);
+    let provider = Scripted::new(vec![
+        many,
+        ScriptTurn::tool("write_file", json!({"path": "b.txt", "content": big})),
+        ScriptTurn::text("done"),
+    ]);
+    let store = Store::memory().unwrap();
+    let r = run(&c, &provider, &store).await.unwrap();
+    assert_eq!(r.outcome, io_harness::RunOutcome::Success, "{r:?}");
+    let steps = store.steps(r.run_id).unwrap();
+    let calls = &steps[0].tool_calls;
+    assert_eq!(calls.len(), 8, "every call is answered");
+    for (i, call) in calls.iter().enumerate() {
+        let refused = i >= 5;
+        assert_eq!(call.is_error, refused, "{i}: {}", call.output);
+        assert_eq!(
+            call.output.contains("max_calls_per_reply"),
+            refused,
+            "{}",
+            call.output
+        );
+    }
+    let write = &steps[1].tool_calls[0];
+    assert!(
+        write.is_error && write.output.contains("max_argument_bytes"),
+        "{}",
+        write.output
+    );
+    assert!(
+        write.input_json.len() < 256,
+        "not stored: {}",
+        write.input_json
+    );
+    assert!(!dir.path().join("b.txt").exists(), "not run");
+}

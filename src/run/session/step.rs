@@ -257,14 +257,17 @@ impl Session<'_> {
     /// Runs the reply's tool calls in order.
     async fn run_tools(&mut self, step: u32, turn: &ModelTurn) -> Result<ToolRound, StepEnd> {
         let mut round = ToolRound::default();
-        for (id, name, input) in &turn.calls {
+        let bounds = self.run.contract.tools;
+        for (i, (id, name, input)) in turn.calls.iter().enumerate() {
             // A halt between calls: the calls after it never started, so a resume runs
             // them; those before are answered from the journal.
             if let Some(why) = self.halt.reached_now() {
                 return Err(StepEnd::Outcome(halted(why)));
             }
-            let (block, record, decisions, fx) =
-                self.call_tool(step, id, name, input, &turn.reply).await?;
+            let refusal = over_bounds(&bounds, i, turn.calls.len(), input);
+            let (block, record, decisions, fx) = self
+                .call_tool(step, id, name, input, &turn.reply, refusal)
+                .await?;
             round.results.push(block);
             round.records.push(record);
             round.policy_events.extend(decisions);
@@ -348,4 +351,27 @@ impl Session<'_> {
             layer: d.layer.clone(),
         });
     }
+}
+
+/// Why a call is not run: past the calls one reply may make, or arguments larger than
+/// one call may carry (`[tools]`). The model is told, the call is never dropped.
+fn over_bounds(
+    bounds: &crate::contract::ToolSettings,
+    index: usize,
+    calls: usize,
+    input: &serde_json::Value,
+) -> Option<String> {
+    let max_calls = bounds.max_calls_per_reply as usize;
+    if index >= max_calls {
+        return Some(format!(
+            "not run: this reply made {calls} tool calls and at most {max_calls} run per reply ([tools] max_calls_per_reply); ask for the rest in your next reply"
+        ));
+    }
+    let size = serde_json::to_string(input).map_or(0, |s| s.len()) as u64;
+    (size > bounds.max_argument_bytes).then(|| {
+        format!(
+            "not run: the arguments are {size} bytes and one call may carry at most {} ([tools] max_argument_bytes); split the work into smaller calls",
+            bounds.max_argument_bytes
+        )
+    })
 }

@@ -19,6 +19,7 @@ impl Session<'_> {
         name: &str,
         input: &serde_json::Value,
         reply: &Completion,
+        refusal: Option<String>,
     ) -> Result<
         (
             ContentBlock,
@@ -37,8 +38,18 @@ impl Session<'_> {
             name: name.to_string(),
             target,
         });
+        // Arguments over the bound are not stored either: the record says what they were.
         let input_json = serde_json::to_string(input).unwrap_or_default();
-        let dispatched = if let Some(text) = crate::provider::invalid_call::feedback(name, input) {
+        let bound = self.run.contract.tools.max_argument_bytes;
+        let input_json = if input_json.len() as u64 > bound {
+            let n = input_json.len();
+            serde_json::json!({ "not_stored": format!("{n} bytes of arguments, over the {bound} of [tools] max_argument_bytes") })
+                .to_string()
+        } else {
+            input_json
+        };
+        let early = refusal.or_else(|| crate::provider::invalid_call::feedback(name, input));
+        let dispatched = if let Some(text) = early {
             crate::tools::Dispatched::refused(text)
         } else if name == crate::tools::SPAWN_AGENT {
             self.spawn_agent(step, id, input, reply).await?

@@ -26,6 +26,7 @@
 
 pub(crate) mod output;
 mod report;
+pub mod standalone;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -33,12 +34,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::audit::AuditLog;
-use crate::contract::{NetworkSetting, SandboxSettings};
+use crate::contract::SandboxSettings;
 use crate::egress::{EgressProxy, EgressReport, bridge};
 use crate::halt::{Halt, HaltReason};
 use crate::sandbox::{
-    Backend, NetworkPosture, ProxyBridge, RunSpec, Sandbox, SandboxError, SandboxLimits,
-    SandboxOutcome, StopSignal,
+    Backend, NetworkPosture, ProxyBridge, RunSpec, Sandbox, SandboxError, SandboxOutcome,
+    StopSignal,
 };
 use crate::store::{SandboxEvent, Store};
 
@@ -135,20 +136,7 @@ pub(crate) fn text_busy_pause(attempt: u32) -> Duration {
 /// Host paths no sandbox of a run may see: the store's files and the audit log
 /// (for commands and gates here, and for sandboxed MCP servers).
 pub(crate) fn hidden_paths(store: &Store, audit: Option<&AuditLog>) -> Vec<PathBuf> {
-    let mut hidden = Vec::new();
-    if let Some(db) = store.path() {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = db.clone().into_os_string();
-            p.push(suffix);
-            hidden.push(PathBuf::from(p));
-        }
-    }
-    if let Some(a) = audit {
-        hidden.push(a.dir().to_path_buf());
-    }
-    // The dependency cache shared across runs: a gate gets a copy, never a view.
-    hidden.push(dep_cache_dir());
-    hidden
+    standalone::hidden_paths_at(store.path().as_deref(), audit)
 }
 
 /// The dependency cache shared across runs (`$XDG_CACHE_HOME/io-harness/deps`, else
@@ -254,11 +242,7 @@ impl Executor {
     /// their values now); the sandbox adds only fixed defaults and private `HOME` and
     /// `TMPDIR`.
     pub(crate) fn passed_env(&self) -> Vec<(String, String)> {
-        self.settings
-            .env
-            .iter()
-            .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
-            .collect()
+        standalone::passed_env(&self.settings)
     }
 
     /// The cancel token and deadline every later command observes.
@@ -293,35 +277,13 @@ impl Executor {
         self.settings.shell
     }
 
-    fn limits(&self) -> SandboxLimits {
-        let d = SandboxLimits::default();
-        let l = &self.settings.limits;
-        SandboxLimits {
-            cpu_secs: l.cpu_secs.or(d.cpu_secs),
-            wall_secs: l.wall_secs.or(d.wall_secs),
-            memory_bytes: l.memory.or(d.memory_bytes),
-            processes: l.processes.or(d.processes),
-            open_files: l.open_files.or(d.open_files),
-            output_bytes: l.output.or(d.output_bytes),
-        }
-    }
-
     fn spec(&self, argv: Vec<String>, wall_secs: Option<u64>) -> RunSpec {
-        let mut spec = RunSpec::new(argv, &self.workdir);
-        spec.limits = self.limits();
+        let mut spec = standalone::command_spec(&self.settings, &self.workdir, argv);
         if let Some(w) = wall_secs {
             spec.limits.wall_secs = Some(spec.limits.wall_secs.map_or(w, |c| c.min(w)));
         }
-        spec.network = match self.settings.network {
-            NetworkSetting::None => NetworkPosture::None,
-            NetworkSetting::Allowlist => NetworkPosture::Allowlist,
-            NetworkSetting::Open => NetworkPosture::Open,
-        };
-        spec.env = self.passed_env();
-        spec.read_only_paths = self.settings.read_only_paths.clone();
         spec.masked_paths = self.masked.clone();
         spec.hidden_paths = self.hidden.clone();
-        spec.allow_weaker = self.settings.allow_weaker;
         spec
     }
 

@@ -77,6 +77,8 @@ mod floor_std;
 mod handle;
 pub mod macos;
 mod outcome;
+#[cfg(target_os = "linux")]
+mod probe_cache;
 mod select;
 mod spec;
 mod stop;
@@ -99,7 +101,7 @@ pub use outcome::{
     Captured, CgroupController, LandlockReport, LandlockStatus, LayerReport, LimitReport,
     MountReport, Namespace, SandboxOutcome, Teardown,
 };
-pub use select::{ProbeReport, probe, require, select};
+pub use select::{ProbeReport, probe, require, select, usable};
 pub use spec::{Cap, NetworkPosture, ProxyBridge, RunSpec, SandboxLimits};
 pub use stop::{StopOnDrop, StopSignal};
 #[cfg(not(target_os = "linux"))]

@@ -399,10 +399,15 @@ pub fn main() -> ExitCode {
         init_tracing();
     }
     ignore_file_size_signal();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `sandbox` runs one command and at most its egress proxy: one thread drives them
+    // (the command itself waits on the blocking pool), and a one-shot process does not
+    // pay for starting a worker per core.
+    let mut builder = if matches!(cli.command, Command::Sandbox(_)) {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             errln!("error: cannot start the async runtime: {e}");

@@ -187,7 +187,8 @@ fn a_cap_message_needs_a_recorded_cap_hit_and_says_how_the_command_ended() {
         "--",
         "sh",
         "-c",
-        "for i in 1 2 3 4 5 6 7 8; do (sleep 0.3) 2>/dev/null & done; wait; exit 0",
+        // The inner shell dies of its refused forks; the outer one exits 0.
+        "sh -c 'for i in 1 2 3 4 5 6 7 8; do sleep 0.3 & done; wait' 2>/dev/null; exit 0",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", say(&out));
     let out2 = fx.run(&["sandbox", "--", "true"]);
@@ -311,6 +312,11 @@ fn the_probe_cache_is_used_only_while_it_can_be_trusted() {
             Some(6),
             "{l}"
         );
-        assert_eq!(l["layers"], lines[0]["layers"]);
+        assert_eq!(l["layers"]["seccomp"], true, "{l}");
+    }
+    // The same from the second on (the first ran before the audit directory existed,
+    // so it had one path fewer to hide).
+    for l in &lines[1..] {
+        assert_eq!(l["layers"], lines[1]["layers"]);
     }
 }

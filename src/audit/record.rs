@@ -49,7 +49,8 @@ pub struct SessionRecord {
     /// Wall time.
     #[serde(default)]
     pub duration_ms: u64,
-    /// The enforced cap that ended it, if any.
+    /// The enforced cap that was hit, if any: `cpu`, `memory` and `wall` end the
+    /// command, while a refused fork (`processes`) or cut output (`output`) may not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cap_hit: Option<String>,
     /// Egress refusals the proxy reported; absent when nobody watched.

@@ -1,6 +1,7 @@
 //! `io-harness doctor`: which isolation layers this machine really provides, found by
-//! running the sandbox's probe (a real sandboxed `/bin/true` per backend), and which
-//! backend a run would get.
+//! running the sandbox's probe (a sandboxed `/bin/true` per backend, then one more as a
+//! run would start it, every layer required), and which backend a run would get. With
+//! no usable backend (inside another sandbox) it says so and exits 1.
 
 use io_harness::exec::layers_json;
 use io_harness::sandbox;
@@ -19,8 +20,28 @@ fn allowlist_support(l: &sandbox::LayerReport) -> &'static str {
     }
 }
 
+type Found = Result<sandbox::LayerReport, std::sync::Arc<sandbox::SandboxError>>;
+
+/// A backend the probe found counts only when a real command runs under it, every
+/// layer required as in a run: inside another sandbox the probe's best effort can
+/// succeed where every session fails. Found by trying, not by reading anything the
+/// sandboxed side could set.
+fn tried(probed: &Found, backend: sandbox::Backend) -> Found {
+    let layers = probed.clone()?;
+    sandbox::usable(backend).map_err(std::sync::Arc::new)?;
+    Ok(layers)
+}
+
 pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
-    let report = sandbox::probe();
+    let probe = sandbox::probe();
+    let native = tried(&probe.native, sandbox::Backend::LinuxNamespaces);
+    let floor = tried(&probe.floor, sandbox::Backend::PortableFloor);
+    let selected = match (&native, &floor) {
+        (Ok(_), _) => Some(probe.selected),
+        (Err(_), Ok(_)) => Some(sandbox::Backend::PortableFloor),
+        _ => None,
+    };
+    let code = if selected.is_some() { 0 } else { 1 };
     let side = |r: &Result<sandbox::LayerReport, std::sync::Arc<sandbox::SandboxError>>| match r {
         Ok(l) => serde_json::json!({
             "available": true,
@@ -31,20 +52,24 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
         Err(e) => serde_json::json!({ "available": false, "reason": e.to_string() }),
     };
     let obj = serde_json::json!({
-        "selected": report.selected.label(),
+        "selected": selected.map(|b| b.label()),
+        "usable": selected.is_some(),
         "mode": mode(),
-        "native": side(&report.native),
-        "floor": side(&report.floor),
+        "native": side(&native),
+        "floor": side(&floor),
     });
     if args.json {
         outln!("{obj}");
-        return Ok(0);
+        return Ok(code);
     }
-    outln!("a run would get: {}", report.selected.label());
+    match selected {
+        Some(b) => outln!("a run would get: {}", b.label()),
+        None => outln!("no usable backend: every command of a run would fail here"),
+    }
     outln!("caps below are those enforced when running {}", mode());
     for (name, r) in [
-        ("native (linux-namespaces)", &report.native),
-        ("portable-floor", &report.floor),
+        ("native (linux-namespaces)", &native),
+        ("portable-floor", &floor),
     ] {
         match r {
             Ok(l) => {
@@ -100,7 +125,7 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
             Err(e) => outln!("\n{name}: unavailable: {e}"),
         }
     }
-    Ok(0)
+    Ok(code)
 }
 
 /// The allowlisted view a command gets (the probe's, whose workspace is a temporary

@@ -172,12 +172,18 @@ struct DoctorArgs {
 
 #[derive(Debug, Args)]
 struct SandboxArgs {
-    /// Directory the command runs in and may write (default: the current directory).
+    /// Isolate the command as a run of this task file would: its `[sandbox]` settings
+    /// and its policy's masks (default: the defaults and the built-in policy layer).
+    #[arg(long, value_name = "FILE")]
+    task: Option<PathBuf>,
+    /// Directory the command runs in and may write (default: the task's root, else the
+    /// current directory).
     #[arg(long, value_name = "DIR")]
     workdir: Option<PathBuf>,
-    /// The network posture (allowlist: only --allow-host hosts, through the egress proxy).
-    #[arg(long, value_enum, default_value_t = NetworkArg::None)]
-    network: NetworkArg,
+    /// The network posture (allowlist: only --allow-host hosts, through the egress
+    /// proxy); default: the task's, else none.
+    #[arg(long, value_enum)]
+    network: Option<NetworkArg>,
     /// A host the egress proxy admits with --network allowlist (`crates.io`,
     /// `*.pypi.org:443`); repeatable.
     #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
@@ -191,9 +197,11 @@ struct SandboxArgs {
     /// Fail instead of running weaker than this backend.
     #[arg(long = "require-sandbox", value_name = "BACKEND", value_parser = backend_parser())]
     require: Option<Backend>,
-    /// Host variables passed in by name.
+    /// Host variables passed in by name (added to the task's).
     #[arg(long, value_name = "NAME")]
     env: Vec<String>,
+    #[command(flatten)]
+    store: StoreArg,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -397,10 +405,15 @@ pub fn main() -> ExitCode {
         init_tracing();
     }
     ignore_file_size_signal();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `sandbox` runs one command and at most its egress proxy: one thread drives them
+    // (the command itself waits on the blocking pool), and a one-shot process does not
+    // pay for starting a worker per core.
+    let mut builder = if matches!(cli.command, Command::Sandbox(_)) {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             errln!("error: cannot start the async runtime: {e}");

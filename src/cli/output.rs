@@ -56,18 +56,53 @@ pub fn err(args: std::fmt::Arguments<'_>) {
 /// Removes characters that could move the cursor, rewrite the line or hide text.
 pub fn sanitize(text: &str) -> String {
     text.chars()
-        .filter(|&c| {
-            if c == '\n' || c == '\t' {
-                return true;
-            }
-            if c.is_control() {
-                return false;
-            }
-            !matches!(c,
-                '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
-                | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
-        })
+        .filter(|&c| c == '\n' || c == '\t' || !hostile(c))
         .collect()
+}
+
+/// Whether `c` could move the cursor, rewrite the line or hide text: a control
+/// character, a bidi override or isolate, or a zero-width character.
+fn hostile(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// A one-line, unambiguous rendering of a recorded string: every character that
+/// could break or disguise the line — a newline included, which would forge a record
+/// of its own — is written as an escape (`\n`, `\t`, `\u{202e}`), and a backslash
+/// as `\\`, so an escape in the text cannot pass for one of ours. For fields a
+/// sandboxed command or a log file could have put anything into.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if hostile(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An argv as one line: each argument [`escape`]d, and quoted when it is empty or
+/// holds a space or a quote, so the words of the line are the arguments.
+pub fn argv_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            let e = escape(a);
+            if a.is_empty() || a.contains([' ', '"', '\'']) {
+                format!("\"{}\"", e.replace('"', "\\\""))
+            } else {
+                e
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Replaces each secret value with `[REDACTED]`.
@@ -111,6 +146,22 @@ mod tests {
     fn strips_escapes_bidi_and_zero_width() {
         let evil = "ok\x1b[2J\u{202E}gnp.exe\u{200B}\r\nnext\ttab";
         assert_eq!(sanitize(evil), "ok[2Jgnp.exe\nnext\ttab");
+    }
+
+    #[test]
+    fn escape_keeps_everything_on_one_visible_line() {
+        let evil = "a\nb\r\x1b[2J\u{202E}\u{200B}\u{85}\\n";
+        let e = escape(evil);
+        assert_eq!(e, "a\\nb\\r\\u{1b}[2J\\u{202e}\\u{200b}\\u{85}\\\\n");
+        assert!(!e.chars().any(hostile), "{e:?}");
+        assert_eq!(escape("plain /ok é"), "plain /ok é");
+        let argv = vec![
+            "sh".to_string(),
+            "-c".into(),
+            "echo hi\n2026 forged".into(),
+            String::new(),
+        ];
+        assert_eq!(argv_line(&argv), "sh -c \"echo hi\\n2026 forged\" \"\"");
     }
 
     #[test]

@@ -1,24 +1,35 @@
-//! `io-harness sandbox -- CMD ARGS…`: one command in the sandbox exactly as a run would
-//! run it, for operators to try the boundary and for benchmarks. Its output is passed
-//! through, the exit code is the command's (128 + signal when a signal ended it, 127
-//! when it cannot be executed), and the session is appended to the audit log.
+//! `io-harness sandbox [--task FILE] -- CMD ARGS…`: one command in the sandbox exactly
+//! as a run would run it, for operators to try the boundary and for benchmarks: the
+//! backend a run would get, the task's `[sandbox]` settings (flags override them key by
+//! key), the policy's masks over the working directory, the store and the audit log
+//! hidden, and the policy's `exec` decision (a denied program is not run: exit 126).
+//! Without `--task` the settings are the defaults and the policy is the built-in layer
+//! (with the directory's `.io-harness/policy.toml`, which can only narrow it).
+//!
+//! Its output is passed through, the exit code is the command's (128 + signal when a
+//! signal ended it, 127 when it cannot be executed), and the session is appended to the
+//! audit log. A cap is mentioned only when the session's audit line records it hit.
 //!
 //! `--network allowlist --allow-host HOST` runs an egress proxy for the command, as a
 //! run does, and prints a one-line summary of what it refused on stderr.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use io_harness::audit::{AuditLog, SessionRecord};
-use io_harness::egress::{EgressProxy, HostRule, bridge};
-use io_harness::exec::{EgressRecord, layers_json};
-use io_harness::sandbox::{
-    self, NetworkPosture, ProxyBridge, RunSpec, SandboxError, SandboxOutcome,
-};
+use io_harness::TaskContract;
+use io_harness::audit::AuditLog;
+use io_harness::contract::{NetworkSetting, SandboxSettings};
+use io_harness::egress::HostRule;
+use io_harness::exec::{EgressRecord, standalone};
+use io_harness::policy::Decision;
+use io_harness::sandbox::{NetworkPosture, SandboxError, SandboxOutcome};
 
-use super::{CliError, NetworkArg, SandboxArgs};
+use super::{CliError, NetworkArg, SandboxArgs, output, store_path};
 
-fn parse_limits(text: &str, spec: &mut RunSpec) -> Result<(), CliError> {
+/// Exit code of a command the policy refuses (as a shell says "cannot execute").
+const EXIT_DENIED: i32 = 126;
+
+fn parse_limits(text: &str, settings: &mut SandboxSettings) -> Result<(), CliError> {
     for part in text.split(',').filter(|p| !p.is_empty()) {
         let (key, value) = part
             .split_once('=')
@@ -29,30 +40,17 @@ fn parse_limits(text: &str, spec: &mut RunSpec) -> Result<(), CliError> {
                 .map(|d| d.as_secs().max(1))
                 .or_else(|_| v.parse::<u64>().map_err(|e| e.to_string()))
         };
-        let l = &mut spec.limits;
+        let count = |v: &str| v.parse::<u64>().map_err(|e| bad(e.to_string()));
+        let l = &mut settings.limits;
         match key {
             "cpu" => l.cpu_secs = Some(secs(value).map_err(bad)?),
             "wall" => l.wall_secs = Some(secs(value).map_err(bad)?),
             "mem" | "memory" => {
-                l.memory_bytes = Some(io_harness::contract::parse_size(value).map_err(bad)?)
+                l.memory = Some(io_harness::contract::parse_size(value).map_err(bad)?)
             }
-            "procs" | "processes" => {
-                l.processes = Some(
-                    value
-                        .parse()
-                        .map_err(|e: std::num::ParseIntError| bad(e.to_string()))?,
-                )
-            }
-            "files" | "open_files" => {
-                l.open_files = Some(
-                    value
-                        .parse()
-                        .map_err(|e: std::num::ParseIntError| bad(e.to_string()))?,
-                )
-            }
-            "output" => {
-                l.output_bytes = Some(io_harness::contract::parse_size(value).map_err(bad)?)
-            }
+            "procs" | "processes" => l.processes = Some(count(value)?),
+            "files" | "open_files" => l.open_files = Some(count(value)?),
+            "output" => l.output = Some(io_harness::contract::parse_size(value).map_err(bad)?),
             other => {
                 return Err(CliError::Usage(format!(
                     "--limit {other}: expected cpu, wall, mem, procs, files or output"
@@ -63,32 +61,20 @@ fn parse_limits(text: &str, spec: &mut RunSpec) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The proxy for `--network allowlist`, and the spec pointed at it.
-async fn start_egress(
-    args: &SandboxArgs,
-    spec: &mut RunSpec,
-) -> Result<Option<EgressProxy>, CliError> {
-    if spec.network != NetworkPosture::Allowlist {
-        if !args.allow_host.is_empty() || !args.resolve.is_empty() {
-            return Err(CliError::Usage(
-                "--allow-host and --resolve need --network allowlist".into(),
-            ));
-        }
-        return Ok(None);
+/// The task's `[sandbox]` settings (the defaults without one) with the flags laid over
+/// them, checked as a task file's would be for what the flags can break.
+fn settings(args: &SandboxArgs, task: Option<&TaskContract>) -> Result<SandboxSettings, CliError> {
+    let mut s = task.map(|c| c.sandbox.clone()).unwrap_or_default();
+    if let Some(n) = args.network {
+        s.network = match n {
+            NetworkArg::None => NetworkSetting::None,
+            NetworkArg::Allowlist => NetworkSetting::Allowlist,
+            NetworkArg::Open => NetworkSetting::Open,
+        };
     }
-    if args.allow_host.is_empty() {
-        return Err(CliError::Usage(
-            "--network allowlist needs at least one --allow-host".into(),
-        ));
+    if !args.allow_host.is_empty() {
+        s.allow_hosts = args.allow_host.clone();
     }
-    let rules = args
-        .allow_host
-        .iter()
-        .map(|h| {
-            HostRule::parse(h).map_err(|e| CliError::Usage(format!("--allow-host {h:?}: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut pins = Vec::new();
     for r in &args.resolve {
         let bad = || CliError::Usage(format!("--resolve {r:?}: expected NAME=IP"));
         let (name, ip) = r.split_once('=').ok_or_else(bad)?;
@@ -96,32 +82,83 @@ async fn start_egress(
         if !HostRule::parse(name).is_ok_and(|h| h.is_plain_name()) {
             return Err(bad());
         }
-        pins.push((name.to_string(), ip));
+        s.resolve.insert(name.to_string(), ip);
     }
-    let proxy = EgressProxy::builder(rules)
-        .with_pins(pins)
-        .start()
-        .await
-        .map_err(|e| CliError::Internal(format!("egress proxy: {e}")))?;
-    let port = bridge::DEFAULT_BRIDGE_PORT;
-    spec.proxy = Some(ProxyBridge {
-        port,
-        to_unix: proxy.unix_path().to_path_buf(),
-    });
-    let mut env = bridge::proxy_env(port);
-    env.append(&mut spec.env);
-    spec.env = env;
-    Ok(Some(proxy))
+    if let Some(l) = &args.limit {
+        parse_limits(l, &mut s)?;
+    }
+    for name in &args.env {
+        if !s.env.contains(name) {
+            s.env.push(name.clone());
+        }
+    }
+    if let Some(b) = args.require {
+        s.require = Some(b.label().to_string());
+    }
+    if s.network != NetworkSetting::Allowlist {
+        if !args.allow_host.is_empty() || !args.resolve.is_empty() {
+            return Err(CliError::Usage(
+                "--allow-host and --resolve need --network allowlist".into(),
+            ));
+        }
+    } else if s.allow_hosts.is_empty() {
+        return Err(CliError::Usage(
+            "--network allowlist needs at least one --allow-host".into(),
+        ));
+    }
+    for h in &s.allow_hosts {
+        HostRule::parse(h).map_err(|e| CliError::Usage(format!("--allow-host {h:?}: {e}")))?;
+    }
+    Ok(s)
+}
+
+/// The task file, and the working directory (canonical): `--workdir`, else the task's
+/// root, else the current directory.
+fn task_and_workdir(args: &SandboxArgs) -> Result<(Option<TaskContract>, PathBuf), CliError> {
+    let task = match &args.task {
+        Some(path) => {
+            Some(TaskContract::from_file(path).map_err(|e| CliError::Usage(e.to_string()))?)
+        }
+        None => None,
+    };
+    let workdir = match (&args.workdir, &task) {
+        (Some(d), _) => d.clone(),
+        (None, Some(c)) => c.root.clone(),
+        (None, None) => std::env::current_dir().map_err(|e| CliError::Internal(e.to_string()))?,
+    };
+    let workdir = std::fs::canonicalize(&workdir)
+        .map_err(|e| CliError::Usage(format!("--workdir {}: {e}", workdir.display())))?;
+    Ok((task, workdir))
 }
 
 pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
-    let (workdir, mut spec) = command_spec(&args)?;
-    let proxy = start_egress(&args, &mut spec).await?;
+    let (task, workdir) = task_and_workdir(&args)?;
+    let settings = settings(&args, task.as_ref())?;
     let audit = AuditLog::default_location();
-    let sb = match args.require {
-        Some(b) => sandbox::require(b).map_err(|e| CliError::Usage(e.to_string()))?,
-        None => sandbox::select().map_err(|e| CliError::Internal(e.to_string()))?,
-    };
+    let store = store_path::resolve(&args.store).ok();
+    let prepared = io_harness::run::standalone_command(
+        task.as_ref(),
+        &settings,
+        &workdir,
+        args.command.clone(),
+        store.as_deref(),
+        audit.as_ref(),
+    )?;
+    let d = &prepared.decision;
+    if d.decision == Decision::Deny {
+        errln!(
+            "io-harness sandbox: {} refused by the policy (rule {}, layer {})",
+            output::escape(&d.action.target),
+            output::escape(&d.rule),
+            d.layer
+        );
+        return Ok(EXIT_DENIED);
+    }
+    let mut spec = prepared.spec;
+    let proxy = standalone::start_egress(&settings, &mut spec)
+        .await
+        .map_err(|e| CliError::Internal(e.to_string()))?;
+    let sb = prepared.sandbox;
     let spec2 = spec.clone();
     let ran = tokio::task::spawn_blocking(move || sb.run(&spec2))
         .await
@@ -129,7 +166,10 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
     let out = match ran {
         Ok(o) => o,
         Err(SandboxError::Exec { program, source }) => {
-            errln!("io-harness sandbox: cannot execute {program}: {source}");
+            errln!(
+                "io-harness sandbox: cannot execute {}: {source}",
+                output::escape(&program)
+            );
             return Ok(127);
         }
         Err(e) => return Err(CliError::Internal(e.to_string())),
@@ -144,17 +184,18 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
     if spec.network == NetworkPosture::Allowlist {
         report_egress(&egress, &out);
     }
+    let line = standalone::session_line(&spec, &workdir, &out, &egress);
     // The log never fails the command (SPEC C18), but a miss is said.
     if let Some(log) = &audit
-        && let Err(e) = log.append(&session_record(&spec, &workdir, &egress, &out))
+        && let Err(e) = log.append(&line)
     {
         errln!(
             "io-harness sandbox: warning: the audit log {} was not written: {e}",
             log.dir().display()
         );
     }
-    if let Some(cap) = out.cap_hit {
-        errln!("io-harness sandbox: stopped by the {} cap", cap.label());
+    if let Some(cap) = &line.cap_hit {
+        errln!("io-harness sandbox: {}", cap_message(cap, &out));
     }
     Ok(match (out.exit_code, out.signal) {
         (Some(c), _) => c,
@@ -163,30 +204,20 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
     })
 }
 
-/// The working directory (canonical) and the command's spec from the flags: network
-/// posture, caps, and the host variables passed in by name.
-fn command_spec(args: &SandboxArgs) -> Result<(PathBuf, RunSpec), CliError> {
-    let workdir = match args.workdir.clone() {
-        Some(d) => d,
-        None => std::env::current_dir().map_err(|e| CliError::Internal(e.to_string()))?,
+/// What a recorded cap hit did to the command, in words that stay true: only a
+/// command a signal ended was stopped; a refused fork or cut output let it go on.
+fn cap_message(cap: &str, out: &SandboxOutcome) -> String {
+    let ended = match (out.exit_code, out.signal) {
+        (Some(c), _) => format!("it exited {c}"),
+        (None, Some(s)) => format!("it was ended by signal {s}"),
+        _ => "it ended without a status".into(),
     };
-    let workdir = std::fs::canonicalize(&workdir)
-        .map_err(|e| CliError::Usage(format!("--workdir {}: {e}", workdir.display())))?;
-    let mut spec = RunSpec::new(args.command.clone(), &workdir);
-    spec.network = match args.network {
-        NetworkArg::None => NetworkPosture::None,
-        NetworkArg::Allowlist => NetworkPosture::Allowlist,
-        NetworkArg::Open => NetworkPosture::Open,
-    };
-    if let Some(l) = &args.limit {
-        parse_limits(l, &mut spec)?;
+    match (cap, out.signal) {
+        ("processes", _) => format!("a fork was refused at the processes cap; {ended}"),
+        ("output", _) => format!("output beyond the output cap was dropped; {ended}"),
+        (cap, Some(_)) => format!("stopped by the {} cap", output::escape(cap)),
+        (cap, None) => format!("the {} cap was hit; {ended}", output::escape(cap)),
     }
-    spec.env = args
-        .env
-        .iter()
-        .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
-        .collect();
-    Ok((workdir, spec))
 }
 
 /// The one-line summary of an allowlisted command's egress, on stderr.
@@ -198,7 +229,10 @@ fn report_egress(egress: &EgressRecord, out: &SandboxOutcome) {
             if egress.report.refused_hosts.is_empty() {
                 String::new()
             } else {
-                format!(" ({})", egress.report.refused_hosts.join(", "))
+                format!(
+                    " ({})",
+                    output::escape(&egress.report.refused_hosts.join(", "))
+                )
             }
         ),
         None => errln!(
@@ -206,30 +240,4 @@ fn report_egress(egress: &EgressRecord, out: &SandboxOutcome) {
             out.backend.label()
         ),
     }
-}
-
-/// The audit log's line for the session.
-fn session_record(
-    spec: &RunSpec,
-    workdir: &Path,
-    egress: &EgressRecord,
-    out: &SandboxOutcome,
-) -> SessionRecord {
-    let mut rec = SessionRecord::new(
-        spec.argv.clone(),
-        workdir.display().to_string(),
-        out.backend.label(),
-    );
-    rec.layers = layers_json(&out.layers);
-    rec.network = egress.posture.into();
-    rec.allow_hosts = egress.allow_hosts.clone();
-    rec.egress_denied_reported = egress.report.refusals;
-    rec.egress_admitted_reported = egress.report.admitted;
-    rec.egress_denied_hosts_reported = egress.report.refused_hosts.clone();
-    rec.env_names = spec.env.iter().map(|(k, _)| k.clone()).collect();
-    rec.exit_code = out.exit_code;
-    rec.signal = out.signal;
-    rec.duration_ms = u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX);
-    rec.cap_hit = out.cap_hit.map(|c| c.label().to_string());
-    rec
 }

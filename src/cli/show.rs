@@ -393,7 +393,7 @@ fn print_sessions(run: &RunRecord, sessions: &[SandboxSession]) {
     backends.dedup();
     let caps = sessions.iter().filter(|x| x.cap_hit.is_some()).count();
     outln!(
-        "sandboxed commands: {} (backend {}; {} stopped by a cap); layers per command: io-harness show {} --json",
+        "sandboxed commands: {} (backend {}; {} hit a cap); layers per command: io-harness show {} --json",
         sessions.len(),
         backends.join(", "),
         caps,

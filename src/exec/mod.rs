@@ -26,6 +26,7 @@
 
 pub(crate) mod output;
 mod report;
+pub mod standalone;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -33,12 +34,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::audit::AuditLog;
-use crate::contract::{NetworkSetting, SandboxSettings};
+use crate::contract::SandboxSettings;
 use crate::egress::{EgressProxy, EgressReport, bridge};
 use crate::halt::{Halt, HaltReason};
 use crate::sandbox::{
-    Backend, NetworkPosture, ProxyBridge, RunSpec, Sandbox, SandboxError, SandboxLimits,
-    SandboxOutcome, StopSignal,
+    Backend, NetworkPosture, ProxyBridge, RunSpec, Sandbox, SandboxError, SandboxOutcome,
+    StopSignal,
 };
 use crate::store::{SandboxEvent, Store};
 
@@ -232,11 +233,7 @@ impl Executor {
     /// their values now); the sandbox adds only fixed defaults and private `HOME` and
     /// `TMPDIR`.
     pub(crate) fn passed_env(&self) -> Vec<(String, String)> {
-        self.settings
-            .env
-            .iter()
-            .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
-            .collect()
+        standalone::passed_env(&self.settings)
     }
 
     /// The cancel token and deadline every later command observes.
@@ -271,36 +268,13 @@ impl Executor {
         self.settings.shell
     }
 
-    fn limits(&self) -> SandboxLimits {
-        let d = SandboxLimits::default();
-        let l = &self.settings.limits;
-        SandboxLimits {
-            cpu_secs: l.cpu_secs.or(d.cpu_secs),
-            wall_secs: l.wall_secs.or(d.wall_secs),
-            memory_bytes: l.memory.or(d.memory_bytes),
-            processes: l.processes.or(d.processes),
-            open_files: l.open_files.or(d.open_files),
-            output_bytes: l.output.or(d.output_bytes),
-            disk_bytes: l.disk.or(d.disk_bytes),
-        }
-    }
-
     fn spec(&self, argv: Vec<String>, wall_secs: Option<u64>) -> RunSpec {
-        let mut spec = RunSpec::new(argv, &self.workdir);
-        spec.limits = self.limits();
+        let mut spec = standalone::command_spec(&self.settings, &self.workdir, argv);
         if let Some(w) = wall_secs {
             spec.limits.wall_secs = Some(spec.limits.wall_secs.map_or(w, |c| c.min(w)));
         }
-        spec.network = match self.settings.network {
-            NetworkSetting::None => NetworkPosture::None,
-            NetworkSetting::Allowlist => NetworkPosture::Allowlist,
-            NetworkSetting::Open => NetworkPosture::Open,
-        };
-        spec.env = self.passed_env();
-        spec.read_only_paths = self.settings.read_only_paths.clone();
         spec.masked_paths = self.masked.clone();
         spec.uid = self.settings.sandbox_uid();
-        spec.allow_weaker = self.settings.allow_weaker;
         spec
     }
 

@@ -15,6 +15,7 @@ mod liveness;
 mod mcp_start;
 mod outcome;
 mod prompt;
+mod sandbox_command;
 mod session;
 mod setup;
 mod snapshot_file;
@@ -41,6 +42,7 @@ pub use liveness::is_live;
 #[cfg(feature = "mcp")]
 pub use mcp_start::list_servers;
 pub use outcome::{EXIT_INTERNAL, EXIT_USAGE, RunOutcome};
+pub use sandbox_command::{StandaloneCommand, standalone_command};
 pub use stall::StallPolicy;
 pub use subagent::{AgentBudget, AgentSpec, AgentVerify, FileContent, FileNeedle};
 pub use workdir::{cache_dir, diff_trees};

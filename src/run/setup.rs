@@ -14,7 +14,14 @@ use crate::sandbox::{self, Backend, Sandbox};
 /// The contract's required backend, or the strongest that works here. A required
 /// backend that is unavailable is a configuration error: the run does not start.
 pub(crate) fn choose_sandbox(contract: &TaskContract) -> Result<Arc<dyn Sandbox>, RunError> {
-    let chosen = match &contract.sandbox.require {
+    choose_for(&contract.sandbox)
+}
+
+/// [`choose_sandbox`] for `[sandbox]` settings alone (a command outside any run).
+pub(crate) fn choose_for(
+    settings: &crate::contract::SandboxSettings,
+) -> Result<Arc<dyn Sandbox>, RunError> {
+    let chosen = match &settings.require {
         Some(label) => {
             let backend: Backend =
                 label
@@ -46,14 +53,23 @@ pub(crate) fn build_policy(
     backend: Backend,
     work: &Path,
 ) -> Result<Policy, RunError> {
+    let policy = Policy::for_contract(contract).map_err(|e| RunError::Policy(e.into()))?;
+    finish_policy(policy, backend, work)
+}
+
+/// The layers every policy of a run adds to its own: the `exec` default of `backend`
+/// and the workspace's project file (which can only narrow).
+pub(crate) fn finish_policy(
+    policy: Policy,
+    backend: Backend,
+    work: &Path,
+) -> Result<Policy, RunError> {
     let isolation = match backend {
         Backend::LinuxNamespaces | Backend::MacosSandboxExec => Isolation::Native,
         _ => Isolation::Weaker,
     };
     let policy_err = |e: PolicyError| RunError::Policy(e.into());
-    let mut policy = Policy::for_contract(contract)
-        .map_err(policy_err)?
-        .with_exec_isolation(isolation);
+    let mut policy = policy.with_exec_isolation(isolation);
     let project =
         ProjectPolicy::load(work).map_err(|e| RunError::Policy(PolicyFailure::Project(e)))?;
     for ignored in &project.ignored {

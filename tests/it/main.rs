@@ -20,6 +20,7 @@ mod policy;
 mod providers;
 mod resume_anywhere;
 mod run;
+mod sandbox_cmd;
 mod sandboxed;
 mod store;
 mod store_truth;

@@ -28,7 +28,10 @@
 //!
 //! [`select`] probes once per process — by really spawning a sandboxed `/bin/true`
 //! per backend and reading back what it applied — and returns the strongest backend
-//! that works. [`probe`] exposes that report (for `io-harness doctor`).
+//! that works; a native probe that succeeded is cached across processes for the same
+//! kernel, binary and identity (only the choice: each session still reports its own
+//! layers; `IO_HARNESS_PROBE_CACHE=off` turns it off). [`probe`] exposes a fresh report
+//! (for `io-harness doctor`), and [`usable`] tries a real command under a backend.
 //!
 //! # Blocking API
 //!
@@ -80,6 +83,8 @@ mod floor_std;
 mod handle;
 pub mod macos;
 mod outcome;
+#[cfg(target_os = "linux")]
+mod probe_cache;
 mod select;
 mod spec;
 mod stop;
@@ -103,7 +108,7 @@ pub use outcome::{
     LayerReport, LimitReport, MountReport, Namespace, SandboxOutcome, Teardown, ViewAccess,
     ViewEntry,
 };
-pub use select::{ProbeReport, probe, require, select};
+pub use select::{ProbeReport, probe, require, select, usable};
 pub use spec::{Cap, DEFAULT_UID, NetworkPosture, ProxyBridge, RunSpec, SandboxLimits};
 pub use stop::{StopOnDrop, StopSignal};
 #[cfg(not(target_os = "linux"))]

@@ -1,11 +1,16 @@
-//! Probe once per process what this machine really provides, and pick the strongest
-//! backend that works.
+//! Probe what this machine really provides, and pick the strongest backend that works.
 //!
 //! The probe does not trust kernel versions or configuration files: it spawns a
 //! sandboxed `/bin/true` per backend with every layer in best-effort mode and reads
 //! back which layers the child managed to apply. A backend whose probe fails is not
 //! offered; a layer that failed in the probe is simply absent from that backend's
 //! report (and from every later run's report).
+//!
+//! Choosing the backend ([`select`]) asks once per process, and a native probe that
+//! succeeded is remembered across processes for the same kernel, binary and identity
+//! (`probe_cache`): a short-lived process such as `io-harness sandbox -- CMD` would
+//! otherwise spend as long on the probe as on its command. [`probe`] (for `doctor`)
+//! always probes afresh, and [`usable`] tries a real command under a backend.
 
 use std::sync::{Arc, OnceLock};
 
@@ -30,21 +35,60 @@ pub fn probe() -> &'static ProbeReport {
     REPORT.get_or_init(run_probe)
 }
 
-/// What the native backend's probe found, probed once per process on first use. Kept
-/// apart from the floor's probe so that choosing a backend costs one sandboxed
-/// `/bin/true`, not two: the floor is probed only when asked about (`doctor`) or needed.
+/// Whether the native backend works here, decided once per process on first use: by
+/// a cache entry of an earlier process with the same kernel, binary and identity
+/// ([`crate::probe_cache`]), else by the probe, whose success is then cached. Kept
+/// apart from the floor's probe so that choosing a backend costs at most one sandboxed
+/// `/bin/true`, not two: the floor is probed only when asked about (`doctor`). Only the
+/// choice comes from here; every session reports its own layers.
 #[cfg(target_os = "linux")]
-pub(crate) fn native_probe() -> &'static Result<LayerReport, Arc<SandboxError>> {
-    static NATIVE: OnceLock<Result<LayerReport, Arc<SandboxError>>> = OnceLock::new();
-    NATIVE.get_or_init(|| super::linux::probe(true).map_err(Arc::new))
+pub(crate) fn native_probe() -> &'static Result<(), Arc<SandboxError>> {
+    static NATIVE: OnceLock<Result<(), Arc<SandboxError>>> = OnceLock::new();
+    NATIVE.get_or_init(|| {
+        let cached = super::probe_cache::current();
+        if let Some((cache, key)) = &cached {
+            match cache.check(key) {
+                Ok(()) => {
+                    tracing::debug!(
+                        "probe cache hit: the native backend is chosen without a probe"
+                    );
+                    return Ok(());
+                }
+                Err(miss) => tracing::debug!(?miss, "probe cache miss: probing"),
+            }
+        }
+        let probed = super::linux::probe(true).map(|_| ()).map_err(Arc::new);
+        if let (Ok(()), Some((cache, key))) = (&probed, &cached) {
+            cache.store(key);
+        }
+        probed
+    })
+}
+
+/// After a native spawn failed for a reason of the backend: a cached choice must not
+/// outlive it, so the next process probes afresh.
+#[cfg(target_os = "linux")]
+pub(crate) fn native_failed() {
+    super::probe_cache::forget();
 }
 
 #[cfg(target_os = "linux")]
 fn run_probe() -> ProbeReport {
-    let native = native_probe().clone();
+    // Always a fresh probe: this report is what `doctor` shows, never a cached answer.
+    let native = super::linux::probe(true).map_err(Arc::new);
+    if native.is_ok()
+        && let Some((cache, key)) = super::probe_cache::current()
+    {
+        cache.store(&key);
+    }
     let floor = super::linux::probe(false).map_err(Arc::new);
+    let selected = if native.is_ok() {
+        Backend::LinuxNamespaces
+    } else {
+        Backend::PortableFloor
+    };
     ProbeReport {
-        selected: selected_backend(),
+        selected,
         native,
         floor,
     }
@@ -109,4 +153,31 @@ pub fn require(backend: Backend) -> Result<Box<dyn Sandbox>, SandboxError> {
             reason: "not available on this system".into(),
         }),
     }
+}
+
+/// Whether a command really runs under `backend` here, found by running `/bin/true`
+/// in it as every session runs (each layer required, not best effort) — the probe may
+/// succeed where a real session fails (inside another sandbox, dropping capabilities
+/// is refused), so `doctor` asks this before calling a backend usable. Returns the
+/// layers that session reported.
+pub fn usable(backend: Backend) -> Result<LayerReport, SandboxError> {
+    let dir = tempfile::Builder::new()
+        .prefix("io-harness-try-")
+        .tempdir()
+        .map_err(SandboxError::spawn("trial workdir"))?;
+    let mut spec = super::RunSpec::new(["/bin/true"], dir.path());
+    spec.limits.wall_secs = Some(30);
+    let out = require(backend)?.run(&spec)?;
+    if out.exit_code != Some(0) {
+        return Err(SandboxError::Spawn {
+            stage: "trial",
+            source: std::io::Error::other(format!(
+                "/bin/true exited with {:?} (signal {:?}): {}",
+                out.exit_code,
+                out.signal,
+                out.stderr.text().trim()
+            )),
+        });
+    }
+    Ok(out.layers)
 }

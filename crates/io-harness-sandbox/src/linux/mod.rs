@@ -156,18 +156,29 @@ impl Sandbox for NativeSandbox {
             run_stdin(spec),
         ) {
             Ok((session, pipes)) => session.run(pipes, &spec.stdin, spec.stop.as_ref()),
-            Err(e) if spec.allow_weaker && backend_failure(&e) => {
+            Err(e) if backend_failure(&e) && spec.allow_weaker => {
+                super::select::native_failed();
                 tracing::warn!(error = %e, "native sandbox failed; running on the portable floor as allowed");
                 run_floor(spec, 0)
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                if backend_failure(&e) {
+                    super::select::native_failed();
+                }
+                Err(e)
+            }
         }
     }
 
     fn spawn(&self, spec: &RunSpec) -> Result<SandboxChild, SandboxError> {
         match spawn_child(Backend::LinuxNamespaces, Mode::Native, spec, self.disabled) {
-            Err(e) if spec.allow_weaker && backend_failure(&e) => {
-                spawn_child(Backend::PortableFloor, Mode::Floor, spec, 0)
+            Err(e) if backend_failure(&e) => {
+                super::select::native_failed();
+                if spec.allow_weaker {
+                    spawn_child(Backend::PortableFloor, Mode::Floor, spec, 0)
+                } else {
+                    Err(e)
+                }
             }
             r => r,
         }

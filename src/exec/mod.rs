@@ -24,8 +24,11 @@
 //! (the outcome's `proxy_bridge`); an allowlist the backend could only hold to no
 //! network at all (the floor) is recorded as `none`, with its counts not observed.
 
+mod guard;
 pub(crate) mod output;
+mod repos;
 mod report;
+pub mod tree;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -40,7 +43,10 @@ use crate::sandbox::{
     Backend, NetworkPosture, ProxyBridge, RunSpec, Sandbox, SandboxError, SandboxLimits,
     SandboxOutcome, StopSignal,
 };
+use crate::policy::PolicyGate;
 use crate::store::{SandboxEvent, Store};
+use guard::WorkspaceGuard;
+pub use tree::ScanError;
 
 pub use output::BoundedOutput;
 pub(crate) use report::SessionFacts;
@@ -192,7 +198,8 @@ pub struct Executor {
     step: AtomicU32,
     audit: Option<AuditLog>,
     hidden: Vec<PathBuf>,
-    masked: Vec<PathBuf>,
+    /// The masks and repository checks around every session (see [`guard`]).
+    guard: Arc<Mutex<WorkspaceGuard>>,
     /// The run's cancel token and deadline (none until the session sets it).
     halt: Mutex<Halt>,
     /// The shared dependency cache's bound (`[verify] dep_cache_max`); `None` is the
@@ -201,8 +208,9 @@ pub struct Executor {
 }
 
 impl Executor {
-    /// An executor for one run. `masked` are workspace paths the policy denies for
-    /// reading; they are made unreadable inside.
+    /// An executor for one run. `masked` are workspace paths made unreadable inside
+    /// when no policy is given ([`Executor::with_policy`] computes them afresh before
+    /// every session instead).
     pub fn new(
         sandbox: Arc<dyn Sandbox>,
         settings: SandboxSettings,
@@ -213,6 +221,13 @@ impl Executor {
         masked: Vec<PathBuf>,
     ) -> Self {
         let hidden = hidden_paths(&store, audit.as_ref());
+        let guard = WorkspaceGuard::new(
+            workdir,
+            settings.scan_limit.unwrap_or(tree::DEFAULT_SCAN_LIMIT),
+            masked,
+            settings.allow_new_repos,
+            quarantine_dir(&store, run_id),
+        );
         Self {
             sandbox,
             settings,
@@ -222,10 +237,21 @@ impl Executor {
             step: AtomicU32::new(0),
             audit,
             hidden,
-            masked,
+            guard: Arc::new(Mutex::new(guard)),
             halt: Mutex::new(Halt::default()),
             dep_cache_max: None,
         }
+    }
+
+    /// Masks, before every session, each workspace file `gate` denies reading, at the
+    /// path it has then.
+    pub fn with_policy(self, gate: Arc<dyn PolicyGate>) -> Self {
+        self.lock_guard().set_gate(gate);
+        self
+    }
+
+    fn lock_guard(&self) -> std::sync::MutexGuard<'_, WorkspaceGuard> {
+        self.guard.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Sets the bound of the shared dependency cache (`[verify] dep_cache_max`, in
@@ -283,9 +309,99 @@ impl Executor {
         self.step.store(step, Ordering::SeqCst);
     }
 
-    /// Workspace paths masked inside the sandbox.
-    pub fn masked(&self) -> &[PathBuf] {
-        &self.masked
+    /// The workspace its commands run in.
+    pub fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
+    /// [`Executor::refresh_masks`] on this thread (blocking file system work), for a
+    /// caller outside the async runtime or at setup.
+    pub fn refresh_masks_blocking(&self) -> Result<Vec<PathBuf>, ScanError> {
+        Ok(self.lock_guard().before_session()?.masked)
+    }
+
+    /// Workspace paths (relative) masked in the last session started.
+    pub fn masked(&self) -> Vec<PathBuf> {
+        self.lock_guard().last.clone()
+    }
+
+    /// The workspace paths (relative) the policy denies reading, where they are now:
+    /// what a session started now would mask. For work on the host that must leave
+    /// them out (a gate's copy of the workspace, an MCP server's start).
+    pub async fn refresh_masks(&self) -> Result<Vec<PathBuf>, ScanError> {
+        Ok(self.session_paths().await?.masked)
+    }
+
+    /// What the model has not been told yet of the checks after its sessions (an
+    /// entry moved out of the workspace), once.
+    pub fn take_notices(&self) -> Vec<String> {
+        self.lock_guard().take_notices()
+    }
+
+    /// Where this run's quarantined entries go.
+    pub fn quarantine_dir(&self) -> PathBuf {
+        self.lock_guard().quarantine_dir().to_path_buf()
+    }
+
+    async fn session_paths(&self) -> Result<guard::SessionPaths, ScanError> {
+        let guard = self.guard.clone();
+        let job = move || {
+            guard
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .before_session()
+        };
+        tokio::task::spawn_blocking(job)
+            .await
+            .unwrap_or_else(|e| Err(join_error(&self.workdir, &e)))
+    }
+
+    /// After a session (and at the end of a run): every `.git` or `.io-harness` that
+    /// was not in the workspace when the run first looked is moved out and recorded as
+    /// a `quarantined` sandbox event. A tree that cannot be looked at is said to the
+    /// model; the next session's own look fails closed on it.
+    pub async fn check_new_repos(&self) {
+        let guard = self.guard.clone();
+        let step = self.step.load(Ordering::SeqCst);
+        let job = move || {
+            guard
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .after_session(step)
+        };
+        let found = tokio::task::spawn_blocking(job)
+            .await
+            .unwrap_or_else(|e| Err(join_error(&self.workdir, &e)));
+        let moved = match found {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not check the workspace for new repositories");
+                self.lock_guard().notice(format!(
+                    "The harness could not check the workspace after the command: {e}"
+                ));
+                return;
+            }
+        };
+        if moved.is_empty() {
+            return;
+        }
+        let events: Vec<SandboxEvent> = moved
+            .iter()
+            .map(|q| SandboxEvent::quarantined(self.run_id, step, &q.detail()))
+            .collect();
+        let store = self.store.clone();
+        let run_id = self.run_id;
+        let write = move || {
+            for e in &events {
+                if let Err(err) = store.record_sandbox_event(e) {
+                    store.note_lost(Some(run_id), "sandbox event", &err);
+                }
+            }
+        };
+        if let Err(e) = tokio::task::spawn_blocking(write).await {
+            let err = crate::store::StoreError::TaskCancelled(e.to_string());
+            self.store.note_lost(Some(run_id), "sandbox event", &err);
+        }
     }
 
     /// Whether `run_command` may take a shell string.
@@ -319,7 +435,6 @@ impl Executor {
         };
         spec.env = self.passed_env();
         spec.read_only_paths = self.settings.read_only_paths.clone();
-        spec.masked_paths = self.masked.clone();
         spec.hidden_paths = self.hidden.clone();
         spec.allow_weaker = self.settings.allow_weaker;
         spec
@@ -391,6 +506,7 @@ impl Executor {
         mut spec: RunSpec,
         purpose: Purpose,
     ) -> Result<SandboxOutcome, SandboxError> {
+        self.place_masks(&mut spec).await?;
         let proxy = self.start_egress(&mut spec).await?;
         let halt = self.halt();
         // The run's deadline comes first (or with it): it is what ends the command,
@@ -426,7 +542,30 @@ impl Executor {
         let stopped_by = stopped_by.filter(|_| outcome.stopped);
         self.record(&spec, purpose, &outcome, &egress, stopped_by)
             .await;
+        self.check_new_repos().await;
         Ok(outcome)
+    }
+
+    /// The masks and protected paths of the workspace as it is now, into `spec`
+    /// (absolute, so a session in another directory masks them too); the quarantine
+    /// is hidden once it exists. A tree that cannot be looked at whole fails the
+    /// session: it does not run with masks that may miss a secret.
+    async fn place_masks(&self, spec: &mut RunSpec) -> Result<(), SandboxError> {
+        let paths = self.session_paths().await.map_err(|e| SandboxError::Spawn {
+            stage: "workspace scan",
+            source: std::io::Error::other(e),
+        })?;
+        spec.masked_paths = paths.masked.iter().map(|p| self.workdir.join(p)).collect();
+        spec.protected_paths = paths
+            .protected
+            .iter()
+            .map(|p| self.workdir.join(p))
+            .collect();
+        let quarantine = self.quarantine_dir();
+        if quarantine.exists() {
+            spec.hidden_paths.push(quarantine);
+        }
+        Ok(())
     }
 
     /// One launch on the blocking pool, stopped when `halt` comes first (`stopped_by`
@@ -533,6 +672,25 @@ impl Executor {
             let err = crate::store::StoreError::TaskCancelled(e.to_string());
             self.store.note_lost(Some(run_id), "sandbox session", &err);
         }
+    }
+}
+
+/// Where a run's quarantined entries go: beside the store file
+/// (`<store dir>/quarantine/run-<id>`), or for a store in memory under the harness's
+/// cache directory (`…/io-harness/quarantine/run-<id>-pid<pid>`).
+pub(crate) fn quarantine_dir(store: &Store, run_id: i64) -> PathBuf {
+    match store.path().as_deref().and_then(Path::parent) {
+        Some(dir) => dir.join("quarantine").join(format!("run-{run_id}")),
+        None => dep_cache_dir()
+            .with_file_name("quarantine")
+            .join(format!("run-{run_id}-pid{}", std::process::id())),
+    }
+}
+
+fn join_error(work: &Path, e: &tokio::task::JoinError) -> ScanError {
+    ScanError::Io {
+        path: work.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
     }
 }
 

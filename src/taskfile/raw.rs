@@ -99,6 +99,9 @@ pub(super) struct RawSandbox {
     pub(super) allow_weaker: bool,
     #[serde(default)]
     pub(super) shell: bool,
+    #[serde(default)]
+    pub(super) allow_new_repos: bool,
+    pub(super) scan_limit: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]

@@ -77,7 +77,27 @@ pub(super) fn settings(
     }
     out.allow_weaker = sb.allow_weaker;
     out.shell = sb.shell;
+    out.allow_new_repos = sb.allow_new_repos;
+    if let Some(n) = sb.scan_limit {
+        spans.note("sandbox.scan_limit", n.span());
+        out.scan_limit = Some(scan_limit(&n)?);
+    }
     Ok(out)
+}
+
+/// `scan_limit`: a positive entry count (the masks of a session with none would be
+/// empty, so zero is refused rather than meaning "no limit").
+fn scan_limit(n: &Spanned<i64>) -> Result<usize, ConvertError> {
+    usize::try_from(*n.get_ref())
+        .ok()
+        .filter(|v| *v > 0)
+        .ok_or_else(|| {
+            (
+                "sandbox.scan_limit".into(),
+                Some(n.span()),
+                format!("{}: expected a positive number of entries", n.get_ref()),
+            )
+        })
 }
 
 /// `network = "none" | "allowlist" | "open"`.

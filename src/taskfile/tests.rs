@@ -332,3 +332,24 @@ fn a_missing_instructions_file_or_an_unreachable_base_url_names_file_line_and_ke
     }
     assert!(load(&format!("{p}base_url = \"http://127.0.0.1:8080/v1\"\n")).is_ok());
 }
+
+#[test]
+fn workspace_check_keys_default_parse_and_refuse_impossible_values() {
+    let c = load(OK).unwrap();
+    assert!(!c.sandbox.allow_new_repos, "new repositories are quarantined by default");
+    assert_eq!(c.sandbox.scan_limit, None, "the default limit applies");
+    let c = load(&format!(
+        "{OK}[sandbox]\nallow_new_repos = true\nscan_limit = 5000\n"
+    ))
+    .unwrap();
+    assert!(c.sandbox.allow_new_repos);
+    assert_eq!(c.sandbox.scan_limit, Some(5000));
+    for bad in ["0", "-3"] {
+        let (line, key, message) = invalid(&format!("{OK}[sandbox]\nscan_limit = {bad}\n"));
+        assert_eq!((line, key.as_str()), (5, "sandbox.scan_limit"), "{message}");
+        assert!(message.contains("positive"), "{message}");
+    }
+    let (line, key, _) = invalid(&format!("{OK}[sandbox]\nallow_new_repos = \"yes\"\n"));
+    assert_eq!(line, 5);
+    assert!(key.contains("allow_new_repos") || key == "sandbox", "{key}");
+}

@@ -28,3 +28,4 @@ mod timing;
 mod tokens;
 mod tools;
 mod weak_replies;
+mod workspace_guard;

@@ -153,6 +153,16 @@ pub(crate) fn host_facts() -> &'static HostFacts {
     })
 }
 
+/// The spec's `protected_paths` that really are inside `wd` with no symlink on the
+/// way (canonical equals the plain join), and exist.
+fn extra_protected(spec: &RunSpec, wd: &Path) -> Vec<PathBuf> {
+    spec.protected_paths
+        .iter()
+        .map(|p| if p.is_absolute() { p.clone() } else { wd.join(p) })
+        .filter(|p| fs::canonicalize(p).is_ok_and(|c| &c == p && c.starts_with(wd) && c != wd))
+        .collect()
+}
+
 pub(crate) fn mount_inputs(spec: &RunSpec, wd: &Path, facts: &HostFacts) -> MountInputs {
     let mut dirs = facts.dirs.clone();
     dirs.insert(wd.to_owned());
@@ -180,11 +190,14 @@ pub(crate) fn mount_inputs(spec: &RunSpec, wd: &Path, facts: &HostFacts) -> Moun
     read_only.sort();
     read_only.dedup();
 
-    let protect = [".git", ".io-harness"]
+    let mut protect: Vec<PathBuf> = [".git", ".io-harness"]
         .iter()
         .map(|n| wd.join(n))
         .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink()))
         .collect();
+    protect.extend(extra_protected(spec, wd));
+    protect.sort();
+    protect.dedup();
     let masked = spec
         .masked_paths
         .iter()

@@ -54,7 +54,14 @@ pub(crate) struct WorkspaceGuard {
     quarantine: PathBuf,
     /// What the model has not been told yet.
     notices: Vec<String>,
+    /// Where the first look's `known` is kept for a resumed run (the run's scratch
+    /// directory), so a session killed before its check cannot make its repository
+    /// the operator's.
+    state: Option<PathBuf>,
 }
+
+/// The file in the run's scratch directory holding the first look's entries.
+const KNOWN_FILE: &str = "known-repos.json";
 
 impl WorkspaceGuard {
     pub(crate) fn new(
@@ -73,6 +80,34 @@ impl WorkspaceGuard {
             allow_new,
             quarantine,
             notices: Vec::new(),
+            state: None,
+        }
+    }
+
+    /// Keeps the first look's entries in `dir` (and takes them from there when a
+    /// resumed run finds them).
+    pub(crate) fn set_state_dir(&mut self, dir: &Path) {
+        self.state = Some(dir.join(KNOWN_FILE));
+    }
+
+    /// The kept first look, when a earlier session of this run wrote one.
+    fn load_known(&self) -> Option<HashSet<(PathBuf, u64)>> {
+        let text = std::fs::read_to_string(self.state.as_ref()?).ok()?;
+        let list: Vec<(PathBuf, u64)> = serde_json::from_str(&text).ok()?;
+        Some(list.into_iter().collect())
+    }
+
+    fn save_known(&self, known: &HashSet<(PathBuf, u64)>) {
+        let Some(file) = &self.state else {
+            return;
+        };
+        let mut list: Vec<&(PathBuf, u64)> = known.iter().collect();
+        list.sort();
+        let written = serde_json::to_vec(&list)
+            .map_err(std::io::Error::other)
+            .and_then(|b| std::fs::write(file, b));
+        if let Err(e) = written {
+            tracing::warn!(error = %e, path = %file.display(), "could not keep the workspace's repositories");
         }
     }
 
@@ -89,12 +124,22 @@ impl WorkspaceGuard {
         let gate = self.gate.clone();
         let denies = move |target: &str| {
             gate.as_ref().is_some_and(|g| {
-                g.decide(&Action::new(Act::Read, target.to_string())).decision == Decision::Deny
+                g.decide(&Action::new(Act::Read, target.to_string()))
+                    .decision
+                    == Decision::Deny
             })
         };
         self.index.refresh(&denies)?;
         if self.known.is_none() {
-            self.known = Some(self.guarded_entries().map(|(p, ino, _)| (p, ino)).collect());
+            let known = match self.load_known() {
+                Some(k) => k,
+                None => {
+                    let k = self.guarded_entries().map(|(p, ino, _)| (p, ino)).collect();
+                    self.save_known(&k);
+                    k
+                }
+            };
+            self.known = Some(known);
         }
         Ok(())
     }
@@ -170,5 +215,39 @@ impl WorkspaceGuard {
     /// Notes for the model that a check could not be made.
     pub(crate) fn notice(&mut self, text: String) {
         self.notices.push(text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard(ws: &Path, q: &Path, state: &Path) -> WorkspaceGuard {
+        let mut g = WorkspaceGuard::new(ws, 1000, Vec::new(), false, q.to_path_buf());
+        g.set_state_dir(state);
+        g
+    }
+
+    /// A run killed between a session and its check: the resumed run's first look
+    /// must not take the repository that session made for the operator's.
+    #[test]
+    fn a_resumed_run_judges_new_repositories_against_the_first_look_of_the_run() {
+        let d = tempfile::tempdir().unwrap();
+        let (ws, q, state) = (d.path().join("ws"), d.path().join("q"), d.path().join("s"));
+        std::fs::create_dir_all(ws.join("vendor/.git")).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        let mut first = guard(&ws, &q, &state);
+        let paths = first.before_session().unwrap();
+        assert_eq!(paths.protected, [PathBuf::from("vendor/.git")]);
+        // The session made a repository, and the process died before the check.
+        std::fs::create_dir_all(ws.join("sub/.git/hooks")).unwrap();
+        drop(first);
+        let mut resumed = guard(&ws, &q, &state);
+        resumed.before_session().unwrap();
+        let moved = resumed.after_session(4).unwrap();
+        let rels: Vec<&Path> = moved.iter().map(|m| m.rel.as_path()).collect();
+        assert_eq!(rels, [Path::new("sub/.git")]);
+        assert!(ws.join("vendor/.git").is_dir() && !ws.join("sub/.git").exists());
+        assert!(q.join("step-4/sub/.git/hooks").is_dir());
     }
 }

@@ -26,8 +26,8 @@
 
 mod guard;
 pub(crate) mod output;
-mod repos;
 mod report;
+mod repos;
 pub mod tree;
 
 use std::path::{Path, PathBuf};
@@ -39,11 +39,11 @@ use crate::audit::AuditLog;
 use crate::contract::{NetworkSetting, SandboxSettings};
 use crate::egress::{EgressProxy, EgressReport, bridge};
 use crate::halt::{Halt, HaltReason};
+use crate::policy::PolicyGate;
 use crate::sandbox::{
     Backend, NetworkPosture, ProxyBridge, RunSpec, Sandbox, SandboxError, SandboxLimits,
     SandboxOutcome, StopSignal,
 };
-use crate::policy::PolicyGate;
 use crate::store::{SandboxEvent, Store};
 use guard::WorkspaceGuard;
 pub use tree::ScanError;
@@ -247,6 +247,13 @@ impl Executor {
     /// path it has then.
     pub fn with_policy(self, gate: Arc<dyn PolicyGate>) -> Self {
         self.lock_guard().set_gate(gate);
+        self
+    }
+
+    /// Keeps what the run's first look at the workspace found in `dir` (the run's
+    /// scratch directory), so a resumed run judges new repositories against it.
+    pub fn with_state_dir(self, dir: &Path) -> Self {
+        self.lock_guard().set_state_dir(dir);
         self
     }
 
@@ -507,6 +514,19 @@ impl Executor {
         purpose: Purpose,
     ) -> Result<SandboxOutcome, SandboxError> {
         self.place_masks(&mut spec).await?;
+        let ran = self.launch_placed(spec, purpose).await;
+        // Whatever the launch says (a teardown error comes after the command ran),
+        // the tree is checked before anything else reads it.
+        self.check_new_repos().await;
+        ran
+    }
+
+    /// [`Executor::launch`] of a spec whose masks are in place.
+    async fn launch_placed(
+        &self,
+        mut spec: RunSpec,
+        purpose: Purpose,
+    ) -> Result<SandboxOutcome, SandboxError> {
         let proxy = self.start_egress(&mut spec).await?;
         let halt = self.halt();
         // The run's deadline comes first (or with it): it is what ends the command,
@@ -542,7 +562,6 @@ impl Executor {
         let stopped_by = stopped_by.filter(|_| outcome.stopped);
         self.record(&spec, purpose, &outcome, &egress, stopped_by)
             .await;
-        self.check_new_repos().await;
         Ok(outcome)
     }
 
@@ -551,10 +570,13 @@ impl Executor {
     /// is hidden once it exists. A tree that cannot be looked at whole fails the
     /// session: it does not run with masks that may miss a secret.
     async fn place_masks(&self, spec: &mut RunSpec) -> Result<(), SandboxError> {
-        let paths = self.session_paths().await.map_err(|e| SandboxError::Spawn {
-            stage: "workspace scan",
-            source: std::io::Error::other(e),
-        })?;
+        let paths = self
+            .session_paths()
+            .await
+            .map_err(|e| SandboxError::Spawn {
+                stage: "workspace scan",
+                source: std::io::Error::other(e),
+            })?;
         spec.masked_paths = paths.masked.iter().map(|p| self.workdir.join(p)).collect();
         spec.protected_paths = paths
             .protected

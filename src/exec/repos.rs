@@ -148,7 +148,12 @@ mod tests {
         std::os::unix::fs::symlink("/", ws.path().join(".git")).unwrap();
         let moved = quarantine(ws.path(), Path::new(".git"), q.path(), 1);
         let dest = moved.dest.unwrap();
-        assert!(fs::symlink_metadata(&dest).unwrap().file_type().is_symlink());
+        assert!(
+            fs::symlink_metadata(&dest)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
         assert!(fs::symlink_metadata(ws.path().join(".git")).is_err());
     }
 }

@@ -298,7 +298,10 @@ mod tests {
         ix.refresh(&env_denied).unwrap();
         age(&mut ix);
         std::thread::sleep(Duration::from_millis(20));
-        let before = std::fs::metadata(d.path().join("a")).unwrap().modified().unwrap();
+        let before = std::fs::metadata(d.path().join("a"))
+            .unwrap()
+            .modified()
+            .unwrap();
         std::fs::write(d.path().join("a/.env"), "S=1").unwrap();
         let f = std::fs::File::open(d.path().join("a")).unwrap();
         f.set_modified(before).unwrap();
@@ -312,8 +315,13 @@ mod tests {
         for i in 0..5 {
             std::fs::write(d.path().join(format!("f{i}")), "").unwrap();
         }
-        let err = TreeIndex::new(d.path(), 4).refresh(&env_denied).unwrap_err();
-        assert!(matches!(err, ScanError::TooManyEntries { limit: 4 }), "{err}");
+        let err = TreeIndex::new(d.path(), 4)
+            .refresh(&env_denied)
+            .unwrap_err();
+        assert!(
+            matches!(err, ScanError::TooManyEntries { limit: 4 }),
+            "{err}"
+        );
         assert!(TreeIndex::new(d.path(), 5).refresh(&env_denied).is_ok());
     }
 

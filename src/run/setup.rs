@@ -71,7 +71,9 @@ pub(crate) fn build_policy(
 pub(crate) fn masked_paths(work: &Path, gate: &dyn PolicyGate) -> Vec<PathBuf> {
     let mut index = crate::exec::tree::TreeIndex::new(work, crate::exec::tree::DEFAULT_SCAN_LIMIT);
     let denies = |target: &str| {
-        gate.decide(&Action::new(Act::Read, target.to_string())).decision == Decision::Deny
+        gate.decide(&Action::new(Act::Read, target.to_string()))
+            .decision
+            == Decision::Deny
     };
     match index.refresh(&denies) {
         Ok(_) => index.denied(),

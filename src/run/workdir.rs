@@ -265,7 +265,9 @@ fn withheld(path: &str, before: Option<&Node>, after: Option<&Node>) -> String {
         (_, None) => "deleted",
         _ => "changed",
     };
-    format!("diff --harness a/{path} b/{path}\n{path} {what}; content withheld (the policy denies reading it)\n")
+    format!(
+        "diff --harness a/{path} b/{path}\n{path} {what}; content withheld (the policy denies reading it)\n"
+    )
 }
 
 fn text_of(n: Option<&Node>) -> Result<String, String> {

@@ -336,7 +336,10 @@ fn a_missing_instructions_file_or_an_unreachable_base_url_names_file_line_and_ke
 #[test]
 fn workspace_check_keys_default_parse_and_refuse_impossible_values() {
     let c = load(OK).unwrap();
-    assert!(!c.sandbox.allow_new_repos, "new repositories are quarantined by default");
+    assert!(
+        !c.sandbox.allow_new_repos,
+        "new repositories are quarantined by default"
+    );
     assert_eq!(c.sandbox.scan_limit, None, "the default limit applies");
     let c = load(&format!(
         "{OK}[sandbox]\nallow_new_repos = true\nscan_limit = 5000\n"

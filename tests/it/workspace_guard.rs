@@ -104,16 +104,33 @@ async fn a_directory_moved_with_its_env_stays_masked_and_out_of_the_store_and_di
     let (store, run, outcome) = go(&fx, &c, turns).await;
     assert_eq!(outcome, RunOutcome::Success);
     let out = outputs(&store, run);
-    assert!(out[1].contains("name = \"app\""), "the command ran: {}", out[1]);
-    assert!(!out[1].contains(SECRET), "the moved secret was readable: {}", out[1]);
+    assert!(
+        out[1].contains("name = \"app\""),
+        "the command ran: {}",
+        out[1]
+    );
+    assert!(
+        !out[1].contains(SECRET),
+        "the moved secret was readable: {}",
+        out[1]
+    );
     assert!(out[2].contains("deny read cfg2/.env"), "{}", out[2]);
     let diff = store.run(run).unwrap().unwrap().diff.unwrap_or_default();
     assert!(diff.contains("cfg2/.env added; content withheld"), "{diff}");
-    assert!(diff.contains("config/.env deleted; content withheld"), "{diff}");
-    assert!(diff.contains("+name = \"app\""), "other files still diff: {diff}");
+    assert!(
+        diff.contains("config/.env deleted; content withheld"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("+name = \"app\""),
+        "other files still diff: {diff}"
+    );
     assert!(!diff.contains(SECRET), "{diff}");
     drop(store);
-    assert!(!contains(&fx.store_bytes(), SECRET), "the secret reached the store");
+    assert!(
+        !contains(&fx.store_bytes(), SECRET),
+        "the secret reached the store"
+    );
 }
 
 #[tokio::test]
@@ -121,15 +138,25 @@ async fn a_secret_written_by_one_command_is_unreadable_by_the_next() {
     let fx = Fx::new();
     let c = contract(&fx.ws);
     let turns = vec![
-        sh(&format!("mkdir -p deep/er && echo 'K={SECRET}' > deep/er/.env")),
+        sh(&format!(
+            "mkdir -p deep/er && echo 'K={SECRET}' > deep/er/.env"
+        )),
         sh("cat deep/er/.env && echo read-it"),
         ScriptTurn::text("done"),
     ];
     let (store, run, _) = go(&fx, &c, turns).await;
     let out = outputs(&store, run);
-    assert!(!out[1].contains(SECRET) && !out[1].contains("read-it"), "{}", out[1]);
+    assert!(
+        !out[1].contains(SECRET) && !out[1].contains("read-it"),
+        "{}",
+        out[1]
+    );
     let sessions = store.sandbox_sessions(run).unwrap();
-    assert!(sessions[1].masked_json.contains("deep/er/.env"), "{}", sessions[1].masked_json);
+    assert!(
+        sessions[1].masked_json.contains("deep/er/.env"),
+        "{}",
+        sessions[1].masked_json
+    );
 }
 
 #[tokio::test]
@@ -165,8 +192,14 @@ async fn a_workspace_over_the_scan_limit_fails_its_sessions_closed() {
     assert!(out[0].contains("more than 5 entries"), "{}", out[0]);
     assert!(out[0].contains("scan_limit"), "{}", out[0]);
     assert!(!out[0].contains(SECRET));
-    assert!(matches!(outcome, RunOutcome::VerificationFailed { .. }), "{outcome:?}");
-    assert!(store.sandbox_sessions(run).unwrap().is_empty(), "nothing ran");
+    assert!(
+        matches!(outcome, RunOutcome::VerificationFailed { .. }),
+        "{outcome:?}"
+    );
+    assert!(
+        store.sandbox_sessions(run).unwrap().is_empty(),
+        "nothing ran"
+    );
 }
 
 fn quarantined(store: &Store, run: i64) -> Vec<String> {
@@ -188,16 +221,34 @@ async fn a_nested_git_a_command_creates_is_quarantined_recorded_and_told() {
     let c = contract(&fx.ws);
     let turns = vec![sh(EVIL_REPO), sh("ls -a sub"), ScriptTurn::text("done")];
     let (store, run, _) = go(&fx, &c, turns).await;
-    assert!(!fx.ws.join("sub/.git").exists(), "the repository is still in the workspace");
-    let q = fx.dir.path().join("store/quarantine").join(format!("run-{run}"));
+    assert!(
+        !fx.ws.join("sub/.git").exists(),
+        "the repository is still in the workspace"
+    );
+    let q = fx
+        .dir
+        .path()
+        .join("store/quarantine")
+        .join(format!("run-{run}"));
     let config = q.join("step-1/sub/.git/config");
-    assert!(std::fs::read_to_string(&config).unwrap().contains("fsmonitor"));
+    assert!(
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("fsmonitor")
+    );
     assert!(q.join("step-1/sub/.git/hooks/pre-commit").is_file());
     let events = quarantined(&store, run);
     assert_eq!(events.len(), 1, "{events:?}");
-    assert!(events[0].starts_with("sub/.git -> ") && events[0].ends_with("step-1/sub/.git"), "{events:?}");
+    assert!(
+        events[0].starts_with("sub/.git -> ") && events[0].ends_with("step-1/sub/.git"),
+        "{events:?}"
+    );
     let out = outputs(&store, run);
-    assert!(out[0].contains("moved `sub/.git` out of the workspace"), "{}", out[0]);
+    assert!(
+        out[0].contains("moved `sub/.git` out of the workspace"),
+        "{}",
+        out[0]
+    );
     assert!(out[0].contains("--vcs none"), "{}", out[0]);
     assert!(!out[1].contains(".git"), "{}", out[1]);
 }
@@ -218,9 +269,15 @@ async fn a_git_at_the_root_of_a_workspace_inside_a_repository_is_quarantined() {
     ];
     let (store, run, _) = go(&fx, &c, turns).await;
     assert!(!ws.join(".git").exists());
-    assert_eq!(std::fs::read_to_string(repo.join(".git/config")).unwrap(), "[core]\n");
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
     let events = quarantined(&store, run);
-    assert!(events.len() == 1 && events[0].starts_with(".git -> "), "{events:?}");
+    assert!(
+        events.len() == 1 && events[0].starts_with(".git -> "),
+        "{events:?}"
+    );
 }
 
 #[tokio::test]
@@ -235,7 +292,10 @@ async fn an_io_harness_directory_made_in_a_subdirectory_is_quarantined() {
     assert!(!fx.ws.join("a/b/.io-harness").exists());
     assert!(fx.ws.join("a/b").is_dir(), "only the entry itself moves");
     let events = quarantined(&store, run);
-    assert!(events.len() == 1 && events[0].starts_with("a/b/.io-harness -> "), "{events:?}");
+    assert!(
+        events.len() == 1 && events[0].starts_with("a/b/.io-harness -> "),
+        "{events:?}"
+    );
 }
 
 #[tokio::test]
@@ -246,16 +306,27 @@ async fn a_nested_repository_that_was_there_is_read_only_inside_and_stays() {
     std::fs::write(git.join("config"), "[core]\n").unwrap();
     let c = contract(&fx.ws);
     let turns = vec![
-        sh("printf '\\tfsmonitor = evil\\n' >> vendor/lib/.git/config; \
+        sh(
+            "printf '\\tfsmonitor = evil\\n' >> vendor/lib/.git/config; \
             echo evil > vendor/lib/.git/hooks/post-checkout; \
-            echo lib > vendor/lib/lib.rs; echo tried"),
+            echo lib > vendor/lib/lib.rs; echo tried",
+        ),
         ScriptTurn::text("done"),
     ];
     let (store, run, _) = go(&fx, &c, turns).await;
-    assert_eq!(std::fs::read_to_string(git.join("config")).unwrap(), "[core]\n");
+    assert_eq!(
+        std::fs::read_to_string(git.join("config")).unwrap(),
+        "[core]\n"
+    );
     assert!(!git.join("hooks/post-checkout").exists());
-    assert!(fx.ws.join("vendor/lib/lib.rs").is_file(), "the rest stays writable");
-    assert!(quarantined(&store, run).is_empty(), "the operator's repository stays");
+    assert!(
+        fx.ws.join("vendor/lib/lib.rs").is_file(),
+        "the rest stays writable"
+    );
+    assert!(
+        quarantined(&store, run).is_empty(),
+        "the operator's repository stays"
+    );
     let out = outputs(&store, run);
     assert!(out[0].contains("Read-only file system"), "{}", out[0]);
 }

@@ -85,12 +85,13 @@ pub(super) fn tool_context(
     ws: Workspace,
     sandbox: Arc<dyn crate::sandbox::Sandbox>,
     contract: &TaskContract,
-    work: &Path,
+    dirs: &crate::run::workdir::WorkDirs,
     store: &Store,
     run_id: i64,
     opts: &RunOptions,
     policy: &Arc<dyn PolicyGate>,
 ) -> ToolContext {
+    let work = &dirs.work;
     let exec = crate::exec::Executor::new(
         sandbox,
         contract.sandbox.clone(),
@@ -101,6 +102,7 @@ pub(super) fn tool_context(
         Vec::new(),
     )
     .with_policy(policy.clone())
+    .with_state_dir(&dirs.scratch)
     .with_dep_cache_max(contract.verify.dep_cache_max);
     // The first look at the tree: it fixes which repositories are the operator's.
     // A tree too large to look at is no error here: every session fails closed on it.

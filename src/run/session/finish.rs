@@ -44,7 +44,9 @@ impl Session<'_> {
         let dirs = &self.run.dirs;
         let gate = self.tools.policy.gate.clone();
         let denied = move |path: &str| {
-            gate.decide(&Action::new(Act::Read, path.to_string())).decision == Decision::Deny
+            gate.decide(&Action::new(Act::Read, path.to_string()))
+                .decision
+                == Decision::Deny
         };
         let diff = workdir::diff_against(&dirs.baseline, &dirs.work, &denied)
             .unwrap_or_else(|e| format!("[diff unavailable: {e}]\n"));

@@ -158,7 +158,13 @@ pub(crate) fn host_facts() -> &'static HostFacts {
 fn extra_protected(spec: &RunSpec, wd: &Path) -> Vec<PathBuf> {
     spec.protected_paths
         .iter()
-        .map(|p| if p.is_absolute() { p.clone() } else { wd.join(p) })
+        .map(|p| {
+            if p.is_absolute() {
+                p.clone()
+            } else {
+                wd.join(p)
+            }
+        })
         .filter(|p| fs::canonicalize(p).is_ok_and(|c| &c == p && c.starts_with(wd) && c != wd))
         .collect()
 }

@@ -52,17 +52,17 @@ fn main() {
     for _ in 0..ROUNDS {
         let t = Instant::now();
         let mut ix = TreeIndex::new(&ws, 200_000);
-        let stats = ix.refresh(&denies).expect("scan");
+        let stats = ix.refresh(&denies, false).expect("scan");
         let masked = ix.denied();
         full.push(t.elapsed());
         assert_eq!((stats.entries, masked.len()), (1100, 10));
     }
     let mut kept = TreeIndex::new(&ws, 200_000);
-    kept.refresh(&denies).expect("scan");
+    kept.refresh(&denies, false).expect("scan");
     let mut quiet = Vec::new();
     for _ in 0..ROUNDS {
         let t = Instant::now();
-        let stats = kept.refresh(&denies).expect("refresh");
+        let stats = kept.refresh(&denies, false).expect("refresh");
         let masked = kept.denied();
         quiet.push(t.elapsed());
         assert_eq!((stats.read, masked.len()), (0, 10));
@@ -78,7 +78,7 @@ fn main() {
         };
         std::fs::rename(ws.join(a), ws.join(b)).expect("rename");
         let t = Instant::now();
-        kept.refresh(&denies).expect("refresh");
+        kept.refresh(&denies, false).expect("refresh");
         let masked = kept.denied();
         moved.push(t.elapsed());
         assert!(masked.iter().any(|m| m.starts_with(b)));

@@ -122,6 +122,7 @@ impl WorkspaceGuard {
 
     fn refresh(&mut self) -> Result<(), ScanError> {
         let gate = self.gate.clone();
+        let redecide = gate.as_ref().is_some_and(|g| !g.denials_fixed());
         let denies = move |target: &str| {
             gate.as_ref().is_some_and(|g| {
                 g.decide(&Action::new(Act::Read, target.to_string()))
@@ -129,7 +130,7 @@ impl WorkspaceGuard {
                     == Decision::Deny
             })
         };
-        self.index.refresh(&denies)?;
+        self.index.refresh(&denies, redecide)?;
         if self.known.is_none() {
             let known = match self.load_known() {
                 Some(k) => k,

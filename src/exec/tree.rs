@@ -120,13 +120,26 @@ impl TreeIndex {
 
     /// Brings the index up to date with the tree; `denies` decides, for an entry
     /// listed anew, whether reading it (its relative `/`-separated path) is denied.
-    pub fn refresh(&mut self, denies: &dyn Fn(&str) -> bool) -> Result<RefreshStats, ScanError> {
+    /// With `redecide`, entries of kept listings are decided again too (for a policy
+    /// whose denials can change).
+    pub fn refresh(
+        &mut self,
+        denies: &dyn Fn(&str) -> bool,
+        redecide: bool,
+    ) -> Result<RefreshStats, ScanError> {
         let mut old = std::mem::take(&mut self.dirs);
         let mut stats = RefreshStats::default();
         let mut stack = vec![PathBuf::new()];
         while let Some(rel) = stack.pop() {
             let listing = match self.look(&rel, old.remove(&rel), denies, &mut stats) {
-                Ok(Some(l)) => l,
+                Ok(Some(mut l)) => {
+                    if redecide {
+                        for e in &mut l.entries {
+                            e.denied = denies(&slashed(&rel.join(&e.name)));
+                        }
+                    }
+                    l
+                }
                 Ok(None) => continue,
                 Err(e) => {
                     self.dirs.clear();
@@ -194,9 +207,8 @@ impl TreeIndex {
                 Kind::Other
             };
             let name = item.file_name();
-            let target = rel.join(&name).to_string_lossy().replace('\\', "/");
             entries.push(Entry {
-                denied: denies(&target),
+                denied: denies(&slashed(&rel.join(&name))),
                 ino: item.ino(),
                 kind,
                 name,
@@ -240,6 +252,11 @@ impl TreeIndex {
     }
 }
 
+/// A relative path as the policy names it (`/`-separated).
+fn slashed(p: &Path) -> String {
+    p.to_string_lossy().replace('\\', "/")
+}
+
 /// Whether a directory with `ctime` read at `started` may have changed again within
 /// the same timestamp tick (or the clock is behind the filesystem's).
 fn is_racy(ctime: (i64, i64), started: SystemTime) -> bool {
@@ -276,17 +293,17 @@ mod tests {
         std::fs::write(d.path().join("config/.env"), "S=1").unwrap();
         std::fs::write(d.path().join("config/deep/a.rs"), "").unwrap();
         let mut ix = TreeIndex::new(d.path(), 100);
-        let first = ix.refresh(&env_denied).unwrap();
+        let first = ix.refresh(&env_denied, false).unwrap();
         assert_eq!((first.dirs, first.read, first.entries), (3, 3, 4));
         assert_eq!(ix.denied(), [PathBuf::from("config/.env")]);
         age(&mut ix);
         // Past the filesystem's timestamp tick, so a change gets a new ctime.
         std::thread::sleep(Duration::from_millis(20));
-        let again = ix.refresh(&env_denied).unwrap();
+        let again = ix.refresh(&env_denied, false).unwrap();
         assert_eq!((again.dirs, again.read), (3, 0), "nothing changed");
 
         std::fs::rename(d.path().join("config"), d.path().join("cfg2")).unwrap();
-        ix.refresh(&env_denied).unwrap();
+        ix.refresh(&env_denied, false).unwrap();
         assert_eq!(ix.denied(), [PathBuf::from("cfg2/.env")]);
     }
 
@@ -295,7 +312,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir(d.path().join("a")).unwrap();
         let mut ix = TreeIndex::new(d.path(), 100);
-        ix.refresh(&env_denied).unwrap();
+        ix.refresh(&env_denied, false).unwrap();
         age(&mut ix);
         std::thread::sleep(Duration::from_millis(20));
         let before = std::fs::metadata(d.path().join("a"))
@@ -305,7 +322,7 @@ mod tests {
         std::fs::write(d.path().join("a/.env"), "S=1").unwrap();
         let f = std::fs::File::open(d.path().join("a")).unwrap();
         f.set_modified(before).unwrap();
-        ix.refresh(&env_denied).unwrap();
+        ix.refresh(&env_denied, false).unwrap();
         assert_eq!(ix.denied(), [PathBuf::from("a/.env")]);
     }
 
@@ -316,13 +333,17 @@ mod tests {
             std::fs::write(d.path().join(format!("f{i}")), "").unwrap();
         }
         let err = TreeIndex::new(d.path(), 4)
-            .refresh(&env_denied)
+            .refresh(&env_denied, false)
             .unwrap_err();
         assert!(
             matches!(err, ScanError::TooManyEntries { limit: 4 }),
             "{err}"
         );
-        assert!(TreeIndex::new(d.path(), 5).refresh(&env_denied).is_ok());
+        assert!(
+            TreeIndex::new(d.path(), 5)
+                .refresh(&env_denied, false)
+                .is_ok()
+        );
     }
 
     #[test]
@@ -332,7 +353,7 @@ mod tests {
         std::fs::write(outside.path().join(".env"), "S=1").unwrap();
         std::os::unix::fs::symlink(outside.path(), d.path().join("out")).unwrap();
         let mut ix = TreeIndex::new(d.path(), 100);
-        ix.refresh(&env_denied).unwrap();
+        ix.refresh(&env_denied, false).unwrap();
         let all: Vec<_> = ix.entries().map(|(p, e)| (p, e.kind)).collect();
         assert_eq!(all, [(PathBuf::from("out"), Kind::Link)]);
     }

@@ -312,6 +312,12 @@ impl PolicyGate for Policy {
         Policy::remember(self, action).is_ok()
     }
 
+    /// Its layers are fixed but for the remembered one, whose rules only allow (a
+    /// remembered approval turns an ask into an allow, never a deny into anything).
+    fn denials_fixed(&self) -> bool {
+        true
+    }
+
     fn decide(&self, action: &Action) -> PolicyDecision {
         let act = action.act;
         let target = normalize_target(act, &action.target);

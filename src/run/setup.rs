@@ -75,7 +75,7 @@ pub(crate) fn masked_paths(work: &Path, gate: &dyn PolicyGate) -> Vec<PathBuf> {
             .decision
             == Decision::Deny
     };
-    match index.refresh(&denies) {
+    match index.refresh(&denies, false) {
         Ok(_) => index.denied(),
         Err(e) => {
             tracing::warn!(error = %e, "workspace scan failed; masking all of it");

@@ -92,6 +92,15 @@ pub struct SandboxSettings {
     /// itself whatever this says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<u32>,
+    /// Keep a `.git` or `.io-harness` a command creates in the workspace instead of
+    /// moving it out after the session (off by default: such a repository's hooks and
+    /// `core.fsmonitor` run on the host at the operator's next `git status`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_new_repos: bool,
+    /// Most workspace entries looked at around each session (for the masks and the
+    /// repository check); a larger workspace fails its sessions. `None`: 200,000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan_limit: Option<usize>,
 }
 
 impl SandboxSettings {

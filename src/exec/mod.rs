@@ -24,9 +24,13 @@
 //! (the outcome's `proxy_bridge`); an allowlist the backend could only hold to no
 //! network at all (the floor) is recorded as `none`, with its counts not observed.
 
+mod checks;
+mod guard;
 pub(crate) mod output;
 mod report;
 pub mod standalone;
+mod repos;
+pub mod tree;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -37,11 +41,14 @@ use crate::audit::AuditLog;
 use crate::contract::SandboxSettings;
 use crate::egress::{EgressProxy, EgressReport, bridge};
 use crate::halt::{Halt, HaltReason};
+use crate::policy::PolicyGate;
 use crate::sandbox::{
     Backend, NetworkPosture, ProxyBridge, RunSpec, Sandbox, SandboxError, SandboxOutcome,
     StopSignal,
 };
 use crate::store::{SandboxEvent, Store};
+use guard::WorkspaceGuard;
+pub use tree::ScanError;
 
 pub use output::BoundedOutput;
 pub(crate) use report::SessionFacts;
@@ -173,7 +180,8 @@ pub struct Executor {
     run_id: i64,
     step: AtomicU32,
     audit: Option<AuditLog>,
-    masked: Vec<PathBuf>,
+    /// The masks and repository checks around every session (see [`guard`]).
+    guard: Arc<Mutex<WorkspaceGuard>>,
     /// The run's cancel token and deadline (none until the session sets it).
     halt: Mutex<Halt>,
     /// The shared dependency cache's bound (`[verify] dep_cache_max`); `None` is the
@@ -182,8 +190,9 @@ pub struct Executor {
 }
 
 impl Executor {
-    /// An executor for one run. `masked` are workspace paths the policy denies for
-    /// reading; they are made unreadable inside.
+    /// An executor for one run. `masked` are workspace paths made unreadable inside
+    /// when no policy is given ([`Executor::with_policy`] computes them afresh before
+    /// every session instead).
     pub fn new(
         sandbox: Arc<dyn Sandbox>,
         settings: SandboxSettings,
@@ -193,6 +202,13 @@ impl Executor {
         audit: Option<AuditLog>,
         masked: Vec<PathBuf>,
     ) -> Self {
+        let guard = WorkspaceGuard::new(
+            workdir,
+            settings.scan_limit.unwrap_or(tree::DEFAULT_SCAN_LIMIT),
+            masked,
+            settings.allow_new_repos,
+            checks::quarantine_dir(&store, run_id),
+        );
         Self {
             sandbox,
             settings,
@@ -201,10 +217,28 @@ impl Executor {
             run_id,
             step: AtomicU32::new(0),
             audit,
-            masked,
+            guard: Arc::new(Mutex::new(guard)),
             halt: Mutex::new(Halt::default()),
             dep_cache_max: None,
         }
+    }
+
+    /// Masks, before every session, each workspace file `gate` denies reading, at the
+    /// path it has then.
+    pub fn with_policy(self, gate: Arc<dyn PolicyGate>) -> Self {
+        self.lock_guard().set_gate(gate);
+        self
+    }
+
+    /// Keeps what the run's first look at the workspace found in `dir` (the run's
+    /// scratch directory), so a resumed run judges new repositories against it.
+    pub fn with_state_dir(self, dir: &Path) -> Self {
+        self.lock_guard().set_state_dir(dir);
+        self
+    }
+
+    fn lock_guard(&self) -> std::sync::MutexGuard<'_, WorkspaceGuard> {
+        self.guard.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Sets the bound of the shared dependency cache (`[verify] dep_cache_max`, in
@@ -258,9 +292,38 @@ impl Executor {
         self.step.store(step, Ordering::SeqCst);
     }
 
-    /// Workspace paths masked inside the sandbox.
-    pub fn masked(&self) -> &[PathBuf] {
-        &self.masked
+    /// The workspace its commands run in.
+    pub fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
+    /// [`Executor::refresh_masks`] on this thread (blocking file system work), for a
+    /// caller outside the async runtime or at setup.
+    pub fn refresh_masks_blocking(&self) -> Result<Vec<PathBuf>, ScanError> {
+        Ok(self.lock_guard().before_session()?.masked)
+    }
+
+    /// Workspace paths (relative) masked in the last session started.
+    pub fn masked(&self) -> Vec<PathBuf> {
+        self.lock_guard().last.clone()
+    }
+
+    /// The workspace paths (relative) the policy denies reading, where they are now:
+    /// what a session started now would mask. For work on the host that must leave
+    /// them out (a gate's copy of the workspace, an MCP server's start).
+    pub async fn refresh_masks(&self) -> Result<Vec<PathBuf>, ScanError> {
+        Ok(self.session_paths().await?.masked)
+    }
+
+    /// What the model has not been told yet of the checks after its sessions (an
+    /// entry moved out of the workspace), once.
+    pub fn take_notices(&self) -> Vec<String> {
+        self.lock_guard().take_notices()
+    }
+
+    /// Where this run's quarantined entries go.
+    pub fn quarantine_dir(&self) -> PathBuf {
+        self.lock_guard().quarantine_dir().to_path_buf()
     }
 
     /// Whether `run_command` may take a shell string.
@@ -273,8 +336,6 @@ impl Executor {
         if let Some(w) = wall_secs {
             spec.limits.wall_secs = Some(spec.limits.wall_secs.map_or(w, |c| c.min(w)));
         }
-        spec.masked_paths = self.masked.clone();
-        spec.uid = self.settings.sandbox_uid();
         spec
     }
 
@@ -340,6 +401,20 @@ impl Executor {
     /// Launches a built spec: its egress proxy, the run's halt, the text-busy retry,
     /// and the record.
     async fn launch(
+        &self,
+        mut spec: RunSpec,
+        purpose: Purpose,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        self.place_masks(&mut spec).await?;
+        let ran = self.launch_placed(spec, purpose).await;
+        // Whatever the launch says (a teardown error comes after the command ran),
+        // the tree is checked before anything else reads it.
+        self.check_new_repos().await;
+        ran
+    }
+
+    /// [`Executor::launch`] of a spec whose masks are in place.
+    async fn launch_placed(
         &self,
         mut spec: RunSpec,
         purpose: Purpose,

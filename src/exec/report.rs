@@ -116,6 +116,29 @@ impl SessionFacts<'_> {
             .map(|c| c.label().to_string())
     }
 
+    /// What was really masked in this session: the paths the backend's mount plan
+    /// covered (workspace-relative where inside it), not the ones asked for — a
+    /// backend without mounts masked nothing, and says so.
+    fn masked(&self) -> Vec<String> {
+        let Some(mounts) = &self.out.layers.mounts else {
+            return Vec::new();
+        };
+        let work = std::fs::canonicalize(self.workdir).unwrap_or_else(|_| self.workdir.into());
+        let spec_work =
+            std::fs::canonicalize(&self.spec.workdir).unwrap_or_else(|_| self.spec.workdir.clone());
+        mounts
+            .masked
+            .iter()
+            .map(|m| {
+                m.strip_prefix(&work)
+                    .or_else(|_| m.strip_prefix(&spec_work))
+                    .unwrap_or(m)
+                    .display()
+                    .to_string()
+            })
+            .collect()
+    }
+
     fn env_names(&self) -> Vec<String> {
         self.spec.env.iter().map(|(k, _)| k.clone()).collect()
     }
@@ -140,7 +163,7 @@ impl SessionFacts<'_> {
             egress_refusals_reported: egress.report.refusals,
             egress_admitted_reported: egress.report.admitted,
             egress_refused_hosts_json: json(&egress.report.refused_hosts),
-            masked_json: json(&spec.masked_paths),
+            masked_json: json(&self.masked()),
             env_names_json: json(&self.env_names()),
             exit_code: out.exit_code,
             signal: out.signal,
@@ -168,11 +191,7 @@ impl SessionFacts<'_> {
         rec.egress_admitted_reported = egress.report.admitted;
         rec.egress_denied_hosts_reported = egress.report.refused_hosts.clone();
         rec.env_names = self.env_names();
-        rec.masked_paths = spec
-            .masked_paths
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
+        rec.masked_paths = self.masked();
         rec.exit_code = out.exit_code;
         rec.signal = out.signal;
         rec.duration_ms = self.duration_ms();

@@ -338,6 +338,12 @@ impl PolicyGate for Policy {
         Policy::remember_program(self, action).is_ok()
     }
 
+    /// Its layers are fixed but for the remembered one, whose rules only allow (a
+    /// remembered approval turns an ask into an allow, never a deny into anything).
+    fn denials_fixed(&self) -> bool {
+        true
+    }
+
     fn decide(&self, action: &Action) -> PolicyDecision {
         let target = normalize_target(action.act, &action.target);
         if action.act != Act::Exec {

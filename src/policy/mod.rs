@@ -104,4 +104,12 @@ pub trait PolicyGate: Send + Sync {
     fn remember_program(&self, action: &Action) -> bool {
         self.remember(action)
     }
+
+    /// Whether the set of actions this gate denies is fixed for its life (what it
+    /// remembers only ever allows). A caller may then keep a denial it decided for a
+    /// path; otherwise it must ask again (the workspace masks do, before every
+    /// session). `false` unless the gate knows.
+    fn denials_fixed(&self) -> bool {
+        false
+    }
 }

@@ -49,11 +49,7 @@ pub(super) async fn connect(
         sandbox: Some(sandbox),
         workdir: ctx.workspace.root().to_path_buf(),
         settings: contract.sandbox.clone(),
-        masked: ctx
-            .exec
-            .as_ref()
-            .map(|e| e.masked().to_vec())
-            .unwrap_or_default(),
+        masked: start_masks(ctx, &contract.root, policy.as_ref()).await,
         step,
         audit: opts.audit.clone(),
     };
@@ -64,6 +60,27 @@ pub(super) async fn connect(
     }
     opts.tools = tools;
     Some(servers)
+}
+
+/// The masks of the servers' sessions, from the workspace as it is when they start:
+/// the executor's look (a tree it cannot look at whole masks its top instead of
+/// nothing), or without one a full scan.
+#[cfg(feature = "mcp")]
+async fn start_masks(
+    ctx: &ToolContext,
+    root: &std::path::Path,
+    policy: &dyn PolicyGate,
+) -> Vec<std::path::PathBuf> {
+    match &ctx.exec {
+        Some(e) => match e.refresh_masks().await {
+            Ok(m) => m,
+            Err(err) => {
+                tracing::warn!(error = %err, "workspace scan failed; the MCP servers see none of it");
+                vec![e.workdir().to_path_buf()]
+            }
+        },
+        None => super::setup::masked_paths(root, policy),
+    }
 }
 
 /// Without the `mcp` feature nothing is connected ([`require_available`] has refused

@@ -79,31 +79,25 @@ pub(crate) fn finish_policy(
     Ok(policy)
 }
 
-/// Most entries looked at when searching the workspace for files to mask.
-const MASK_SCAN_LIMIT: usize = 200_000;
-
-/// Workspace files (relative) the policy denies for reading: masked inside the sandbox
-/// so a command cannot read what `read_file` may not. Ignored files are included —
-/// `.env` is usually ignored — and links are not followed.
+/// Workspace files (relative) the policy denies for reading, for a sandbox started
+/// outside a run's executor (`io-harness mcp list`): masked inside so a command cannot
+/// read what `read_file` may not. Ignored files are included — `.env` is usually
+/// ignored — and links are not followed. A tree too large to look at whole masks the
+/// whole workspace rather than part of it.
 pub(crate) fn masked_paths(work: &Path, gate: &dyn PolicyGate) -> Vec<PathBuf> {
-    let walk = ignore::WalkBuilder::new(work)
-        .standard_filters(false)
-        .follow_links(false)
-        .build();
-    let mut out = Vec::new();
-    for entry in walk.take(MASK_SCAN_LIMIT).flatten() {
-        let Ok(rel) = entry.path().strip_prefix(work) else {
-            continue;
-        };
-        if rel.as_os_str().is_empty() {
-            continue;
-        }
-        let target = rel.to_string_lossy().replace('\\', "/");
-        if gate.decide(&Action::new(Act::Read, target)).decision == Decision::Deny {
-            out.push(rel.to_path_buf());
+    let mut index = crate::exec::tree::TreeIndex::new(work, crate::exec::tree::DEFAULT_SCAN_LIMIT);
+    let denies = |target: &str| {
+        gate.decide(&Action::new(Act::Read, target.to_string()))
+            .decision
+            == Decision::Deny
+    };
+    match index.refresh(&denies, false) {
+        Ok(_) => index.denied(),
+        Err(e) => {
+            tracing::warn!(error = %e, "workspace scan failed; masking all of it");
+            vec![work.to_path_buf()]
         }
     }
-    out
 }
 
 /// The harness's own connections (C15): each provider endpoint of the chain is a `net`

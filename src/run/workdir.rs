@@ -206,26 +206,40 @@ fn snapshot(root: &Path) -> io::Result<Snapshot> {
 /// The unified diff from the tree at `baseline` to the tree at `work` (ignored files
 /// and `.git` excluded), bounded to 1 MiB.
 pub fn diff_trees(baseline: &Path, work: &Path) -> io::Result<String> {
-    Ok(diff_snapshots(&snapshot(baseline)?, &snapshot(work)?))
+    Ok(diff_snapshots(
+        &snapshot(baseline)?,
+        &snapshot(work)?,
+        &|_| false,
+    ))
 }
 
-/// The final diff of a run.
-pub(crate) fn diff_against(baseline: &Baseline, work: &Path) -> io::Result<String> {
+/// The final diff of a run. A path `denied` (the policy denies reading it) shows
+/// that it changed, never its content: the diff goes into the store, and a secret
+/// the agent moved (`config/.env` to `cfg2/.env`) is a deletion and an addition.
+pub(crate) fn diff_against(
+    baseline: &Baseline,
+    work: &Path,
+    denied: &dyn Fn(&str) -> bool,
+) -> io::Result<String> {
     let before = match baseline {
         Baseline::Dir(d) => snapshot(d)?,
         Baseline::Snapshot(f) => snapshot_file::read(f)?,
     };
-    Ok(diff_snapshots(&before, &snapshot(work)?))
+    Ok(diff_snapshots(&before, &snapshot(work)?, denied))
 }
 
-fn diff_snapshots(before: &Snapshot, after: &Snapshot) -> String {
+fn diff_snapshots(before: &Snapshot, after: &Snapshot, denied: &dyn Fn(&str) -> bool) -> String {
     let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
     keys.sort();
     keys.dedup();
     let mut out = String::new();
     let mut omitted = 0usize;
     for k in keys {
-        let piece = diff_node(k, before.get(k), after.get(k));
+        let piece = if denied(k) {
+            withheld(k, before.get(k), after.get(k))
+        } else {
+            diff_node(k, before.get(k), after.get(k))
+        };
         if piece.is_empty() {
             continue;
         }
@@ -241,6 +255,19 @@ fn diff_snapshots(before: &Snapshot, after: &Snapshot) -> String {
         ));
     }
     out
+}
+
+/// A changed path whose content the policy keeps from the record.
+fn withheld(path: &str, before: Option<&Node>, after: Option<&Node>) -> String {
+    let what = match (before, after) {
+        (Some(a), Some(b)) if same(a, b) => return String::new(),
+        (None, _) => "added",
+        (_, None) => "deleted",
+        _ => "changed",
+    };
+    format!(
+        "diff --harness a/{path} b/{path}\n{path} {what}; content withheld (the policy denies reading it)\n"
+    )
 }
 
 fn text_of(n: Option<&Node>) -> Result<String, String> {
@@ -341,7 +368,7 @@ mod tests {
         changed[0] = b'y';
         fs::write(ws.path().join("grow.bin"), &changed).unwrap();
         fs::write(ws.path().join("a.txt"), "2\n").unwrap();
-        let d = diff_against(&Baseline::Snapshot(file), ws.path()).unwrap();
+        let d = diff_against(&Baseline::Snapshot(file), ws.path(), &|_| false).unwrap();
         assert!(d.contains("-1\n+2"), "{d}");
         assert!(d.contains("grow.bin") && !d.contains("same.bin"), "{d}");
     }

@@ -71,8 +71,8 @@ pub struct SandboxEvent {
     /// `"create"`, `"exec"`, `"cap_hit"`, `"stopped"` (the run stopped it: detail
     /// `cancelled` or `time_budget`), `"destroy"`, `"gate_phase_failed"` (whose
     /// detail names the phase), `"gate_output"` (whose detail is what a failing gate
-    /// command printed), `"gate_trust"`, `"gate_tests"` or `"criterion_restored"` (see
-    /// their constructors).
+    /// command printed), `"gate_trust"`, `"gate_tests"`, `"criterion_restored"` or
+    /// `"quarantined"` (see their constructors).
     ///
     /// There is no `"net_deny"` kind: a sandbox denies egress structurally — the backend
     /// gives the child no route out — so there is no attempt to observe. Network
@@ -184,6 +184,14 @@ impl SandboxEvent {
             None,
             Some(&format!("{label}: {tally}")),
         )
+    }
+
+    /// A `.git` or `.io-harness` a command created in the workspace (one that was not
+    /// there when the run first looked), moved out of it after the session so the
+    /// operator's `git` never reads it: `detail` is `<path> -> <where it is now>`, or
+    /// `<path> removed (…)` when it could not be moved.
+    pub fn quarantined(run_id: i64, step: u32, what: &str) -> Self {
+        Self::new(run_id, step, "quarantined", None, Some(what))
     }
 
     /// A criterion file the harness put back to the operator's version (or removed,

@@ -109,6 +109,9 @@ pub(super) struct RawSandbox {
     #[serde(default)]
     pub(super) shell: bool,
     pub(super) uid: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub(super) allow_new_repos: bool,
+    pub(super) scan_limit: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]

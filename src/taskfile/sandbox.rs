@@ -82,6 +82,11 @@ pub(super) fn settings(
         spans.note("sandbox.uid", u.span());
         out.uid = Some(uid(&u)?);
     }
+    out.allow_new_repos = sb.allow_new_repos;
+    if let Some(n) = sb.scan_limit {
+        spans.note("sandbox.scan_limit", n.span());
+        out.scan_limit = Some(scan_limit(&n)?);
+    }
     Ok(out)
 }
 
@@ -101,6 +106,21 @@ fn uid(u: &Spanned<i64>) -> Result<u32, ConvertError> {
             format!("{} is not a uid (1 to 4294967294)", u.get_ref()),
         )),
     }
+}
+
+/// `scan_limit`: a positive entry count (the masks of a session with none would be
+/// empty, so zero is refused rather than meaning "no limit").
+fn scan_limit(n: &Spanned<i64>) -> Result<usize, ConvertError> {
+    usize::try_from(*n.get_ref())
+        .ok()
+        .filter(|v| *v > 0)
+        .ok_or_else(|| {
+            (
+                "sandbox.scan_limit".into(),
+                Some(n.span()),
+                format!("{}: expected a positive number of entries", n.get_ref()),
+            )
+        })
 }
 
 /// `network = "none" | "allowlist" | "open"`.

@@ -408,3 +408,28 @@ fn tools_bounds_default_and_bad_values_name_file_line_and_key() {
         assert_eq!((l, k.as_str()), (line, key), "{text}: {msg}");
     }
 }
+
+#[test]
+fn workspace_check_keys_default_parse_and_refuse_impossible_values() {
+    let c = load(OK).unwrap();
+    assert!(
+        !c.sandbox.allow_new_repos,
+        "new repositories are quarantined by default"
+    );
+    assert_eq!(c.sandbox.scan_limit, None, "the default limit applies");
+    let c = load(&format!(
+        "{OK}[sandbox]\nallow_new_repos = true\nscan_limit = 5000\n"
+    ))
+    .unwrap();
+    assert!(c.sandbox.allow_new_repos);
+    assert_eq!(c.sandbox.scan_limit, Some(5000));
+    for bad in ["0", "-3"] {
+        let (line, key, message) = invalid(&format!("{OK}[sandbox]\nscan_limit = {bad}\n"));
+        assert_eq!((line, key.as_str()), (5, "sandbox.scan_limit"), "{message}");
+        assert!(message.contains("positive"), "{message}");
+    }
+    // A wrong type is the parser's error, at the key's line.
+    let (line, _, message) = invalid(&format!("{OK}[sandbox]\nallow_new_repos = \"yes\"\n"));
+    assert_eq!(line, 5, "{message}");
+    assert!(message.contains("bool"), "{message}");
+}

@@ -127,6 +127,9 @@ impl Tool for RunCommand {
                     text.push('\n');
                 }
             }
+            for notice in exec.take_notices() {
+                text.push_str(&format!("--- harness ---\n{notice}\n"));
+            }
             Ok(ToolOutput {
                 content: text,
                 effects: Vec::new(),

@@ -24,14 +24,21 @@ pub struct MemoryContext {
     pub workspace: String,
     /// The run writing them.
     pub run_id: i64,
-    /// Host paths of the files the policy denies reading.
+    /// Host paths of the files the policy denied reading when the run started.
     pub denied_files: Vec<PathBuf>,
+    /// The run's executor: the files masked in its last session (where they were
+    /// then) are checked too, so a secret a command moved or wrote is covered.
+    pub exec: Option<std::sync::Arc<crate::exec::Executor>>,
 }
 
 impl MemoryContext {
     /// Whether `value` carries a line (8 bytes or more) of a file the policy denies.
     fn leaks(&self, value: &str) -> Option<PathBuf> {
-        self.denied_files.iter().find_map(|f| {
+        let mut files = self.denied_files.clone();
+        if let Some(e) = &self.exec {
+            files.extend(e.masked().iter().map(|m| e.workdir().join(m)));
+        }
+        files.iter().find_map(|f| {
             let text = std::fs::read_to_string(f).ok()?;
             text.lines()
                 .map(str::trim)

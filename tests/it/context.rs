@@ -420,7 +420,9 @@ async fn refused_reread_run() -> (Store, io_harness::RunResult) {
     let closed = Arc::new(AtomicBool::new(false));
     let flag = closed.clone();
     let observer = move |e: &RunEvent| {
-        if let RunEvent::StepCommitted { step: 1, .. } = e {
+        // Closed after the command: a file the policy denies is masked from
+        // commands too, so closing it before would keep the command from writing it.
+        if let RunEvent::StepCommitted { step: 2, .. } = e {
             flag.store(true, Ordering::SeqCst);
         }
         Flow::Continue

@@ -30,3 +30,4 @@ mod tokens;
 mod tools;
 mod untrusted;
 mod weak_replies;
+mod workspace_guard;

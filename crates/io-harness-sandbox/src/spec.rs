@@ -190,6 +190,12 @@ pub struct RunSpec {
     /// root's identity (a 0 here is refused). An unprivileged harness can only map
     /// its own uid, and does.
     pub uid: u32,
+    /// More workspace paths made read-only besides `workdir`'s own `.git` and
+    /// `.io-harness` (a nested repository's `.git` that existed before the run), so
+    /// their hooks and config cannot be changed to run later on the host. Relative
+    /// paths are taken from `workdir`; a path that does not exist, is a symlink or
+    /// leaves `workdir` is skipped.
+    pub protected_paths: Vec<PathBuf>,
     /// Bytes fed to the command's stdin by [`crate::Sandbox::run`]; empty
     /// means stdin reads end-of-file at once.
     pub stdin: Vec<u8>,
@@ -220,6 +226,7 @@ impl RunSpec {
             read_only_paths: Vec::new(),
             masked_paths: Vec::new(),
             uid: DEFAULT_UID,
+            protected_paths: Vec::new(),
             stdin: Vec::new(),
             allow_weaker: false,
             stop: None,

@@ -123,13 +123,13 @@ pub(super) fn tool_context(
     ws: Workspace,
     sandbox: Arc<dyn crate::sandbox::Sandbox>,
     contract: &TaskContract,
-    work: &Path,
+    dirs: &crate::run::workdir::WorkDirs,
     store: &Store,
     run_id: i64,
     opts: &RunOptions,
     policy: &Arc<dyn PolicyGate>,
 ) -> ToolContext {
-    let masked = setup::masked_paths(work, policy.as_ref());
+    let work = &dirs.work;
     let exec = crate::exec::Executor::new(
         sandbox,
         contract.sandbox.clone(),
@@ -137,19 +137,32 @@ pub(super) fn tool_context(
         store.clone(),
         run_id,
         opts.audit.clone(),
-        masked,
+        Vec::new(),
     )
+    .with_policy(policy.clone())
+    .with_state_dir(&dirs.scratch)
     .with_dep_cache_max(contract.verify.dep_cache_max);
+    // The first look at the tree: it fixes which repositories are the operator's.
+    // A tree too large to look at is no error here: every session fails closed on it.
+    let denied_files = match exec.refresh_masks_blocking() {
+        Ok(m) => m.iter().map(|m| work.join(m)).collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "the workspace cannot be indexed; its sessions will fail");
+            Vec::new()
+        }
+    };
+    let exec = Arc::new(exec);
     let memory = crate::tools::MemoryContext {
         store: store.clone(),
         workspace: contract.root.display().to_string(),
         run_id,
-        denied_files: exec.masked().iter().map(|m| work.join(m)).collect(),
+        denied_files,
+        exec: Some(exec.clone()),
     };
     ToolContext {
         workspace: Arc::new(ws),
         limits: ToolLimits::default(),
-        exec: Some(Arc::new(exec)),
+        exec: Some(exec),
         read_gate: Some(policy.clone()),
         memory: Some(Arc::new(memory)),
     }

@@ -3,6 +3,7 @@
 
 use super::Session;
 use crate::contract::WorkspaceMode;
+use crate::policy::{Act, Action, Decision};
 use crate::provider::{Message, Role};
 use crate::run::events::RunEvent;
 use crate::run::outcome::RunOutcome;
@@ -35,8 +36,19 @@ impl Session<'_> {
         if let Some(m) = &self.tools.mcp {
             m.close();
         }
+        // The servers' sessions are over: a repository one of them made is moved out
+        // before anything reads the tree for the diff (or the operator's git does).
+        if let Some(exec) = &self.tools.ctx.exec {
+            exec.check_new_repos().await;
+        }
         let dirs = &self.run.dirs;
-        let diff = workdir::diff_against(&dirs.baseline, &dirs.work)
+        let gate = self.tools.policy.gate.clone();
+        let denied = move |path: &str| {
+            gate.decide(&Action::new(Act::Read, path.to_string()))
+                .decision
+                == Decision::Deny
+        };
+        let diff = workdir::diff_against(&dirs.baseline, &dirs.work, &denied)
             .unwrap_or_else(|e| format!("[diff unavailable: {e}]\n"));
         let final_message = self.final_message();
         let fin = RunFinish {

@@ -338,7 +338,7 @@ impl<'a> Session<'a> {
             ws,
             sandbox.clone(),
             contract,
-            &dirs.work,
+            &dirs,
             store,
             run_id,
             &opts,

@@ -76,6 +76,10 @@ impl Session<'_> {
                 text: report.observation(&self.conversation.boundary),
             });
         }
+        // What the checks after the gates' sessions did (an entry moved out).
+        for text in self.tools.ctx.exec.iter().flat_map(|e| e.take_notices()) {
+            results.push(ContentBlock::Text { text });
+        }
         Ok(passed)
     }
 }

@@ -268,7 +268,13 @@ fn place(
     exec: Option<&Executor>,
     layout: &Layout,
 ) -> Step<Placement> {
-    let masked: Vec<PathBuf> = exec.map(|e| e.masked().to_vec()).unwrap_or_default();
+    // The workspace as it is now: a secret moved or written since the last session is
+    // left out of the gate's copy too.
+    let masked: Vec<PathBuf> = match exec.map(Executor::refresh_masks_blocking) {
+        Some(Ok(m)) => m,
+        Some(Err(e)) => return Err(fail_subject(format!("cannot copy the workspace: {e}"))),
+        None => Vec::new(),
+    };
     let copied = copy::copy_workspace(ws.root(), &layout.src, &masked)
         .map_err(|e| fail_subject(format!("cannot copy the workspace: {e}")))?;
     let manifest_path = layout.src.join(manifest_rel);

@@ -302,6 +302,7 @@ fn sandbox_events_of_every_constructor_round_trip_in_order() {
         SandboxEvent::criterion_restored(id, 2, "command pytest", "restored conftest.py"),
         SandboxEvent::gate_trust(id, 2, "command pytest", "runner-report"),
         SandboxEvent::gate_tests(id, 2, "command pytest", "1 run, 1 passed: t::a"),
+        SandboxEvent::quarantined(id, 2, "sub/.git -> /q/run-1/step-2/sub/.git"),
         SandboxEvent::destroy(id, 2),
     ];
     for e in &events {
@@ -324,6 +325,7 @@ fn sandbox_events_of_every_constructor_round_trip_in_order() {
             "criterion_restored",
             "gate_trust",
             "gate_tests",
+            "quarantined",
             "destroy"
         ]
     );

@@ -176,6 +176,22 @@ pub(crate) fn host_facts() -> &'static HostFacts {
     })
 }
 
+/// The spec's `protected_paths` that really are inside `wd` with no symlink on the
+/// way (canonical equals the plain join), and exist.
+fn extra_protected(spec: &RunSpec, wd: &Path) -> Vec<PathBuf> {
+    spec.protected_paths
+        .iter()
+        .map(|p| {
+            if p.is_absolute() {
+                p.clone()
+            } else {
+                wd.join(p)
+            }
+        })
+        .filter(|p| fs::canonicalize(p).is_ok_and(|c| &c == p && c.starts_with(wd) && c != wd))
+        .collect()
+}
+
 /// What the view of `spec` needs: the host facts, the private directories, the
 /// workspace and the caller's paths. `idmapped` makes the writable entries premade
 /// (the parent hands over idmapped clones).
@@ -223,11 +239,14 @@ pub(crate) fn mount_inputs(
             is_dir: true,
         });
     }
-    let protect = [".git", ".io-harness"]
+    let mut protect: Vec<PathBuf> = [".git", ".io-harness"]
         .iter()
         .map(|n| wd.join(n))
         .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink()))
         .collect();
+    protect.extend(extra_protected(spec, wd));
+    protect.sort();
+    protect.dedup();
     let masked = spec
         .masked_paths
         .iter()

@@ -1,0 +1,345 @@
+//! Issue #15, classes 3 and 4, through real runs in the real sandbox: masks follow the
+//! workspace as it is before every session (a moved `.env`, a secret a command wrote,
+//! a tree too large to check), and a `.git` or `.io-harness` a command creates is moved
+//! out of the workspace after the session, recorded and told to the model.
+
+use std::path::{Path, PathBuf};
+
+use io_harness::provider::{ScriptTurn, Scripted};
+use io_harness::run::RunOptions;
+use io_harness::{RunOutcome, Store, TaskContract, Verification, run_with};
+use serde_json::json;
+
+const SECRET: &str = "canary-7f3a9c-secret-value";
+
+fn sh(line: &str) -> ScriptTurn {
+    ScriptTurn::tool("run_command", json!({ "command": line }))
+}
+
+fn read(path: &str) -> ScriptTurn {
+    ScriptTurn::tool("read_file", json!({ "path": path }))
+}
+
+struct Fx {
+    dir: tempfile::TempDir,
+    ws: PathBuf,
+}
+
+impl Fx {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        Fx { dir, ws }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("store").join("store.db")
+    }
+
+    fn store(&self) -> Store {
+        std::fs::create_dir_all(self.dir.path().join("store")).unwrap();
+        Store::open(self.db()).unwrap()
+    }
+
+    /// Every byte of the store's files, WAL included.
+    fn store_bytes(&self) -> Vec<u8> {
+        let mut all = Vec::new();
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = self.db().into_os_string();
+            p.push(suffix);
+            if let Ok(b) = std::fs::read(PathBuf::from(p)) {
+                all.extend(b);
+            }
+        }
+        all
+    }
+}
+
+fn contract(ws: &Path) -> TaskContract {
+    let mut c = TaskContract::workspace("g", ws, Verification::command(["true"]));
+    c.sandbox.require = Some("linux-namespaces".into());
+    c.sandbox.shell = true;
+    c
+}
+
+fn options() -> RunOptions {
+    RunOptions::default()
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+async fn go(fx: &Fx, c: &TaskContract, turns: Vec<ScriptTurn>) -> (Store, i64, RunOutcome) {
+    let store = fx.store();
+    let r = run_with(c, &Scripted::new(turns), &store, options())
+        .await
+        .unwrap();
+    (store, r.run_id, r.outcome)
+}
+
+fn outputs(store: &Store, run: i64) -> Vec<String> {
+    store
+        .steps(run)
+        .unwrap()
+        .iter()
+        .flat_map(|s| s.tool_calls.iter().map(|t| t.output.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_directory_moved_with_its_env_stays_masked_and_out_of_the_store_and_diff() {
+    let fx = Fx::new();
+    std::fs::create_dir(fx.ws.join("config")).unwrap();
+    std::fs::write(fx.ws.join("config/.env"), format!("TOKEN={SECRET}\n")).unwrap();
+    std::fs::write(fx.ws.join("config/app.toml"), "name = \"app\"\n").unwrap();
+    let c = contract(&fx.ws).on_copy();
+    let turns = vec![
+        sh("mv config cfg2"),
+        sh("cat cfg2/.env; cat cfg2/app.toml"),
+        read("cfg2/.env"),
+        ScriptTurn::text("done"),
+    ];
+    let (store, run, outcome) = go(&fx, &c, turns).await;
+    assert_eq!(outcome, RunOutcome::Success);
+    let out = outputs(&store, run);
+    assert!(
+        out[1].contains("name = \"app\""),
+        "the command ran: {}",
+        out[1]
+    );
+    assert!(
+        !out[1].contains(SECRET),
+        "the moved secret was readable: {}",
+        out[1]
+    );
+    assert!(out[2].contains("deny read cfg2/.env"), "{}", out[2]);
+    let diff = store.run(run).unwrap().unwrap().diff.unwrap_or_default();
+    assert!(diff.contains("cfg2/.env added; content withheld"), "{diff}");
+    assert!(
+        diff.contains("config/.env deleted; content withheld"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("+name = \"app\""),
+        "other files still diff: {diff}"
+    );
+    assert!(!diff.contains(SECRET), "{diff}");
+    drop(store);
+    assert!(
+        !contains(&fx.store_bytes(), SECRET),
+        "the secret reached the store"
+    );
+}
+
+#[tokio::test]
+async fn a_secret_written_by_one_command_is_unreadable_by_the_next() {
+    let fx = Fx::new();
+    let c = contract(&fx.ws);
+    let turns = vec![
+        sh(&format!(
+            "mkdir -p deep/er && echo 'K={SECRET}' > deep/er/.env"
+        )),
+        sh("cat deep/er/.env && echo read-it"),
+        ScriptTurn::text("done"),
+    ];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    let out = outputs(&store, run);
+    assert!(
+        !out[1].contains(SECRET) && !out[1].contains("read-it"),
+        "{}",
+        out[1]
+    );
+    let sessions = store.sandbox_sessions(run).unwrap();
+    assert!(
+        sessions[1].masked_json.contains("deep/er/.env"),
+        "{}",
+        sessions[1].masked_json
+    );
+}
+
+#[tokio::test]
+async fn each_session_records_the_masks_it_really_had() {
+    let fx = Fx::new();
+    std::fs::create_dir(fx.ws.join("config")).unwrap();
+    std::fs::write(fx.ws.join("config/.env"), "A=1\n").unwrap();
+    let c = contract(&fx.ws);
+    let turns = vec![sh("mv config cfg2"), sh("true"), ScriptTurn::text("done")];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    let sessions = store.sandbox_sessions(run).unwrap();
+    let masked: Vec<Vec<String>> = sessions
+        .iter()
+        .map(|s| serde_json::from_str(&s.masked_json).unwrap())
+        .collect();
+    assert_eq!(masked[0], ["config/.env"], "{masked:?}");
+    assert_eq!(masked[1], ["cfg2/.env"], "{masked:?}");
+    assert_eq!(masked[2], ["cfg2/.env"], "the gate's session: {masked:?}");
+}
+
+#[tokio::test]
+async fn a_workspace_over_the_scan_limit_fails_its_sessions_closed() {
+    let fx = Fx::new();
+    for i in 0..10 {
+        std::fs::write(fx.ws.join(format!("f{i}.txt")), "x").unwrap();
+    }
+    std::fs::write(fx.ws.join(".env"), format!("K={SECRET}\n")).unwrap();
+    let mut c = contract(&fx.ws).max_verify_attempts(1);
+    c.sandbox.scan_limit = Some(5);
+    let turns = vec![sh("cat .env"), ScriptTurn::text("done")];
+    let (store, run, outcome) = go(&fx, &c, turns).await;
+    let out = outputs(&store, run);
+    assert!(out[0].contains("more than 5 entries"), "{}", out[0]);
+    assert!(out[0].contains("scan_limit"), "{}", out[0]);
+    assert!(!out[0].contains(SECRET));
+    assert!(
+        matches!(outcome, RunOutcome::VerificationFailed { .. }),
+        "{outcome:?}"
+    );
+    assert!(
+        store.sandbox_sessions(run).unwrap().is_empty(),
+        "nothing ran"
+    );
+}
+
+fn quarantined(store: &Store, run: i64) -> Vec<String> {
+    store
+        .sandbox_events(run)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "quarantined")
+        .filter_map(|e| e.detail)
+        .collect()
+}
+
+const EVIL_REPO: &str = "mkdir -p sub/.git/hooks && printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > sub/.git/hooks/pre-commit && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > sub/.git/config && echo made";
+
+#[tokio::test]
+async fn a_nested_git_a_command_creates_is_quarantined_recorded_and_told() {
+    let fx = Fx::new();
+    std::fs::create_dir(fx.ws.join("sub")).unwrap();
+    let c = contract(&fx.ws);
+    let turns = vec![sh(EVIL_REPO), sh("ls -a sub"), ScriptTurn::text("done")];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    assert!(
+        !fx.ws.join("sub/.git").exists(),
+        "the repository is still in the workspace"
+    );
+    let q = fx
+        .dir
+        .path()
+        .join("store/quarantine")
+        .join(format!("run-{run}"));
+    let config = q.join("step-1/sub/.git/config");
+    assert!(
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("fsmonitor")
+    );
+    assert!(q.join("step-1/sub/.git/hooks/pre-commit").is_file());
+    let events = quarantined(&store, run);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        events[0].starts_with("sub/.git -> ") && events[0].ends_with("step-1/sub/.git"),
+        "{events:?}"
+    );
+    let out = outputs(&store, run);
+    assert!(
+        out[0].contains("moved `sub/.git` out of the workspace"),
+        "{}",
+        out[0]
+    );
+    assert!(out[0].contains("--vcs none"), "{}", out[0]);
+    assert!(!out[1].contains(".git"), "{}", out[1]);
+}
+
+#[tokio::test]
+async fn a_git_at_the_root_of_a_workspace_inside_a_repository_is_quarantined() {
+    let fx = Fx::new();
+    // The operator's repository holds the workspace as a subdirectory.
+    let repo = fx.dir.path().join("repo");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::write(repo.join(".git/config"), "[core]\n").unwrap();
+    let ws = repo.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let c = contract(&ws);
+    let turns = vec![
+        sh("git init -q . 2>/dev/null || mkdir -p .git/hooks; echo '[core]' > .git/config"),
+        ScriptTurn::text("done"),
+    ];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    assert!(!ws.join(".git").exists());
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    let events = quarantined(&store, run);
+    assert!(
+        events.len() == 1 && events[0].starts_with(".git -> "),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_io_harness_directory_made_in_a_subdirectory_is_quarantined() {
+    let fx = Fx::new();
+    let c = contract(&fx.ws);
+    let turns = vec![
+        sh("mkdir -p a/b/.io-harness && echo 'rules = []' > a/b/.io-harness/policy.toml"),
+        ScriptTurn::text("done"),
+    ];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    assert!(!fx.ws.join("a/b/.io-harness").exists());
+    assert!(fx.ws.join("a/b").is_dir(), "only the entry itself moves");
+    let events = quarantined(&store, run);
+    assert!(
+        events.len() == 1 && events[0].starts_with("a/b/.io-harness -> "),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_nested_repository_that_was_there_is_read_only_inside_and_stays() {
+    let fx = Fx::new();
+    let git = fx.ws.join("vendor/lib/.git");
+    std::fs::create_dir_all(git.join("hooks")).unwrap();
+    std::fs::write(git.join("config"), "[core]\n").unwrap();
+    let c = contract(&fx.ws);
+    let turns = vec![
+        sh(
+            "printf '\\tfsmonitor = evil\\n' >> vendor/lib/.git/config; \
+            echo evil > vendor/lib/.git/hooks/post-checkout; \
+            echo lib > vendor/lib/lib.rs; echo tried",
+        ),
+        ScriptTurn::text("done"),
+    ];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    assert_eq!(
+        std::fs::read_to_string(git.join("config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(!git.join("hooks/post-checkout").exists());
+    assert!(
+        fx.ws.join("vendor/lib/lib.rs").is_file(),
+        "the rest stays writable"
+    );
+    assert!(
+        quarantined(&store, run).is_empty(),
+        "the operator's repository stays"
+    );
+    let out = outputs(&store, run);
+    assert!(out[0].contains("Read-only file system"), "{}", out[0]);
+}
+
+#[tokio::test]
+async fn allow_new_repos_keeps_what_a_command_creates() {
+    let fx = Fx::new();
+    std::fs::create_dir(fx.ws.join("sub")).unwrap();
+    let mut c = contract(&fx.ws);
+    c.sandbox.allow_new_repos = true;
+    let turns = vec![sh(EVIL_REPO), ScriptTurn::text("done")];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    assert!(fx.ws.join("sub/.git/config").is_file());
+    assert!(quarantined(&store, run).is_empty());
+    assert!(!outputs(&store, run)[0].contains("moved"));
+}

@@ -28,8 +28,8 @@ mod checks;
 mod guard;
 pub(crate) mod output;
 mod report;
-pub mod standalone;
 mod repos;
+pub mod standalone;
 pub mod tree;
 
 use std::path::{Path, PathBuf};

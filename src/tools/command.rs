@@ -104,9 +104,7 @@ impl Tool for RunCommand {
                 (None, Some(s)) => format!("killed by signal {s}"),
                 _ => "ended without an exit status".into(),
             };
-            if let Some(cap) = out.cap_hit {
-                text.push_str(&format!(" (stopped by the sandbox's {} cap)", cap.label()));
-            }
+            text.push_str(&cap_note(&out));
             text.push_str(&format!(" [{}]\n", out.backend.label()));
             for (name, stream) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
                 if stream.bytes.is_empty() {
@@ -135,5 +133,24 @@ impl Tool for RunCommand {
                 effects: Vec::new(),
             })
         })
+    }
+}
+
+/// What the model is told of a cap: only one recorded as hit where it was enforced,
+/// and only "stopped" when the command did not end on its own (a refused fork or a
+/// file stopped at the disk cap leaves the command running to its exit).
+fn cap_note(out: &crate::sandbox::SandboxOutcome) -> String {
+    use crate::sandbox::{Cap, CapState};
+    let Some(cap) = out
+        .cap_hit
+        .filter(|c| out.cap_state(*c) == Some(CapState::Hit))
+    else {
+        return String::new();
+    };
+    match (cap, out.exit_code) {
+        (Cap::Processes, _) => " (a fork was refused at the sandbox's processes cap)".into(),
+        (Cap::Output, _) => " (output cut at the sandbox's output cap)".into(),
+        (_, Some(_)) => format!(" (it hit the sandbox's {} cap)", cap.label()),
+        (_, None) => format!(" (stopped by the sandbox's {} cap)", cap.label()),
     }
 }

@@ -767,7 +767,9 @@ async fn show_prompt_prints_the_assembled_request_of_any_step() {
         Verification::file_contains("done.txt", "done"),
     )
     .max_agent_depth(0);
-    let db = dir.path().join("store.db");
+    // The store beside the workspace: one inside it is refused.
+    let records = tempfile::tempdir().unwrap();
+    let db = records.path().join("store.db");
     let store = Store::open(&db).unwrap();
     let r = run(&contract, &provider, &store).await.unwrap();
     assert_eq!(r.outcome, RunOutcome::ContextOverflow);

@@ -476,3 +476,43 @@ async fn a_childs_commands_do_not_see_the_parents_workspace() {
     assert!(!out.contains("parent-secret"), "{out}");
     assert!(out.contains("No such file") && out.contains("end"), "{out}");
 }
+
+/// The model is told of a cap only as the record has it, and "stopped" only when the
+/// cap ended the command: a file cut at the disk cap leaves the shell running to its
+/// exit (the adversary of issue #15 saw "stopped by the processes cap" for a command
+/// that exited 0).
+#[tokio::test]
+async fn the_model_hears_of_a_cap_as_it_was_hit() {
+    let fx = fixture();
+    let store = Store::memory().unwrap();
+    let mut c = TaskContract::workspace("g", &fx.ws, Verification::file_contains("ok.txt", "ok"));
+    c.sandbox.limits = LimitSettings {
+        disk: Some(64 << 20),
+        wall_secs: Some(2),
+        ..LimitSettings::default()
+    };
+    let provider = Scripted::new(vec![
+        cmd(&["sh", "-c", "head -c 134217728 /dev/zero > big; echo rc=$?"]),
+        cmd(&["sh", "-c", "rm -f big; sleep 30"]),
+        cmd(&["sh", "-c", "echo ok > ok.txt"]),
+        ScriptTurn::text("done"),
+    ]);
+    let r = run_with(&c, &provider, &store, options(&fx)).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success, "{r:?}");
+    let steps = store.steps(r.run_id).unwrap();
+    let out = |i: usize| steps[i].tool_calls[0].output.clone();
+    // `head` died of SIGXFSZ and the shell went on, unless the watcher, seeing the
+    // workspace a block past the cap, stopped the shell first.
+    let disk = out(0);
+    assert!(
+        disk.starts_with("exit code 0 (it hit the sandbox's disk cap)")
+            || disk.contains("(stopped by the sandbox's disk cap)"),
+        "{disk}"
+    );
+    let wall = out(1);
+    assert!(
+        wall.contains("(stopped by the sandbox's wall cap)"),
+        "{wall}"
+    );
+    assert!(!out(2).contains("cap"), "{}", out(2));
+}

@@ -795,7 +795,9 @@ async fn approve_on_the_root_finds_the_request_of_a_sub_agent() {
     let dir = workspace();
     let (contract, provider) = gated_tree(dir.path());
     let contract = contract.policy_rule(Rule::ask(Act::Write, "sub/out.txt"));
-    let db = dir.path().join("store.db");
+    // The store beside the workspace: one inside it is refused.
+    let records = tempfile::tempdir().unwrap();
+    let db = records.path().join("store.db");
     let store = Store::open(&db).unwrap();
     let r = run(&contract, &provider, &store).await.unwrap();
     let RunOutcome::AwaitingApproval { request_id } = r.outcome.clone() else {

@@ -275,6 +275,12 @@ impl Executor {
         *self.halt.lock().unwrap_or_else(PoisonError::into_inner) = halt;
     }
 
+    /// When the run's time is up, if it has a deadline: long tool work (a search)
+    /// stops there too.
+    pub fn deadline(&self) -> Option<std::time::Instant> {
+        self.halt().deadline().map(tokio::time::Instant::into_std)
+    }
+
     fn halt(&self) -> Halt {
         self.halt
             .lock()

@@ -109,6 +109,23 @@ pub(super) fn sha256_reader(r: impl Read) -> io::Result<String> {
     crate::digest::sha256_stream(r).map(|d| crate::digest::hex(&d))
 }
 
+/// Files up to this size are hashed whole: every file a tool edits is.
+const HASHED_WHOLE: u64 = 8 << 20;
+/// How much of a larger file its fingerprint reads.
+const FINGERPRINT_HEAD: u64 = 1 << 20;
+
+/// What a write's journal and its effect record of the file it replaces: the SHA-256
+/// of a file up to 8 MiB; of a larger one (only `write_file` replaces it whole, so
+/// whether that landed shows in the size and the first MiB) `large:<size>:<hash of
+/// the first MiB>`, streamed — a planted file of gigabytes is never read whole.
+pub(crate) fn content_fingerprint(file: std::fs::File, len: u64) -> io::Result<String> {
+    if len <= HASHED_WHOLE {
+        return sha256_reader(file);
+    }
+    let head = crate::digest::sha256_stream(file.take(FINGERPRINT_HEAD))?;
+    Ok(format!("large:{len}:{}", crate::digest::hex(&head)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,15 +38,39 @@ impl MemoryContext {
         if let Some(e) = &self.exec {
             files.extend(e.masked().iter().map(|m| e.workdir().join(m)));
         }
-        files.iter().find_map(|f| {
-            let text = std::fs::read_to_string(f).ok()?;
-            text.lines()
-                .map(str::trim)
-                .filter(|l| l.len() >= 8)
-                .any(|l| value.contains(l))
-                .then(|| f.clone())
-        })
+        files.iter().find(|f| carries_a_line_of(f, value)).cloned()
     }
+}
+
+/// How much of a denied file the leak check compares (a note is at most 1000 bytes;
+/// a planted file of gigabytes must not cost the harness its memory).
+const LEAK_SCAN_BYTES: u64 = 16 << 20;
+
+/// Whether `value` holds a line (8 bytes or more) of the file at `path`: read as a
+/// stream, regular files only, opened without blocking (a FIFO under a denied name
+/// cannot hang the call) and without following a final link, at most
+/// [`LEAK_SCAN_BYTES`] of it.
+fn carries_a_line_of(path: &std::path::Path, value: &str) -> bool {
+    use std::io::{BufRead, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+    else {
+        return false;
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut lines = std::io::BufReader::new(file.take(LEAK_SCAN_BYTES)).split(b'\n');
+    lines.any(|line| {
+        line.ok().is_some_and(|l| {
+            let l = String::from_utf8_lossy(&l);
+            let l = l.trim();
+            l.len() >= 8 && value.contains(l)
+        })
+    })
 }
 
 /// Saves a note for later runs.

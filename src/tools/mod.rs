@@ -24,7 +24,9 @@ use crate::provider::ToolSpec;
 
 pub use agent::{SPAWN_AGENT, spawn_agent_spec};
 pub use command::RunCommand;
+pub(crate) use confine::Follow;
 pub use confine::{ConfineError, DirEntry, EntryKind, Metadata, Resolver, Workspace, WorkspaceDir};
+pub(crate) use fs::content_fingerprint;
 pub use fs::{EditFile, ListDir, ReadFile, WriteFile};
 pub use memory::{Forget, MemoryContext, Remember};
 pub use search::{Find, Grep};

@@ -1,5 +1,6 @@
 //! The integration suite: one binary, a module per topic.
 
+mod bounded;
 mod cli;
 mod context;
 #[cfg(feature = "failpoints")]

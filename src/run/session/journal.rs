@@ -11,7 +11,6 @@
 //! - **never journaled** (not started, or a read): it runs.
 
 use super::Session;
-use crate::digest::sha256_hex;
 use crate::policy::Act;
 use crate::store::ToolIntentRecord;
 use crate::tools::{Dispatched, FileEffect, Workspace};
@@ -33,7 +32,10 @@ pub(super) struct JournalAction {
 
 /// Content hash of a workspace file; `None` when it does not exist or cannot be read.
 pub(super) fn file_hash(ws: &Workspace, rel: &str) -> Option<String> {
-    ws.read(rel).ok().map(|b| sha256_hex(&b))
+    // The fingerprint the write tool records as the effect's `before`: streamed, a
+    // planted file of gigabytes is never read whole.
+    let (file, meta) = ws.open_file(rel, crate::tools::Follow::Inside).ok()?;
+    crate::tools::content_fingerprint(file, meta.len).ok()
 }
 
 fn actions(j: &ToolIntentRecord) -> Vec<JournalAction> {

@@ -3,7 +3,7 @@
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 
-use super::{plan_path, run_blocking, sha256_hex, sha256_reader};
+use super::{plan_path, run_blocking, sha256_hex};
 use crate::policy::{Act, Action};
 use crate::provider::ToolSpec;
 use crate::tools::confine::{Follow, io_error};
@@ -74,7 +74,9 @@ impl Tool for WriteFile {
 /// The hash of the file a write to `rel` would replace (`None`: there is none).
 fn existing_hash(ws: &Workspace, rel: &str) -> Result<Option<String>, ToolError> {
     match ws.open_file(rel, Follow::Never) {
-        Ok((file, _)) => sha256_reader(file).map(Some).map_err(|e| io_error(rel, e)),
+        Ok((file, meta)) => super::content_fingerprint(file, meta.len)
+            .map(Some)
+            .map_err(|e| io_error(rel, e)),
         Err(ToolError::NotFound(_)) => Ok(None),
         Err(e) => Err(e),
     }

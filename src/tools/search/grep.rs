@@ -69,6 +69,14 @@ impl Tool for Grep {
         input: &'a serde_json::Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         let gate = ctx.read_gate.clone();
+        // A search stops at the run's deadline, and never runs longer than its own
+        // bound: it runs on a blocking thread nothing else could stop.
+        let bound = std::time::Instant::now() + MAX_SEARCH_TIME;
+        let deadline = ctx
+            .exec
+            .as_ref()
+            .and_then(|e| e.deadline())
+            .map_or(bound, |d| d.min(bound));
         run_blocking(ctx, input, move |ws, limits, a: Args| {
             let denied = |rel: &str| {
                 gate.as_ref().is_some_and(|g| {
@@ -78,11 +86,13 @@ impl Tool for Grep {
             let start = ws.normalize(a.path.as_deref().unwrap_or("."))?;
             let matcher = RegexMatcherBuilder::new()
                 .case_insensitive(a.case_insensitive)
+                .size_limit(MAX_REGEX_BYTES)
+                .dfa_size_limit(MAX_REGEX_BYTES)
                 .line_terminator(Some(b'\n'))
                 .build(&a.pattern)
                 .map_err(|e| ToolError::BadInput(format!("bad regex: {e}")))?;
             let glob = a.glob.as_deref().map(PathGlob::new).transpose()?;
-            let mut g = Collector::new(matcher, limits);
+            let mut g = Collector::new(matcher, limits, deadline);
             let mut unreadable = 0;
             if ws.metadata(&start)?.kind == EntryKind::File {
                 // An explicitly named file is searched whatever the glob and ignore
@@ -115,8 +125,19 @@ impl Tool for Grep {
     }
 }
 
+/// The largest compiled regex (and its lazy DFA's cache): a pattern such as
+/// `a{100000}` is refused at once instead of compiling for minutes.
+const MAX_REGEX_BYTES: usize = 1 << 20;
+
+/// The longest one search runs, whatever the run's budget.
+const MAX_SEARCH_TIME: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Accumulates `path:line:text` lines within the limits.
 struct Collector {
+    /// When the search stops, searched or not.
+    deadline: std::time::Instant,
+    /// It stopped there.
+    timed_out: bool,
     matcher: RegexMatcher,
     searcher: Searcher,
     limits: ToolLimits,
@@ -130,12 +151,14 @@ struct Collector {
 }
 
 impl Collector {
-    fn new(matcher: RegexMatcher, limits: ToolLimits) -> Self {
+    fn new(matcher: RegexMatcher, limits: ToolLimits, deadline: std::time::Instant) -> Self {
         let searcher = SearcherBuilder::new()
             .line_number(true)
             .binary_detection(BinaryDetection::quit(b'\x00'))
             .build();
         Self {
+            deadline,
+            timed_out: false,
             matcher,
             searcher,
             limits,
@@ -150,6 +173,10 @@ impl Collector {
 
     /// Searches one open file; `Break` once a limit is reached.
     fn file(&mut self, rel: &str, file: &File, len: u64) -> ControlFlow<()> {
+        if std::time::Instant::now() >= self.deadline {
+            self.timed_out = true;
+            return ControlFlow::Break(());
+        }
         if len > self.limits.max_file_bytes {
             self.too_large += 1;
             return ControlFlow::Continue(());
@@ -185,6 +212,11 @@ impl Collector {
                 "[stopped after {} matches (limits: {} matches, {} bytes); narrow the pattern, path or glob]\n",
                 self.matches, self.limits.max_entries, self.limits.max_output_bytes
             ));
+        }
+        if self.timed_out {
+            self.out.push_str(
+                "[stopped: the search ran out of time (the run's deadline, or 60 s); narrow the path or glob]\n",
+            );
         }
         if self.too_large > 0 {
             self.out.push_str(&format!(

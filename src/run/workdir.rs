@@ -105,16 +105,35 @@ pub fn reattach(root: &Path, mode: WorkspaceMode, scratch: &Path) -> WorkDirs {
     }
 }
 
+/// The walk of a tree for its snapshot: ignored files and `.git` left out, links not
+/// followed. Ignore files are read only when every one in the tree is a regular
+/// file: a FIFO named `.gitignore` would block the read forever (the final diff of a
+/// run hung on one), so with one there the walk applies no ignore file at all.
 fn walker(root: &Path) -> ignore::Walk {
+    let readable = ignore_files_are_regular(root);
     ignore::WalkBuilder::new(root)
         .hidden(false)
-        .git_ignore(true)
+        .ignore(readable)
+        .git_ignore(readable)
         .git_exclude(false)
         .git_global(false)
         .require_git(false)
         .follow_links(false)
         .filter_entry(|e| e.file_name() != ".git")
         .build()
+}
+
+/// Whether every `.gitignore` and `.ignore` under `root` is a regular file (a walk
+/// that reads nothing and follows no link).
+fn ignore_files_are_regular(root: &Path) -> bool {
+    ignore::WalkBuilder::new(root)
+        .standard_filters(false)
+        .follow_links(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .build()
+        .flatten()
+        .filter(|e| matches!(e.file_name().to_str(), Some(".gitignore" | ".ignore")))
+        .all(|e| e.file_type().is_some_and(|t| t.is_file()))
 }
 
 /// Copies `src` into `dst` (created if missing): everything, ignored files and `.git`

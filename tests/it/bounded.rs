@@ -34,6 +34,14 @@ fn run_measured(dir: &Path) -> Measured {
         .spawn()
         .unwrap();
     let pid = child.id() as libc::pid_t;
+    // A regression must fail the test, not hang the suite: past 90 s the run is killed.
+    let (done, waited) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if waited.recv_timeout(Duration::from_secs(90)).is_err() {
+            // SAFETY: kill has no memory preconditions; pid is our child, not reaped yet.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
     let mut stdout = child.stdout.unwrap();
     let reader = std::thread::spawn(move || {
         let mut s = String::new();
@@ -46,6 +54,7 @@ fn run_measured(dir: &Path) -> Measured {
     // SAFETY: pid is our child, status and usage are valid for writes.
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    let _ = done.send(());
     let code = std::process::ExitStatus::from_raw(status).code();
     Measured {
         code,
@@ -202,4 +211,32 @@ fn a_regex_too_large_to_compile_is_refused_at_once() {
     let out = outputs(d.path());
     assert!(out[0].contains("bad regex"), "{out:?}");
     within(&m, Duration::from_secs(20), "the grep");
+}
+
+/// A FIFO named `.gitignore` hung the final diff forever, leaving the run "running":
+/// the walk reads ignore files only when all are regular files.
+#[test]
+fn a_fifo_named_gitignore_does_not_hang_the_final_diff() {
+    let d = tempfile::tempdir().unwrap();
+    task(
+        d.path(),
+        "file_contains = { file = \"a.txt\", needle = \"a\" }",
+        "",
+        &[
+            tool(
+                "run_command",
+                serde_json::json!({"argv": ["mkfifo", "sub/.gitignore"]}),
+            ),
+            tool(
+                "write_file",
+                serde_json::json!({"path": "a.txt", "content": "a\n"}),
+            ),
+            serde_json::json!({"text": "done"}),
+        ],
+    );
+    std::fs::create_dir_all(d.path().join("ws/sub")).unwrap();
+    let m = run_measured(d.path());
+    assert_eq!(m.code, Some(0), "{}", m.stdout);
+    within(&m, Duration::from_secs(30), "the run");
+    assert!(m.stdout.contains("+a"), "the diff is there: {}", m.stdout);
 }

@@ -211,7 +211,7 @@ pub(crate) fn prepare(spec: &AgentSpec, parent: &ParentView<'_>) -> Result<Prepa
         r.check().map_err(|e| format!("rules: {e}"))?;
     }
     let (root, prefix) = sub_root(parent.work, spec.root.as_deref().unwrap_or("."))?;
-    let mut verify = criteria(&spec.verify, parent.gate.as_ref())?;
+    let mut verify = criteria(&spec.verify, parent.gate.as_ref(), &prefix)?;
     // The child may not rewrite the script that judges it, as for an operator's gate.
     verify.criteria = std::mem::take(&mut verify.criteria)
         .into_iter()
@@ -309,7 +309,33 @@ fn sub_root(parent_work: &Path, rel: &str) -> Result<(PathBuf, String), String> 
     Ok((root, prefix))
 }
 
-fn criteria(v: &AgentVerify, gate: &dyn PolicyGate) -> Result<VerifySettings, String> {
+/// A file a child's criterion reads is read by the harness for the parent's model:
+/// the parent's policy decides it like any read (a `file_contains` on `.env` was a
+/// one-bit oracle, 16 spawns to a character). `prefix` is the child's root in the
+/// parent's workspace.
+fn readable(gate: &dyn PolicyGate, prefix: &str, file: &str, key: &str) -> Result<(), String> {
+    let target = if prefix.is_empty() {
+        file.to_string()
+    } else {
+        format!("{prefix}/{file}")
+    };
+    let d = gate.decide(&Action::new(Act::Read, target.clone()));
+    match d.decision {
+        Decision::Allow => Ok(()),
+        other => Err(format!(
+            "verify.{key}: {target:?} is a file your policy does not let you read ({} by rule {} in layer {}); a criterion may only judge what you could read",
+            other.as_str(),
+            d.rule,
+            d.layer
+        )),
+    }
+}
+
+fn criteria(
+    v: &AgentVerify,
+    gate: &dyn PolicyGate,
+    prefix: &str,
+) -> Result<VerifySettings, String> {
     let mut out = Vec::new();
     if let Some(argv) = &v.command {
         let Some(program) = argv.first() else {
@@ -338,12 +364,14 @@ fn criteria(v: &AgentVerify, gate: &dyn PolicyGate) -> Result<VerifySettings, St
         return Err("verify.expect_exit needs verify.command".into());
     }
     if let Some(f) = &v.file_contains {
+        readable(gate, prefix, &f.file.to_string_lossy(), "file_contains")?;
         out.push(Verification::file_contains(
             f.file.clone(),
             f.needle.clone(),
         ));
     }
     if let Some(f) = &v.file_equals {
+        readable(gate, prefix, &f.file.to_string_lossy(), "file_equals")?;
         out.push(Verification::file_equals(f.file.clone(), f.content.clone()));
     }
     if out.is_empty() {

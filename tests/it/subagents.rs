@@ -870,3 +870,44 @@ async fn an_operator_rule_on_spawn_agent_is_honoured_and_recorded() {
         "{pe:?}"
     );
 }
+
+/// A child's `file_contains` was read by the harness with no policy decision: a
+/// one-bit oracle on `.env` (a key character in 16 spawns). The parent's policy now
+/// decides the file like any read, and a denied one refuses the spawn.
+#[tokio::test]
+async fn a_childs_criterion_cannot_read_what_the_parent_may_not() {
+    let dir = workspace();
+    std::fs::write(dir.path().join("sub/.env"), "TOKEN=s3cret\n").unwrap();
+    let contract = TaskContract::workspace(
+        "delegate",
+        dir.path(),
+        Verification::file_contains("sub/seed.txt", "seed"),
+    );
+    let oracle = |file: &str, key: &str| {
+        let mut verify = json!({});
+        verify[key] = if key == "file_contains" {
+            json!({"file": file, "needle": "TOKEN=s"})
+        } else {
+            json!({"file": file, "content": "TOKEN=s3cret\n"})
+        };
+        spawn(json!({"name": "o", "goal": "nothing", "root": "sub", "verify": verify}))
+    };
+    let provider = Scripted::new(vec![
+        oracle(".env", "file_contains"),
+        oracle(".env", "file_equals"),
+        ScriptTurn::text("done"),
+    ])
+    .with_agent("o", vec![ScriptTurn::text("done")]);
+    let store = Store::memory().unwrap();
+    let r = run(&contract, &provider, &store).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success, "{r:?}");
+    for step in [1, 2] {
+        let (out, is_error) = call(&store, r.run_id, step, "spawn_agent");
+        assert!(is_error, "{out}");
+        assert!(
+            out.contains("sub/.env") && out.contains("does not let you read"),
+            "{out}"
+        );
+    }
+    assert!(store.children(r.run_id).unwrap().is_empty(), "no child ran");
+}

@@ -139,10 +139,7 @@ fn unprivileged() {
     println!("HELPER:landlock={}", out.layers.landlock.status.label());
     println!("HELPER:seccomp={}", out.layers.seccomp);
     // The view and the setuid sweep hold for an unprivileged harness too.
-    let absent: String = crate::view::ABSENT
-        .iter()
-        .map(|d| format!("test -e {d} && echo {d}; "))
-        .collect();
+    let absent = crate::view::absent_script(&workdir(), "");
     let mut spec = RunSpec::new(
         sh(&format!("{absent}cp /bin/sh suid-sh && chmod 4755 suid-sh")),
         workdir(),

@@ -33,6 +33,29 @@ pub const ABSENT: [&str; 9] = [
     "/var", "/srv", "/mnt", "/home", "/opt", "/run", "/media", "/boot", "/sys",
 ];
 
+/// A shell script printing `{say}{d}` for each absent directory class `d` the view
+/// shows. Where the workspace itself lies under `d` (a checkout in `/tmp` puts the
+/// tests' fixtures under `/var/lib`), `d` is there as the way to it and must hold
+/// nothing but that way.
+pub fn absent_script(work: &Path, say: &str) -> String {
+    ABSENT
+        .iter()
+        .map(|d| {
+            match work
+                .strip_prefix(d)
+                .ok()
+                .and_then(|r| r.components().next())
+            {
+                Some(next) => {
+                    let next = next.as_os_str().to_string_lossy();
+                    format!("test \"$(ls -A {d} 2>/dev/null)\" = '{next}' || echo {say}{d}; ")
+                }
+                None => format!("ls -A {d} >/dev/null 2>&1 && echo {say}{d}; "),
+            }
+        })
+        .collect()
+}
+
 /// A host directory any uid may traverse, so that only the layer under test (not
 /// the directory's mode) stands between the sandbox uid and what lies in it.
 pub fn open_dir(p: &Path) {
@@ -188,10 +211,7 @@ pub fn absent_observed(sb: &dyn Sandbox) -> Vec<String> {
         }
     }
     let f = Fixture::new();
-    let script: String = ABSENT
-        .iter()
-        .map(|d| format!("ls -A {d} >/dev/null 2>&1 && echo seen {d}; "))
-        .collect();
+    let script = absent_script(f.workdir(), "seen ");
     let (_, out, _) = run_text(sb, &f.spec(sh(&script)));
     drop(planted);
     out.lines().map(str::to_owned).collect()

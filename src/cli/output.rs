@@ -69,6 +69,13 @@ fn hostile(c: char) -> bool {
             | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
+/// `text` sanitized, each line after the first marked as a continuation (`    | `),
+/// so a multi-line field (a gate's output, an event's detail) can never start a line
+/// that reads like a record of its own.
+pub fn continued(text: &str) -> String {
+    sanitize(text).replace('\n', "\n    | ")
+}
+
 /// A one-line, unambiguous rendering of a recorded string: every character that
 /// could break or disguise the line — a newline included, which would forge a record
 /// of its own — is written as an escape (`\n`, `\t`, `\u{202e}`), and a backslash

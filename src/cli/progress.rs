@@ -71,7 +71,13 @@ impl Observer for Progress {
             }
             Self::Log { secrets } => {
                 if let Some(line) = log_line(event) {
-                    errln!("{} {}", now(), output::clean(&line, secrets));
+                    // One event, one line: a newline in a path the agent chose must not
+                    // forge the next line of the log.
+                    errln!(
+                        "{} {}",
+                        now(),
+                        output::escape(&output::redact(&line, secrets))
+                    );
                 }
             }
             Self::Line { state, secrets } => {
@@ -117,7 +123,7 @@ impl Observer for Progress {
                     s.cost.map_or("cost unknown".into(), |c| format!("${c:.4}")),
                     s.tool
                 );
-                let line = output::clean(&line, secrets);
+                let line = output::escape(&output::redact(&line, secrets));
                 let shown: String = line.chars().take(100).collect();
                 err!("\r\x1b[2K{shown}");
                 let _ = std::io::stderr().flush();

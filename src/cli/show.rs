@@ -315,7 +315,7 @@ fn print_step_events(t: &Trace, step: u32) {
             e.backend
                 .as_deref()
                 .map_or(String::new(), |b| format!("[{b}] ")),
-            s(&short(e.detail.as_deref().unwrap_or(""), 400))
+            output::continued(&short(e.detail.as_deref().unwrap_or(""), 400))
         );
     }
 }
@@ -417,7 +417,7 @@ fn print_mcp(mcp: &[McpEvent]) {
                 e.outcome.as_deref().unwrap_or("?")
             ),
             kind => match &e.detail {
-                Some(d) => format!("{kind} {}", s(&short(d, 300))),
+                Some(d) => format!("{kind} {}", output::continued(&short(d, 300))),
                 None => kind.to_string(),
             },
         };
@@ -456,7 +456,6 @@ fn print_approvals(approvals: &[ApprovalRecord]) {
 
 /// One context event as a line of the trace.
 fn print_context_event(e: &ContextEvent) {
-    let s = output::sanitize;
     let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
     match e.kind.as_str() {
         "assembled" => outln!(
@@ -472,9 +471,9 @@ fn print_context_event(e: &ContextEvent) {
         kind => outln!(
             "  context {kind} {} {} (step {}): {}",
             e.tool.as_deref().unwrap_or("-"),
-            s(e.target.as_deref().unwrap_or("")),
+            output::escape(e.target.as_deref().unwrap_or("")),
             e.obs_step.map_or("-".into(), |v| v.to_string()),
-            s(&short(e.detail.as_deref().unwrap_or(""), 160))
+            output::continued(&short(e.detail.as_deref().unwrap_or(""), 160))
         ),
     }
 }

@@ -244,6 +244,33 @@ fn snapshot(root: &Path) -> io::Result<Snapshot> {
     Ok(out)
 }
 
+/// `path` as a diff header shows it: as it is when it holds only printable characters,
+/// else in double quotes with C escapes (`"a\nb"`), as git quotes it, so a file name
+/// cannot forge a header or a hunk of the diff.
+fn quote_path(path: &str) -> String {
+    let hostile = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+    };
+    if !path.chars().any(|c| hostile(c) || c == '"' || c == '\\') {
+        return path.to_string();
+    }
+    let mut out = String::from("\"");
+    for c in path.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if hostile(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// The unified diff from the tree at `baseline` to the tree at `work` (ignored files
 /// and `.git` excluded), bounded to 1 MiB.
 pub fn diff_trees(baseline: &Path, work: &Path) -> io::Result<String> {
@@ -300,6 +327,8 @@ fn diff_snapshots(before: &Snapshot, after: &Snapshot, denied: &dyn Fn(&str) -> 
 
 /// A changed path whose content the policy keeps from the record.
 fn withheld(path: &str, before: Option<&Node>, after: Option<&Node>) -> String {
+    let quoted = quote_path(path);
+    let path = quoted.as_str();
     let what = match (before, after) {
         (Some(a), Some(b)) if same(a, b) => return String::new(),
         (None, _) => "added",
@@ -338,6 +367,8 @@ fn diff_node(path: &str, before: Option<&Node>, after: Option<&Node>) -> String 
     {
         return String::new();
     }
+    let quoted = quote_path(path);
+    let path = quoted.as_str();
     let old_name = if before.is_some() {
         format!("a/{path}")
     } else {

@@ -105,7 +105,7 @@ impl CapWatch {
         if self.fast() && (now >= self.next_fast || sample) {
             self.next_fast = now + FAST_TICK;
             if let Some(disk) = self.plan.disk.as_mut()
-                && disk.tick()
+                && disk.tick(root)
             {
                 return Some(Cap::Disk);
             }

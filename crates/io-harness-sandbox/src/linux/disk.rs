@@ -51,6 +51,10 @@ pub(crate) struct DiskWatch {
     roots: Vec<PathBuf>,
     /// One open directory per filesystem, with its used bytes at the start.
     filesystems: Vec<(File, u64)>,
+    /// Their device numbers (an unlinked file still open counts where it lies).
+    devs: Vec<u64>,
+    /// The top process of the sandbox, once known (for its open unlinked files).
+    root: Option<i32>,
     since: Stamp,
     baseline: Option<u64>,
     /// Filesystem growth at which the next confirming walk runs.
@@ -102,6 +106,8 @@ impl DiskWatch {
             cap,
             roots,
             filesystems,
+            devs,
+            root: None,
             since,
             baseline: None,
             next_walk: cap.saturating_sub(MARGIN),
@@ -140,7 +146,10 @@ impl DiskWatch {
     fn confirm(&mut self, fs_growth: u64) -> u64 {
         let baseline = self.baseline.unwrap_or(0);
         let t = self.walk(None);
-        let mut growth = t.bytes.saturating_sub(baseline);
+        // A file unlinked while still open is in no directory the walk sees, yet holds
+        // its blocks until it is closed: counted from the processes' descriptors.
+        let held = self.root.map_or(0, |r| unlinked_open_bytes(r, &self.devs));
+        let mut growth = t.bytes.saturating_sub(baseline).saturating_add(held);
         if t.opaque {
             growth = growth.max(fs_growth);
         }
@@ -149,7 +158,8 @@ impl DiskWatch {
     }
 
     /// One tick: true when the command's growth is past the cap (kill it).
-    pub(crate) fn tick(&mut self) -> bool {
+    pub(crate) fn tick(&mut self, root: i32) -> bool {
+        self.root = Some(root);
         if self.baseline.is_none() {
             let since = Some(self.since);
             self.baseline = Some(self.walk(since).bytes);
@@ -178,4 +188,38 @@ impl DiskWatch {
         }
         self.confirm(fs_growth) >= self.cap
     }
+}
+
+/// Bytes held by files on `devs` that the processes of the tree under `root` keep open
+/// after unlinking them (`/proc/<pid>/fd/<n>` → `… (deleted)`), each file once.
+fn unlinked_open_bytes(root: i32, devs: &[u64]) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0u64;
+    let mut stack = vec![root];
+    let mut visited = 0;
+    while let Some(pid) = stack.pop() {
+        visited += 1;
+        if visited > 65_536 {
+            break;
+        }
+        stack.extend(super::monitor::children(pid));
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let deleted = std::fs::read_link(fd.path())
+                .is_ok_and(|t| t.as_os_str().as_encoded_bytes().ends_with(b" (deleted)"));
+            if !deleted {
+                continue;
+            }
+            let Ok(m) = std::fs::metadata(fd.path()) else {
+                continue;
+            };
+            if m.is_file() && devs.contains(&m.dev()) && seen.insert((m.dev(), m.ino())) {
+                total = total.saturating_add(m.blocks().saturating_mul(512));
+            }
+        }
+    }
+    total
 }

@@ -137,6 +137,26 @@ pub fn disk_cap_stops_many_files(sb: &dyn Sandbox, wd: &Path) {
     );
 }
 
+/// Adversary of issue #15, B6: files unlinked while still open hold their blocks in
+/// no directory (5 × 30 MiB under a 64 MiB cap passed unseen): the watcher counts
+/// what the sandbox's processes hold open.
+pub fn disk_cap_counts_unlinked_open_files(sb: &dyn Sandbox, wd: &Path) {
+    let code = "import os,time\n\
+                held=[]\n\
+                for i in range(5):\n  \
+                  f=open('u%d' % i,'wb'); os.unlink('u%d' % i)\n  \
+                  for j in range(30): f.write(b'\\x03'*(1<<20))\n  \
+                  f.flush(); held.append(f)\n\
+                time.sleep(1)\n\
+                print('SURVIVED', flush=True)";
+    let out = run(
+        sb,
+        &spec_in(wd, py(code), limits(|l| l.disk_bytes = Some(64 * MIB))),
+    );
+    assert!(!out.stdout.text().contains("SURVIVED"), "{out:?}");
+    assert_eq!(out.cap_hit, Some(Cap::Disk), "{out:?}");
+}
+
 /// One file of twice the cap: `RLIMIT_FSIZE` stops it at the cap exactly, and the
 /// hit is reported although the process it killed is not the top one.
 pub fn disk_cap_stops_one_big_file(sb: &dyn Sandbox, wd: &Path) {
@@ -287,6 +307,7 @@ pub const SCENARIOS: &[(&str, bool)] = &[
     ("disk_many", true),
     ("disk_one", true),
     ("disk_others", true),
+    ("disk_unlinked", true),
     ("cpu_tree", true),
     ("fork", false),
     ("states", true),
@@ -300,6 +321,7 @@ pub fn scenario(name: &str, sb: &dyn Sandbox, wd: &Path, host: &Path) {
         "disk_many" => disk_cap_stops_many_files(sb, wd),
         "disk_one" => disk_cap_stops_one_big_file(sb, wd),
         "disk_others" => disk_cap_ignores_other_writers(sb, wd, host),
+        "disk_unlinked" => disk_cap_counts_unlinked_open_files(sb, wd),
         "cpu_tree" => cpu_cap_covers_the_tree(sb, wd),
         "fork" => fork_refusal_reported(sb, wd),
         "states" => cap_states_are_truthful(sb, wd),
@@ -335,6 +357,11 @@ root_case!(
     [native, floor]
 );
 root_case!(cpu_cap_covers_the_tree_root, "cpu_tree", [native, floor]);
+root_case!(
+    disk_cap_counts_unlinked_open_files_root,
+    "disk_unlinked",
+    [native, floor]
+);
 root_case!(fork_refusal_reported_root, "fork", [native, floor]);
 root_case!(cap_states_are_truthful_root, "states", [native, floor]);
 

@@ -45,10 +45,10 @@ pub(crate) struct V2 {
 }
 
 impl Support {
-    /// Controllers a sandbox would get. A v2 group that would only serve
-    /// `cgroup.kill` is skipped when a v1 hierarchy is in use: killing what its
-    /// `cgroup.procs` lists until it is empty tears down just as surely, and every
-    /// extra group costs a join per sandbox.
+    /// Controllers a sandbox would get. A v2 group is joined whenever one can be made,
+    /// even beside v1 hierarchies: besides `cgroup.kill` its `cpu.stat` counts the CPU
+    /// time of every process that ever ran in it — children the kernel reaped itself
+    /// (`SIGCHLD` ignored) included, which no walk of `/proc` sees.
     pub(crate) fn controllers(&self) -> Vec<CgroupController> {
         let mut out = Vec::new();
         let v2_pids = self.v2.as_ref().is_some_and(|v| v.pids);
@@ -65,10 +65,7 @@ impl Support {
         if self.v1_memory.is_some() && !v2_memory {
             out.push(CgroupController::V1Memory);
         }
-        let v1_used = out
-            .iter()
-            .any(|c| matches!(c, CgroupController::V1Pids | CgroupController::V1Memory));
-        if self.v2.as_ref().is_some_and(|v| v.kill) && (v2_pids || v2_memory || !v1_used) {
+        if self.v2.as_ref().is_some_and(|v| v.kill) {
             out.push(CgroupController::V2Kill);
         }
         out

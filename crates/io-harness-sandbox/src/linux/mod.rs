@@ -156,7 +156,7 @@ impl Sandbox for NativeSandbox {
             run_stdin(spec),
         ) {
             Ok((session, pipes)) => session.run(pipes, &spec.stdin, spec.stop.as_ref()),
-            Err(e) if backend_failure(&e) && spec.allow_weaker => {
+            Err(e) if backend_failure(&e) && may_fall_back(spec) => {
                 super::select::native_failed();
                 tracing::warn!(error = %e, "native sandbox failed; running on the portable floor as allowed");
                 run_floor(spec, 0)
@@ -174,7 +174,7 @@ impl Sandbox for NativeSandbox {
         match spawn_child(Backend::LinuxNamespaces, Mode::Native, spec, self.disabled) {
             Err(e) if backend_failure(&e) => {
                 super::select::native_failed();
-                if spec.allow_weaker {
+                if may_fall_back(spec) {
                     spawn_child(Backend::PortableFloor, Mode::Floor, spec, 0)
                 } else {
                     Err(e)
@@ -183,6 +183,19 @@ impl Sandbox for NativeSandbox {
             r => r,
         }
     }
+}
+
+/// Whether a failed native session may run on the floor instead: only when the spec
+/// allows it and the harness is not root. The floor runs commands as the harness's
+/// own user, and a sandboxed command never runs as host uid 0 — a native failure the
+/// command itself provoked (a mask raced away) must not buy it root.
+fn may_fall_back(spec: &RunSpec) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if spec.allow_weaker && root {
+        tracing::warn!("native sandbox failed; not falling back: the floor would run the command as host root");
+    }
+    spec.allow_weaker && !root
 }
 
 fn run_stdin(spec: &RunSpec) -> Stdin {

@@ -78,6 +78,11 @@ impl Executor {
     /// is hidden once it exists. A tree that cannot be looked at whole fails the
     /// session: it does not run with masks that may miss a secret.
     pub(super) async fn place_masks(&self, spec: &mut RunSpec) -> Result<(), SandboxError> {
+        // The last check after a session could not be made: it is made again now, and
+        // the session's own look fails closed while it still cannot be.
+        if self.lock_guard().unchecked.is_some() {
+            self.check_new_repos().await;
+        }
         let paths = self
             .session_paths()
             .await

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::repos::{self, Quarantined};
-use super::tree::{Kind, ScanError, TreeIndex};
+use super::tree::{self, Entry, Kind, ScanError, TreeIndex};
 use crate::policy::{Act, Action, Decision, PolicyGate};
 
 /// Names of the entries that run or steer code on the host when found in a tree.
@@ -27,6 +27,60 @@ const GUARDED: [&str; 2] = [".git", ".io-harness"];
 pub(crate) fn guarded(name: &std::ffi::OsStr) -> bool {
     let name = name.to_string_lossy();
     GUARDED.iter().any(|g| name.eq_ignore_ascii_case(g))
+}
+
+/// Whether the entries of a directory make it one git would take for a git directory
+/// (its `is_git_directory`: a `HEAD`, an `objects` and a `refs`, whatever they are —
+/// links included), so a `config` beside them steers `git` run there.
+fn looks_like_git_dir(entries: &[Entry]) -> Option<&Entry> {
+    let has = |n: &str| {
+        entries
+            .iter()
+            .find(|e| e.name.to_string_lossy().eq_ignore_ascii_case(n))
+    };
+    let head = has("HEAD")?;
+    (has("objects").is_some() && has("refs").is_some()).then_some(head)
+}
+
+/// An entry the checks look for: a guarded name, or the `HEAD` of a directory that
+/// looks like a git directory (keyed by that directory's inode, which a rewrite of
+/// `HEAD` by `git` does not change).
+struct Suspect {
+    path: PathBuf,
+    ino: u64,
+    /// For a git-directory layout: its other entries that steer `git` (`config`,
+    /// `hooks`), moved out with its `HEAD`.
+    with: Option<Vec<PathBuf>>,
+}
+
+/// The suspects in one directory (`rel`, inode `ino`) into `out`.
+fn suspects_in(rel: &Path, ino: u64, entries: &[Entry], out: &mut Vec<Suspect>) {
+    for e in entries.iter().filter(|e| guarded(&e.name)) {
+        out.push(Suspect {
+            path: rel.join(&e.name),
+            ino: e.ino,
+            with: None,
+        });
+    }
+    // Inside a `.git` the layout is expected: that entry is judged as a whole.
+    if rel.components().any(|c| guarded(c.as_os_str())) {
+        return;
+    }
+    if let Some(head) = looks_like_git_dir(entries) {
+        let with = entries
+            .iter()
+            .filter(|e| {
+                let n = e.name.to_string_lossy();
+                n.eq_ignore_ascii_case("config") || n.eq_ignore_ascii_case("hooks")
+            })
+            .map(|e| rel.join(&e.name))
+            .collect();
+        out.push(Suspect {
+            path: rel.join(&head.name),
+            ino,
+            with: Some(with),
+        });
+    }
 }
 
 /// What a session is started with.
@@ -58,6 +112,12 @@ pub(crate) struct WorkspaceGuard {
     /// directory), so a session killed before its check cannot make its repository
     /// the operator's.
     state: Option<PathBuf>,
+    /// Bytes the quarantine keeps for this run (bounded by
+    /// [`repos::QUARANTINE_BOUND`]).
+    kept: u64,
+    /// Why the last check after a session could not be made, while it could not: the
+    /// next session does not start before a check succeeds.
+    pub(crate) unchecked: Option<String>,
 }
 
 /// The file in the run's scratch directory holding the first look's entries.
@@ -81,6 +141,8 @@ impl WorkspaceGuard {
             quarantine,
             notices: Vec::new(),
             state: None,
+            kept: 0,
+            unchecked: None,
         }
     }
 
@@ -135,7 +197,7 @@ impl WorkspaceGuard {
             let known = match self.load_known() {
                 Some(k) => k,
                 None => {
-                    let k = self.guarded_entries().map(|(p, ino, _)| (p, ino)).collect();
+                    let k = self.suspects().map(|s| (s.path, s.ino)).collect();
                     self.save_known(&k);
                     k
                 }
@@ -143,6 +205,15 @@ impl WorkspaceGuard {
             self.known = Some(known);
         }
         Ok(())
+    }
+
+    /// Every suspect of the index.
+    fn suspects(&self) -> impl Iterator<Item = Suspect> {
+        let mut out = Vec::new();
+        for (rel, ino, entries) in self.index.listings() {
+            suspects_in(rel, ino, entries, &mut out);
+        }
+        out.into_iter()
     }
 
     fn guarded_entries(&self) -> impl Iterator<Item = (PathBuf, u64, Kind)> + '_ {
@@ -154,6 +225,15 @@ impl WorkspaceGuard {
 
     /// The tree as it is now: what to mask and what to protect in the next session.
     pub(crate) fn before_session(&mut self) -> Result<SessionPaths, ScanError> {
+        if let Some(why) = &self.unchecked {
+            return Err(ScanError::Io {
+                path: self.index.root().to_path_buf(),
+                source: std::io::Error::other(format!(
+                    "the check for repositories a command created could not be made ({why}); \
+                     no session runs before it is"
+                )),
+            });
+        }
         self.refresh()?;
         let masked = match self.gate {
             Some(_) => self.index.denied(),
@@ -174,40 +254,80 @@ impl WorkspaceGuard {
     }
 
     /// After a session: every guarded entry the first look did not find is moved to
-    /// the quarantine (unless new repositories are allowed). `step` names the
-    /// directory it goes to.
+    /// the quarantine (unless new repositories are allowed), and every directory that
+    /// newly looks like a git directory loses its `HEAD` (and `config`, `hooks`) to
+    /// it. `step` names the directory they go to. A tree past the scan limit is still
+    /// checked, by an unlimited pass that looks for these names only (the limit bounds
+    /// the masks' index, never this check). A check that cannot be made is an error
+    /// and is remembered: the next session does not start before one succeeds.
     pub(crate) fn after_session(&mut self, step: u32) -> Result<Vec<Quarantined>, ScanError> {
         if self.allow_new {
             return Ok(Vec::new());
         }
-        self.refresh()?;
+        match self.check(step) {
+            Ok(moved) => {
+                self.unchecked = None;
+                Ok(moved)
+            }
+            Err(e) => {
+                self.unchecked = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    fn check(&mut self, step: u32) -> Result<Vec<Quarantined>, ScanError> {
+        let suspects: Vec<Suspect> = match self.refresh() {
+            Ok(()) => self.suspects().collect(),
+            Err(ScanError::TooManyEntries { .. }) => {
+                let mut out = Vec::new();
+                tree::scan_all(self.index.root(), &mut |rel, ino, entries| {
+                    suspects_in(rel, ino, entries, &mut out);
+                })?;
+                if self.known.is_none() {
+                    // No session ran on this tree (its own look failed first).
+                    let k = out.iter().map(|s| (s.path.clone(), s.ino)).collect();
+                    self.save_known(&k);
+                    self.known = Some(k);
+                }
+                out
+            }
+            Err(e) => return Err(e),
+        };
         let known = self.known.clone().unwrap_or_default();
-        let mut fresh: Vec<PathBuf> = self
-            .guarded_entries()
-            .filter(|(p, ino, _)| !known.contains(&(p.clone(), *ino)))
-            .map(|(p, _, _)| p)
+        let mut fresh: Vec<Suspect> = suspects
+            .into_iter()
+            .filter(|s| !known.contains(&(s.path.clone(), s.ino)))
             .collect();
         // Outermost first: a new `.git` inside a new `.io-harness` goes with it.
-        fresh.sort_by_key(|p| p.components().count());
+        fresh.sort_by_key(|s| s.path.components().count());
         let mut moved: Vec<Quarantined> = Vec::new();
-        for rel in fresh {
-            if moved.iter().any(|m| rel.starts_with(&m.rel)) {
+        for s in fresh {
+            if moved.iter().any(|m| s.path.starts_with(&m.rel)) {
                 continue;
             }
-            let q = repos::quarantine(self.index_root(), &rel, &self.quarantine, step);
-            self.notices.push(q.notice());
-            moved.push(q);
+            let mut rels = vec![s.path];
+            rels.extend(s.with.unwrap_or_default());
+            for rel in rels {
+                let q = repos::quarantine(
+                    self.index.root(),
+                    &rel,
+                    &self.quarantine,
+                    step,
+                    &mut self.kept,
+                );
+                self.notices.push(q.notice());
+                moved.push(q);
+            }
         }
         if !moved.is_empty() {
-            // The moves changed the tree: their directories are read again now.
-            self.refresh()?;
+            // The moves changed the tree: their directories are read again now (a
+            // tree past the limit fails the next session's own look instead).
+            let _ = self.refresh();
         }
         Ok(moved)
     }
 
-    fn index_root(&self) -> &Path {
-        self.index.root()
-    }
     /// What the model should be told, once.
     pub(crate) fn take_notices(&mut self) -> Vec<String> {
         std::mem::take(&mut self.notices)

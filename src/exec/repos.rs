@@ -11,6 +11,11 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+/// Most bytes a run's quarantine keeps: an entry that would take it past this is
+/// removed instead (a command writing 50 MiB into one new `.git` after another must
+/// not pile them up outside the workspace, where no disk cap counts them).
+pub(crate) const QUARANTINE_BOUND: u64 = 64 << 20;
+
 /// One entry taken out of the workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Quarantined {
@@ -20,40 +25,81 @@ pub(crate) struct Quarantined {
     pub dest: Option<PathBuf>,
     /// Why it could not be kept, when it could not.
     pub error: Option<String>,
+    /// By how many bytes keeping it would have passed the quarantine's bound.
+    pub over: Option<u64>,
 }
 
 impl Quarantined {
     /// The record's detail: `<path> -> <destination>` (or why it was removed).
     pub(crate) fn detail(&self) -> String {
-        match (&self.dest, &self.error) {
-            (Some(d), _) => format!("{} -> {}", self.rel.display(), d.display()),
-            (None, Some(e)) => format!("{} removed (could not be moved: {e})", self.rel.display()),
-            (None, None) => format!("{} removed", self.rel.display()),
+        match (&self.dest, &self.error, self.over) {
+            (Some(d), _, _) => format!("{} -> {}", self.rel.display(), d.display()),
+            (None, _, Some(n)) => format!(
+                "{} removed ({n} bytes over the quarantine's bound)",
+                self.rel.display()
+            ),
+            (None, Some(e), None) => {
+                format!("{} removed (could not be moved: {e})", self.rel.display())
+            }
+            (None, None, None) => format!("{} removed", self.rel.display()),
         }
     }
 
     /// What the model is told.
     pub(crate) fn notice(&self) -> String {
         format!(
-            "The harness moved `{}` out of the workspace: a `.git` or `.io-harness` created \
-             by a command could run code on the operator's machine later (git hooks, \
-             core.fsmonitor). Do not create repositories or harness directories in the \
-             workspace; for `cargo new` or `cargo init` pass `--vcs none`.",
+            "The harness moved `{}` out of the workspace: a `.git` or `.io-harness` (or a \
+             git directory's HEAD) created by a command could run code on the operator's \
+             machine later (git hooks, core.fsmonitor). Do not create repositories or \
+             harness directories in the workspace; for `cargo new` or `cargo init` pass \
+             `--vcs none`.",
             self.rel.display()
         )
     }
 }
 
-/// Moves `root/rel` under `quarantine/step-<step>/`.
-pub(crate) fn quarantine(root: &Path, rel: &Path, quarantine: &Path, step: u32) -> Quarantined {
-    let from = root.join(rel);
+/// Moves `root/rel` under `quarantine/step-<step>/`, adding its size to `kept`; an
+/// entry that would take `kept` past [`QUARANTINE_BOUND`] is removed instead. The
+/// entry is reached by directory descriptors from the root (no link followed, no path
+/// length bound), and removed when it cannot be moved.
+pub(crate) fn quarantine(
+    root: &Path,
+    rel: &Path,
+    quarantine: &Path,
+    step: u32,
+    kept: &mut u64,
+) -> Quarantined {
     let mut out = Quarantined {
         rel: rel.to_path_buf(),
         dest: None,
         error: None,
+        over: None,
     };
+    let parent = match open_parent(root, rel) {
+        Ok(p) => p,
+        Err(e) => {
+            out.error = Some(format!("cannot reach it: {e}"));
+            return out;
+        }
+    };
+    let Some(name) = rel.file_name() else {
+        out.error = Some("no name".into());
+        return out;
+    };
+    let from = super::tree::fd_path(&parent.dir).join(name);
+    let size = size_of(&from);
+    if kept.saturating_add(size) > QUARANTINE_BOUND {
+        out.over = Some(kept.saturating_add(size) - QUARANTINE_BOUND);
+        if let Err(e) = remove(&from) {
+            out.error = Some(e.to_string());
+        }
+        return out;
+    }
     match move_out(&from, rel, quarantine, step) {
-        Ok(dest) => out.dest = Some(dest),
+        Ok(dest) => {
+            *kept += size;
+            out.dest = Some(dest);
+        }
         Err(e) => {
             out.error = Some(e.to_string());
             let _ = remove(&from);
@@ -62,8 +108,33 @@ pub(crate) fn quarantine(root: &Path, rel: &Path, quarantine: &Path, step: u32) 
     out
 }
 
+/// The directory holding `root/rel`, opened component by component.
+fn open_parent(root: &Path, rel: &Path) -> io::Result<super::tree::OpenDir> {
+    let mut dir = super::tree::OpenDir::plain(fs::File::open(root)?);
+    if let Some(parent) = rel.parent() {
+        for c in parent.components() {
+            dir = super::tree::open_child(&dir.dir, c.as_os_str())?;
+        }
+    }
+    Ok(dir)
+}
+
+/// Bytes of the regular files at or below `p` (links not followed).
+fn size_of(p: &Path) -> u64 {
+    let Ok(meta) = fs::symlink_metadata(p) else {
+        return 0;
+    };
+    if !meta.is_dir() {
+        return if meta.is_file() { meta.len() } else { 0 };
+    }
+    let Ok(items) = fs::read_dir(p) else {
+        return 0;
+    };
+    items.flatten().map(|e| size_of(&e.path())).sum()
+}
+
 fn move_out(from: &Path, rel: &Path, quarantine: &Path, step: u32) -> io::Result<PathBuf> {
-    let dest = free_slot(quarantine, step, rel)?;
+    let dest = free_slot(quarantine, step, &short(rel))?;
     if let Some(parent) = dest.parent() {
         fs::create_dir_all(parent)?;
     }
@@ -76,6 +147,18 @@ fn move_out(from: &Path, rel: &Path, quarantine: &Path, step: u32) -> io::Result
         }
         Err(e) => Err(e),
     }
+}
+
+/// Where below a step's directory `rel` is kept: itself, or for a path too long to
+/// make there, `deep/<its last three components>`.
+fn short(rel: &Path) -> PathBuf {
+    if rel.as_os_str().len() <= 1024 {
+        return rel.to_path_buf();
+    }
+    let parts: Vec<_> = rel.components().collect();
+    let tail = &parts[parts.len().saturating_sub(3)..];
+    tail.iter()
+        .fold(PathBuf::from("deep"), |p, c| p.join(c.as_os_str()))
 }
 
 /// `quarantine/step-<step>/<rel>`, or `step-<step>-<n>` when that is taken.
@@ -132,11 +215,11 @@ mod tests {
             fs::create_dir_all(ws.path().join("sub/.git/hooks")).unwrap();
             fs::write(ws.path().join("sub/.git/hooks/pre-commit"), "x").unwrap();
         }
-        let first = quarantine(ws.path(), Path::new("sub/.git"), q.path(), 3);
+        let first = quarantine(ws.path(), Path::new("sub/.git"), q.path(), 3, &mut 0);
         assert_eq!(first.dest, Some(q.path().join("step-3/sub/.git")));
         assert!(!ws.path().join("sub/.git").exists());
         fs::create_dir_all(ws.path().join("sub/.git")).unwrap();
-        let second = quarantine(ws.path(), Path::new("sub/.git"), q.path(), 3);
+        let second = quarantine(ws.path(), Path::new("sub/.git"), q.path(), 3, &mut 0);
         assert_eq!(second.dest, Some(q.path().join("step-3-1/sub/.git")));
         assert!(q.path().join("step-3/sub/.git/hooks/pre-commit").is_file());
     }
@@ -146,7 +229,7 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         let q = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/", ws.path().join(".git")).unwrap();
-        let moved = quarantine(ws.path(), Path::new(".git"), q.path(), 1);
+        let moved = quarantine(ws.path(), Path::new(".git"), q.path(), 1, &mut 0);
         let dest = moved.dest.unwrap();
         assert!(
             fs::symlink_metadata(&dest)

@@ -23,9 +23,12 @@
 //! silently partial answer (a secret beyond the limit would go unmasked).
 
 use std::collections::HashMap;
-use std::ffi::OsString;
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{DirEntryExt, MetadataExt};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirEntryExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -129,103 +132,38 @@ impl TreeIndex {
     ) -> Result<RefreshStats, ScanError> {
         let mut old = std::mem::take(&mut self.dirs);
         let mut stats = RefreshStats::default();
-        let mut stack = vec![PathBuf::new()];
-        while let Some(rel) = stack.pop() {
-            let listing = match self.look(&rel, old.remove(&rel), denies, &mut stats) {
-                Ok(Some(mut l)) => {
-                    if redecide {
-                        for e in &mut l.entries {
-                            e.denied = denies(&slashed(&rel.join(&e.name)));
-                        }
-                    }
-                    l
+        let mut dirs = HashMap::new();
+        let limit = self.limit;
+        let root = self.root.clone();
+        walk(&root, &mut |rel, dir| {
+            let mut l = look(&root, rel, dir, old.remove(rel), denies, &mut stats)?;
+            if redecide {
+                for e in &mut l.entries {
+                    e.denied = denies(&slashed(&rel.join(&e.name)));
                 }
-                Ok(None) => continue,
-                Err(e) => {
-                    self.dirs.clear();
-                    return Err(e);
-                }
-            };
-            stats.entries += listing.entries.len();
-            if stats.entries > self.limit {
-                self.dirs.clear();
-                return Err(ScanError::TooManyEntries { limit: self.limit });
             }
-            for e in listing.entries.iter().filter(|e| e.kind == Kind::Dir) {
-                stack.push(rel.join(&e.name));
+            stats.entries += l.entries.len();
+            if stats.entries > limit {
+                return Err(ScanError::TooManyEntries { limit });
             }
-            self.dirs.insert(rel, listing);
-        }
+            let subdirs = subdirs(&l.entries);
+            dirs.insert(rel.to_path_buf(), l);
+            Ok(subdirs)
+        })?;
+        self.dirs = dirs;
         Ok(stats)
-    }
-
-    /// The listing of `rel`: the kept one when the directory did not change, else a
-    /// fresh read. `None` when it is gone or no longer a directory (it changed under
-    /// the walk; its parent's next read sees that).
-    fn look(
-        &self,
-        rel: &Path,
-        kept: Option<Listing>,
-        denies: &dyn Fn(&str) -> bool,
-        stats: &mut RefreshStats,
-    ) -> Result<Option<Listing>, ScanError> {
-        let path = self.root.join(rel);
-        let io_err = |source| ScanError::Io {
-            path: path.clone(),
-            source,
-        };
-        stats.dirs += 1;
-        let meta = match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.is_dir() => m,
-            Ok(_) => return Ok(None),
-            Err(e) if e.kind() == io::ErrorKind::NotFound && !rel.as_os_str().is_empty() => {
-                return Ok(None);
-            }
-            Err(e) => return Err(io_err(e)),
-        };
-        let ctime = (meta.ctime(), meta.ctime_nsec());
-        if let Some(k) = kept
-            && !k.racy
-            && (k.dev, k.ino, k.ctime) == (meta.dev(), meta.ino(), ctime)
-        {
-            return Ok(Some(k));
-        }
-        // Read after the stat: a change during the read moves ctime past the one kept.
-        let started = SystemTime::now();
-        stats.read += 1;
-        let mut entries = Vec::new();
-        for item in std::fs::read_dir(&path).map_err(io_err)? {
-            let item = item.map_err(io_err)?;
-            let ft = item.file_type().map_err(io_err)?;
-            let kind = if ft.is_symlink() {
-                Kind::Link
-            } else if ft.is_dir() {
-                Kind::Dir
-            } else if ft.is_file() {
-                Kind::File
-            } else {
-                Kind::Other
-            };
-            let name = item.file_name();
-            entries.push(Entry {
-                denied: denies(&slashed(&rel.join(&name))),
-                ino: item.ino(),
-                kind,
-                name,
-            });
-        }
-        Ok(Some(Listing {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            ctime,
-            racy: is_racy(ctime, started),
-            entries,
-        }))
     }
 
     /// The directory indexed.
     pub(crate) fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Every directory listed: its path relative to the root, its inode, its entries.
+    pub(crate) fn listings(&self) -> impl Iterator<Item = (&Path, u64, &[Entry])> {
+        self.dirs
+            .iter()
+            .map(|(rel, l)| (rel.as_path(), l.ino, l.entries.as_slice()))
     }
 
     /// Every entry with its path relative to the root.
@@ -250,6 +188,253 @@ impl TreeIndex {
         out.sort();
         out
     }
+}
+
+/// The names of the subdirectories among `entries`.
+fn subdirs(entries: &[Entry]) -> Vec<OsString> {
+    entries
+        .iter()
+        .filter(|e| e.kind == Kind::Dir)
+        .map(|e| e.name.clone())
+        .collect()
+}
+
+/// The listing of `dir` (open, at `rel`): the kept one when the directory did not
+/// change, else a fresh read.
+fn look(
+    root: &Path,
+    rel: &Path,
+    dir: &File,
+    kept: Option<Listing>,
+    denies: &dyn Fn(&str) -> bool,
+    stats: &mut RefreshStats,
+) -> Result<Listing, ScanError> {
+    let io_err = |source| ScanError::Io {
+        path: root.join(rel),
+        source,
+    };
+    stats.dirs += 1;
+    let meta = dir.metadata().map_err(io_err)?;
+    let ctime = (meta.ctime(), meta.ctime_nsec());
+    if let Some(k) = kept
+        && !k.racy
+        && (k.dev, k.ino, k.ctime) == (meta.dev(), meta.ino(), ctime)
+    {
+        return Ok(k);
+    }
+    // Read after the stat: a change during the read moves ctime past the one kept.
+    let started = SystemTime::now();
+    stats.read += 1;
+    let entries = read_entries(dir, &|name| denies(&slashed(&rel.join(name)))).map_err(io_err)?;
+    Ok(Listing {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        ctime,
+        racy: is_racy(ctime, started),
+        entries,
+    })
+}
+
+/// The entries of the open directory `dir` (links not followed), read through its
+/// descriptor so no path length bounds the depth.
+fn read_entries(dir: &File, denies: &dyn Fn(&OsStr) -> bool) -> io::Result<Vec<Entry>> {
+    let mut entries = Vec::new();
+    for item in std::fs::read_dir(fd_path(dir))? {
+        let item = item?;
+        let ft = item.file_type()?;
+        let kind = if ft.is_symlink() {
+            Kind::Link
+        } else if ft.is_dir() {
+            Kind::Dir
+        } else if ft.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        };
+        let name = item.file_name();
+        entries.push(Entry {
+            denied: denies(&name),
+            ino: item.ino(),
+            kind,
+            name,
+        });
+    }
+    Ok(entries)
+}
+
+/// Every directory below `root` with no limit, for the checks that must not stop at
+/// the index's (a repository past the scan limit is still a repository): `each` is
+/// given each directory's path relative to the root, its inode and its entries.
+pub(crate) fn scan_all(
+    root: &Path,
+    each: &mut dyn FnMut(&Path, u64, &[Entry]),
+) -> Result<(), ScanError> {
+    walk(root, &mut |rel, dir| {
+        let io_err = |source| ScanError::Io {
+            path: root.join(rel),
+            source,
+        };
+        let ino = dir.metadata().map_err(io_err)?.ino();
+        let entries = read_entries(dir, &|_| false).map_err(io_err)?;
+        each(rel, ino, &entries);
+        Ok(subdirs(&entries))
+    })
+}
+
+/// The path by which the kernel reaches an open file whatever its depth (the magic
+/// link resolves to the file itself, never through a path string).
+pub(crate) fn fd_path(f: &File) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()))
+}
+
+/// `openat(parent, name, flags)`.
+fn openat(parent: &File, name: &OsStr, flags: libc::c_int) -> io::Result<File> {
+    let c = CString::new(name.as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: a valid descriptor and a NUL-terminated name; the result is checked.
+    let fd = unsafe { libc::openat(parent.as_raw_fd(), c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new descriptor nobody else owns.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+const DIR_FLAGS: libc::c_int =
+    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+
+/// A directory open for the walk; when the harness had to give itself access to it
+/// (its own directory, made unreadable by a command), the mode it had is put back
+/// when this is dropped.
+pub(crate) struct OpenDir {
+    pub dir: File,
+    restore: Option<u32>,
+}
+
+impl OpenDir {
+    /// A directory opened with nothing to restore.
+    pub(crate) fn plain(dir: File) -> Self {
+        Self { dir, restore: None }
+    }
+}
+
+impl Drop for OpenDir {
+    fn drop(&mut self) {
+        if let Some(mode) = self.restore
+            && let Err(e) = self
+                .dir
+                .set_permissions(std::fs::Permissions::from_mode(mode))
+        {
+            tracing::warn!(error = %e, "could not restore a directory's mode after the workspace check");
+        }
+    }
+}
+
+/// Opens the directory `name` of `parent`, never following a link. A directory of
+/// the harness's own user that it cannot read (a command's `chmod 311`) is given
+/// `u+rwx` for the walk and has its mode restored after; one still unreadable is an
+/// error, never a skipped subtree.
+pub(crate) fn open_child(parent: &File, name: &OsStr) -> io::Result<OpenDir> {
+    match openat(parent, name, DIR_FLAGS) {
+        Ok(dir) => Ok(OpenDir { dir, restore: None }),
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            let path = openat(
+                parent,
+                name,
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )?;
+            let restore = make_accessible(&path)?.ok_or(e)?;
+            match openat(parent, name, DIR_FLAGS) {
+                Ok(dir) => Ok(OpenDir {
+                    dir,
+                    restore: Some(restore),
+                }),
+                Err(e) => {
+                    let _ = set_mode(&path, restore);
+                    Err(e)
+                }
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Gives the directory open as `dir` (`O_PATH` will do) `u+rwx` when the harness owns
+/// it and it lacks some; the mode it had, when it was changed. A directory of another
+/// user is `EACCES`.
+pub(crate) fn make_accessible(dir: &File) -> io::Result<Option<u32>> {
+    let meta = dir.metadata()?;
+    // SAFETY: geteuid cannot fail.
+    if meta.uid() != unsafe { libc::geteuid() } {
+        return Err(io::Error::from_raw_os_error(libc::EACCES));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o700 == 0o700 {
+        return Ok(None);
+    }
+    set_mode(dir, mode | 0o700)?;
+    Ok(Some(mode))
+}
+
+/// `chmod` of an open file through its descriptor's magic link (works for `O_PATH`).
+fn set_mode(f: &File, mode: u32) -> io::Result<()> {
+    std::fs::set_permissions(fd_path(f), std::fs::Permissions::from_mode(mode))
+}
+
+/// Walks the tree below `root` depth-first by directory descriptors: each directory
+/// is opened relative to its parent's (`O_NOFOLLOW | O_DIRECTORY`), so no path length
+/// bounds the depth and no link is followed. `on_dir` is given each directory (its
+/// path relative to the root and the open directory) and returns the names of the
+/// subdirectories to enter. An entry that is gone or no longer a directory when
+/// opened is skipped (it changed under the walk; its parent's next read sees that);
+/// any other failure ends the walk with an error.
+fn walk(
+    root: &Path,
+    on_dir: &mut dyn FnMut(&Path, &File) -> Result<Vec<OsString>, ScanError>,
+) -> Result<(), ScanError> {
+    let top = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(root)
+        .map_err(|source| ScanError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
+    let subdirs = on_dir(Path::new(""), &top)?;
+    let mut stack = vec![(
+        PathBuf::new(),
+        OpenDir {
+            dir: top,
+            restore: None,
+        },
+        subdirs,
+    )];
+    while let Some((rel, open, subdirs)) = stack.last_mut() {
+        let Some(name) = subdirs.pop() else {
+            stack.pop();
+            continue;
+        };
+        let rel = rel.join(&name);
+        let child = match open_child(&open.dir, &name) {
+            Ok(c) => c,
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
+                ) =>
+            {
+                continue;
+            }
+            Err(source) => {
+                return Err(ScanError::Io {
+                    path: root.join(&rel),
+                    source,
+                });
+            }
+        };
+        let subdirs = on_dir(&rel, &child.dir)?;
+        stack.push((rel, child, subdirs));
+    }
+    Ok(())
 }
 
 /// A relative path as the policy names it (`/`-separated).
@@ -356,5 +541,50 @@ mod tests {
         ix.refresh(&env_denied, false).unwrap();
         let all: Vec<_> = ix.entries().map(|(p, e)| (p, e.kind)).collect();
         assert_eq!(all, [(PathBuf::from("out"), Kind::Link)]);
+    }
+
+    /// B3: a directory of the harness's own user made unreadable (`chmod 311`) is
+    /// given `u+rwx` for the walk and gets its mode back after. (Run as root the
+    /// `EACCES` that leads here never happens, so this checks the chmod and restore.)
+    #[test]
+    fn an_unreadable_own_directory_is_opened_and_its_mode_restored() {
+        let d = tempfile::tempdir().unwrap();
+        let zz = d.path().join("zz");
+        std::fs::create_dir(&zz).unwrap();
+        std::fs::set_permissions(&zz, std::fs::Permissions::from_mode(0o311)).unwrap();
+        let mode = || std::fs::metadata(&zz).unwrap().permissions().mode() & 0o7777;
+        let path = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(&zz)
+            .unwrap();
+        assert_eq!(make_accessible(&path).unwrap(), Some(0o311));
+        assert_eq!(mode(), 0o711);
+        let parent = File::open(d.path()).unwrap();
+        let open = OpenDir {
+            dir: openat(&parent, OsStr::new("zz"), DIR_FLAGS).unwrap(),
+            restore: Some(0o311),
+        };
+        drop(open);
+        assert_eq!(mode(), 0o311, "the mode is put back");
+        assert_eq!(make_accessible(&parent).unwrap(), None, "nothing to change");
+    }
+
+    #[test]
+    fn a_tree_deeper_than_path_max_is_indexed() {
+        let d = tempfile::tempdir().unwrap();
+        let name = OsStr::new("d123456789d123456789d123456789d123456789d123456789d123456789");
+        let mut dir = File::open(d.path()).unwrap();
+        for _ in 0..100 {
+            std::fs::create_dir(fd_path(&dir).join(name)).unwrap();
+            dir = openat(&dir, name, DIR_FLAGS).unwrap();
+        }
+        std::fs::create_dir(fd_path(&dir).join(".git")).unwrap();
+        let mut ix = TreeIndex::new(d.path(), 1000);
+        ix.refresh(&env_denied, false).unwrap();
+        assert!(
+            ix.entries()
+                .any(|(p, e)| e.name == ".git" && p.as_os_str().len() > 6000)
+        );
     }
 }

@@ -343,3 +343,210 @@ async fn allow_new_repos_keeps_what_a_command_creates() {
     assert!(quarantined(&store, run).is_empty());
     assert!(!outputs(&store, run)[0].contains("moved"));
 }
+
+/// Runs `first` in a new directory `c` inside the sandbox, then sinks `c` below a chain
+/// of 400 directories of 60-character names (a path of about 24 KB, far past
+/// `PATH_MAX`), by renames of short paths only.
+fn deep_chain(first: &str) -> String {
+    format!(
+        "mkdir c && (cd c && {first}) && n=$(printf 'd%.0s' $(seq 60)); i=0; \
+         while [ $i -lt 400 ]; do mkdir t && mv c t/$n && mv t c || exit 1; i=$((i+1)); done; \
+         mv c deep && echo sunk"
+    )
+}
+
+/// Paths below `dir` (found by `find`, which walks by descriptors) matching `args`.
+fn find(dir: &Path, args: &[&str]) -> Vec<String> {
+    let out = std::process::Command::new("find")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_setuid_shell_below_a_path_longer_than_path_max_loses_its_bit() {
+    let fx = Fx::new();
+    let c = contract(&fx.ws);
+    let turns = vec![
+        sh(&deep_chain(
+            "cp /bin/sh sh && chmod 4755 sh && ls -l sh | cut -c1-10",
+        )),
+        ScriptTurn::text("done"),
+    ];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    let out = outputs(&store, run);
+    assert!(
+        out[0].contains("-rws") && out[0].contains("sunk"),
+        "the command made it setuid: {}",
+        out[0]
+    );
+    assert_eq!(
+        find(&fx.ws, &["-type", "f", "-name", "sh"]).len(),
+        1,
+        "the copy is there"
+    );
+    let left = find(&fx.ws, &["-type", "f", "-perm", "/6000"]);
+    assert!(
+        left.is_empty(),
+        "a setuid file survived: {} found",
+        left.len()
+    );
+}
+
+#[tokio::test]
+async fn a_git_below_a_path_longer_than_path_max_is_quarantined() {
+    let fx = Fx::new();
+    let c = contract(&fx.ws);
+    let turns = vec![
+        sh(&deep_chain(
+            "mkdir -p zz/.git && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > zz/.git/config && echo made",
+        )),
+        ScriptTurn::text("done"),
+    ];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    let out = outputs(&store, run);
+    assert!(
+        out[0].contains("made") && out[0].contains("sunk"),
+        "{}",
+        out[0]
+    );
+    assert!(
+        find(&fx.ws, &["-name", ".git"]).is_empty(),
+        "the repository is still in the workspace"
+    );
+    let events = quarantined(&store, run);
+    assert!(
+        events.len() == 1 && events[0].contains("/zz/.git -> "),
+        "{:?}",
+        events
+            .iter()
+            .map(|e| &e[e.len().saturating_sub(200)..])
+            .collect::<Vec<_>>()
+    );
+    let q = fx
+        .dir
+        .path()
+        .join("store/quarantine")
+        .join(format!("run-{run}"));
+    assert_eq!(
+        find(&q, &["-name", "config", "-path", "*zz/.git/*"]).len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_workspace_over_the_scan_limit_still_has_its_new_repos_quarantined() {
+    let fx = Fx::new();
+    let mut c = contract(&fx.ws).max_verify_attempts(1);
+    c.sandbox.scan_limit = Some(5);
+    let turns = vec![
+        sh("for i in $(seq 20); do : > f$i; done; mkdir -p zz/.git && \
+             printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > zz/.git/config && echo made"),
+        ScriptTurn::text("done"),
+    ];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    assert!(outputs(&store, run)[0].contains("made"));
+    assert!(fx.ws.join("f20").is_file(), "the command ran");
+    assert!(
+        !fx.ws.join("zz/.git").exists(),
+        "the repository survived a tree past the scan limit"
+    );
+    let events = quarantined(&store, run);
+    assert!(
+        events.len() == 1 && events[0].starts_with("zz/.git -> "),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_bare_repository_layout_without_the_name_git_is_defused() {
+    let fx = Fx::new();
+    // The operator's own bare repository stays as it is.
+    let own = fx.ws.join("vendor/mirror");
+    std::fs::create_dir_all(own.join("objects")).unwrap();
+    std::fs::create_dir_all(own.join("refs")).unwrap();
+    std::fs::write(own.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(own.join("config"), "[core]\n\tbare = true\n").unwrap();
+    let c = contract(&fx.ws);
+    let layout = "mkdir -p objects refs hooks && echo 'ref: refs/heads/main' > HEAD && \
+                  printf '[core]\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = \"id > /tmp/pwned; false\"\\n' > config";
+    let turns = vec![
+        sh(&format!(
+            "{layout} && mkdir -p sub && cd sub && {layout} && echo made"
+        )),
+        ScriptTurn::text("done"),
+    ];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    assert!(outputs(&store, run)[0].contains("made"));
+    for dir in [fx.ws.clone(), fx.ws.join("sub")] {
+        assert!(dir.join("objects").is_dir(), "only what steers git moves");
+        for name in ["HEAD", "config", "hooks"] {
+            assert!(
+                !dir.join(name).exists(),
+                "{} is still there",
+                dir.join(name).display()
+            );
+        }
+    }
+    assert!(own.join("HEAD").is_file() && own.join("config").is_file());
+    let mut events = quarantined(&store, run);
+    events.sort();
+    let rels: Vec<&str> = events
+        .iter()
+        .map(|e| e.split(" -> ").next().unwrap())
+        .collect();
+    assert_eq!(
+        rels,
+        [
+            "HEAD",
+            "config",
+            "hooks",
+            "sub/HEAD",
+            "sub/config",
+            "sub/hooks"
+        ],
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_quarantine_cannot_hold_more_than_its_bound() {
+    let fx = Fx::new();
+    let c = contract(&fx.ws);
+    let fill = |n: u32| {
+        sh(&format!(
+            "mkdir -p q{n}/.git && head -c 52428800 /dev/zero > q{n}/.git/blob && echo made"
+        ))
+    };
+    let turns = vec![fill(1), fill(2), fill(3), ScriptTurn::text("done")];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    let out = outputs(&store, run);
+    assert!(out.iter().take(3).all(|o| o.contains("made")), "{out:?}");
+    let events = quarantined(&store, run);
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert!(events[0].starts_with("q1/.git -> "), "{events:?}");
+    for e in &events[1..] {
+        assert!(
+            e.contains("removed (") && e.ends_with("bytes over the quarantine's bound)"),
+            "{events:?}"
+        );
+    }
+    for n in 1..=3 {
+        assert!(!fx.ws.join(format!("q{n}/.git")).exists());
+    }
+    let q = fx
+        .dir
+        .path()
+        .join("store/quarantine")
+        .join(format!("run-{run}"));
+    let kept: u64 = find(&q, &["-type", "f"])
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert!(kept <= 64 << 20, "the quarantine holds {kept} bytes");
+}

@@ -380,6 +380,9 @@ fn set_mode(f: &File, mode: u32) -> io::Result<()> {
     std::fs::set_permissions(fd_path(f), std::fs::Permissions::from_mode(mode))
 }
 
+/// What [`walk`] calls for each directory.
+type OnDir<'a> = dyn FnMut(&Path, &File) -> Result<Vec<OsString>, ScanError> + 'a;
+
 /// Walks the tree below `root` depth-first by directory descriptors: each directory
 /// is opened relative to its parent's (`O_NOFOLLOW | O_DIRECTORY`), so no path length
 /// bounds the depth and no link is followed. `on_dir` is given each directory (its
@@ -387,10 +390,7 @@ fn set_mode(f: &File, mode: u32) -> io::Result<()> {
 /// subdirectories to enter. An entry that is gone or no longer a directory when
 /// opened is skipped (it changed under the walk; its parent's next read sees that);
 /// any other failure ends the walk with an error.
-fn walk(
-    root: &Path,
-    on_dir: &mut dyn FnMut(&Path, &File) -> Result<Vec<OsString>, ScanError>,
-) -> Result<(), ScanError> {
+fn walk(root: &Path, on_dir: &mut OnDir<'_>) -> Result<(), ScanError> {
     let top = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)

@@ -117,7 +117,7 @@ fn scan(path: &Path, dir: &File, out: &mut Sweep) -> Vec<OsString> {
     let names = match list(dir) {
         Ok(n) => n,
         Err(e) => {
-            let _ = std::fs::set_permissions(fd_path(dir), std::fs::Permissions::from_mode(0));
+            let _ = std::fs::set_permissions(fd_path(dir), std::fs::Permissions::from_mode(0o000));
             out.incomplete.push((path.to_path_buf(), e));
             return Vec::new();
         }
@@ -297,10 +297,8 @@ mod tests {
         for _ in 0..100 {
             let c = cname(OsStr::new(&name)).unwrap();
             // SAFETY: valid descriptor and name.
-            assert_eq!(
-                unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o755) },
-                0
-            );
+            let r = unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o755) };
+            assert_eq!(r, 0);
             dir = openat(&dir, OsStr::new(&name), DIR_FLAGS).unwrap();
         }
         let c = cname(OsStr::new("sh")).unwrap();

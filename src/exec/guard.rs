@@ -266,7 +266,8 @@ impl WorkspaceGuard {
         }
         match self.check(step) {
             Ok(moved) => {
-                self.unchecked = None;
+                // An entry left in place blocks the next session like a failed check.
+                self.unchecked = moved.iter().find(|q| q.left).map(|q| q.detail());
                 Ok(moved)
             }
             Err(e) => {

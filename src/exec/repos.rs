@@ -27,11 +27,20 @@ pub(crate) struct Quarantined {
     pub error: Option<String>,
     /// By how many bytes keeping it would have passed the quarantine's bound.
     pub over: Option<u64>,
+    /// It could be neither moved nor removed: it is still in the workspace.
+    pub left: bool,
 }
 
 impl Quarantined {
     /// The record's detail: `<path> -> <destination>` (or why it was removed).
     pub(crate) fn detail(&self) -> String {
+        if self.left {
+            return format!(
+                "{} could not be moved or removed: {}",
+                self.rel.display(),
+                self.error.as_deref().unwrap_or("unknown error")
+            );
+        }
         match (&self.dest, &self.error, self.over) {
             (Some(d), _, _) => format!("{} -> {}", self.rel.display(), d.display()),
             (None, _, Some(n)) => format!(
@@ -74,24 +83,33 @@ pub(crate) fn quarantine(
         dest: None,
         error: None,
         over: None,
+        left: false,
     };
     let parent = match open_parent(root, rel) {
         Ok(p) => p,
         Err(e) => {
             out.error = Some(format!("cannot reach it: {e}"));
+            out.left = true;
             return out;
         }
     };
     let Some(name) = rel.file_name() else {
         out.error = Some("no name".into());
+        out.left = true;
         return out;
     };
     let from = super::tree::fd_path(&parent.dir).join(name);
-    let size = size_of(&from);
+    // What cannot be measured whole (a tree too deep to walk by path) is not kept.
+    let size = size_of(&from).unwrap_or(u64::MAX);
     if kept.saturating_add(size) > QUARANTINE_BOUND {
         out.over = Some(kept.saturating_add(size) - QUARANTINE_BOUND);
+        if size == u64::MAX {
+            out.over = None;
+            out.error = Some("too deep to measure against the quarantine's bound".into());
+        }
         if let Err(e) = remove(&from) {
             out.error = Some(e.to_string());
+            out.left = true;
         }
         return out;
     }
@@ -102,7 +120,12 @@ pub(crate) fn quarantine(
         }
         Err(e) => {
             out.error = Some(e.to_string());
-            let _ = remove(&from);
+            if let Err(r) = remove(&from)
+                && fs::symlink_metadata(&from).is_ok()
+            {
+                out.error = Some(format!("{e}; removing it: {r}"));
+                out.left = true;
+            }
         }
     }
     out
@@ -119,18 +142,18 @@ fn open_parent(root: &Path, rel: &Path) -> io::Result<super::tree::OpenDir> {
     Ok(dir)
 }
 
-/// Bytes of the regular files at or below `p` (links not followed).
-fn size_of(p: &Path) -> u64 {
-    let Ok(meta) = fs::symlink_metadata(p) else {
-        return 0;
-    };
+/// Bytes of the regular files at or below `p` (links not followed); an error when
+/// any part cannot be looked at.
+fn size_of(p: &Path) -> io::Result<u64> {
+    let meta = fs::symlink_metadata(p)?;
     if !meta.is_dir() {
-        return if meta.is_file() { meta.len() } else { 0 };
+        return Ok(if meta.is_file() { meta.len() } else { 0 });
     }
-    let Ok(items) = fs::read_dir(p) else {
-        return 0;
-    };
-    items.flatten().map(|e| size_of(&e.path())).sum()
+    let mut sum = 0u64;
+    for item in fs::read_dir(p)? {
+        sum = sum.saturating_add(size_of(&item?.path())?);
+    }
+    Ok(sum)
 }
 
 fn move_out(from: &Path, rel: &Path, quarantine: &Path, step: u32) -> io::Result<PathBuf> {

@@ -278,6 +278,10 @@ mod tests {
             }
             let d = p.decide(&Action::new(Act::Read, *miss));
             assert_eq!(d.decision, Decision::Allow, "{miss} ({})", d.rule);
+            // Whatever the case (the sandbox adversary read `server.PEM`).
+            let upper = hit.to_ascii_uppercase();
+            let d = p.decide(&Action::new(Act::Read, upper.as_str()));
+            assert_eq!(d.decision, Decision::Deny, "{upper}");
         }
     }
     use crate::contract::{OperatorFile, TaskContract, Verification};

@@ -72,6 +72,17 @@ pub(crate) enum Reach {
 impl Matcher {
     /// Compiles `pattern` for `act`, refusing what could never match as meant.
     pub(crate) fn compile(act: Act, pattern: &str) -> Result<Self, PolicyError> {
+        Self::compile_reaching(act, pattern, Reach::Widening)
+    }
+
+    /// [`Matcher::compile`] for a rule of `reach`: a narrowing path rule (a deny or an
+    /// ask) ignores case on every system, since `server.PEM` holds a key as surely as
+    /// `server.pem`; a widening one keeps the file system's own rule.
+    pub(crate) fn compile_reaching(
+        act: Act,
+        pattern: &str,
+        reach: Reach,
+    ) -> Result<Self, PolicyError> {
         let bad = |reason: &'static str| PolicyError::Target {
             act,
             target: pattern.to_string(),
@@ -105,7 +116,8 @@ impl Matcher {
                     None => format!("**/{pattern}"),
                 };
                 // Case-insensitive filesystems would let `.ENV` past a `.env` rule.
-                Ok(Self::Path(glob(&anchored, PATHS_FOLD_CASE)?))
+                let fold = PATHS_FOLD_CASE || reach == Reach::Narrowing;
+                Ok(Self::Path(glob(&anchored, fold)?))
             }
             Act::Exec => {
                 let words = super::command_line::split(pattern.trim())

@@ -16,6 +16,8 @@
 //!   directories, `*` and `?` never cross `/`. A pattern without `/` (`*.pem`,
 //!   `.env`) names a file at any depth; a pattern with `/` is anchored at the root,
 //!   and a leading `/` anchors a bare name (`/AGENTS.md` is the root one only).
+//!   A deny or ask on paths ignores case (`*.pem` denies `server.PEM`); an allow
+//!   follows the file system's case rule.
 //! - **Commands** (`exec`, including MCP and registered tools by qualified name,
 //!   `mcp__server__tool`): the target is the whole argv, quoted
 //!   ([`command_line::quote`]). A pattern's first word names the program: a deny or

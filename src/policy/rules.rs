@@ -69,7 +69,11 @@ pub(crate) struct CompiledRule {
 
 impl CompiledRule {
     pub(crate) fn new(rule: Rule) -> Result<Self, PolicyError> {
-        let matcher = Matcher::compile(rule.act, &rule.target)?;
+        let reach = match rule.decision {
+            Decision::Allow => Reach::Widening,
+            Decision::Ask | Decision::Deny => Reach::Narrowing,
+        };
+        let matcher = Matcher::compile_reaching(rule.act, &rule.target, reach)?;
         Ok(Self { rule, matcher })
     }
 

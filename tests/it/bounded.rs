@@ -91,6 +91,7 @@ fn fifo(path: &Path) {
 }
 
 fn within(m: &Measured, budget: Duration, what: &str) {
+    eprintln!("figure {what}: {:?}, peak {} KiB", m.took, m.max_rss_kib);
     assert!(m.took < budget, "{what} took {:?}: {}", m.took, m.stdout);
     assert!(
         m.max_rss_kib < MAX_RSS_KIB,

@@ -210,7 +210,7 @@ fn hash_file(path: &Path) -> io::Result<[u8; 32]> {
     (&mut f).take(FINGERPRINT_PART).read_to_end(&mut parts)?;
     f.seek(SeekFrom::End(-(FINGERPRINT_PART as i64)))?;
     f.take(FINGERPRINT_PART).read_to_end(&mut parts)?;
-    Ok(crate::digest::sha256_stream(&parts[..])?)
+    crate::digest::sha256_stream(&parts[..])
 }
 
 fn snapshot(root: &Path) -> io::Result<Snapshot> {

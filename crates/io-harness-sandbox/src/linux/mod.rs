@@ -193,7 +193,9 @@ fn may_fall_back(spec: &RunSpec) -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if spec.allow_weaker && root {
-        tracing::warn!("native sandbox failed; not falling back: the floor would run the command as host root");
+        tracing::warn!(
+            "native sandbox failed; not falling back: the floor would run the command as host root"
+        );
     }
     spec.allow_weaker && !root
 }

@@ -14,4 +14,10 @@ pub(crate) struct LoopState {
     /// Stall detection counters.
     #[serde(default)]
     pub stall: super::stall::StallCounters,
+    /// The outcome the committed step's verdict decided (a pass, the last failed
+    /// attempt, a stall), kept in the same commit: a process killed after it and
+    /// before the outcome was recorded resumes to that outcome instead of asking the
+    /// model for a step the run was never going to take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<super::outcome::RunOutcome>,
 }

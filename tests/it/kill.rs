@@ -138,12 +138,19 @@ fn run_killed(case: &Case, after: Option<Duration>) -> BTreeMap<String, Vec<u8>>
     } else if !status.success() && runs[0]["status"] != "finished" {
         let id = runs[0]["id"].as_i64().unwrap().to_string();
         let out = case.cmd(&["resume", &id]).output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "resume after a kill at {after:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        if out.status.code() != Some(0) {
+            let show = case
+                .cmd(&["show", &id])
+                .stdout(Stdio::piped())
+                .output()
+                .unwrap();
+            panic!(
+                "resume after a kill at {after:?} exited {:?}: {}\nshow:\n{}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&show.stdout)
+            );
+        }
     }
     tree(&case.ws())
 }

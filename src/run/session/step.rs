@@ -126,6 +126,10 @@ impl Session<'_> {
     /// Whether the run ends before another step: cancelled, a required MCP server
     /// gone, or a budget with no room for a step.
     fn stop_before_step(&self) -> Option<RunOutcome> {
+        // A resumed run whose last committed step had already decided how it ends.
+        if let Some(decided) = &self.progress.state.decided {
+            return Some(decided.clone());
+        }
         if self.opts.cancel.is_cancelled() {
             return Some(RunOutcome::Cancelled);
         }
@@ -163,6 +167,8 @@ impl Session<'_> {
         } else {
             None
         };
+        // A verdict's outcome goes on record with the step that reached it.
+        self.progress.state.decided = self.verdict(stalled, verified);
         self.commit(clock, turn, round).await?;
         Ok(self.decide(stalled, verified))
     }
@@ -296,6 +302,22 @@ impl Session<'_> {
                 false
             }
             StallVerdict::Stalled => true,
+        }
+    }
+
+    /// The outcome a step's own verdict decides (not the budgets, which the commit's
+    /// totals decide after it).
+    fn verdict(&self, stalled: bool, verified: Option<bool>) -> Option<RunOutcome> {
+        let failures = self.progress.state.verify_failures;
+        match verified {
+            _ if stalled => Some(RunOutcome::Stalled),
+            Some(true) => Some(RunOutcome::Success),
+            Some(false) if failures >= self.run.contract.verify.max_attempts => {
+                Some(RunOutcome::VerificationFailed {
+                    failed: self.progress.state.failing.clone(),
+                })
+            }
+            _ => None,
         }
     }
 

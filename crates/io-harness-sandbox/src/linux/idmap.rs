@@ -46,27 +46,15 @@ fn new_userns((owner, group, uid): Key) -> Result<OwnedFd, SandboxError> {
     // SAFETY: clone3 without CLONE_VM duplicates the process like fork; the child
     // only waits in pause(2), an async-signal-safe call, until it is killed below.
     let pid = unsafe {
-        #[repr(C)]
-        #[derive(Default)]
-        struct Args {
-            flags: u64,
-            pidfd: u64,
-            child_tid: u64,
-            parent_tid: u64,
-            exit_signal: u64,
-            stack: u64,
-            stack_size: u64,
-            tls: u64,
-        }
-        let args = Args {
+        let args = super::spawn::CloneArgs {
             flags: libc::CLONE_NEWUSER as u64,
             exit_signal: libc::SIGCHLD as u64,
-            ..Args::default()
+            ..super::spawn::CloneArgs::default()
         };
         let pid = libc::syscall(
             libc::SYS_clone3,
-            &args as *const Args,
-            std::mem::size_of::<Args>(),
+            &args as *const super::spawn::CloneArgs,
+            std::mem::size_of::<super::spawn::CloneArgs>(),
         );
         if pid == 0 {
             loop {
@@ -129,15 +117,8 @@ pub(crate) fn clone(path: &Path, uid: u32) -> Result<OwnedFd, SandboxError> {
     // SAFETY: open_tree returned a new fd that we own.
     let tree = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
     let tree = above_stdio(tree)?;
-    #[repr(C)]
-    struct MountAttr {
-        attr_set: u64,
-        attr_clr: u64,
-        propagation: u64,
-        userns_fd: u64,
-    }
     let r = with_userns(key, |userns| {
-        let attr = MountAttr {
+        let attr = super::sys::MountAttr {
             attr_set: MOUNT_ATTR_IDMAP
                 | super::sys::MOUNT_ATTR_NOSUID
                 | super::sys::MOUNT_ATTR_NODEV,
@@ -153,8 +134,8 @@ pub(crate) fn clone(path: &Path, uid: u32) -> Result<OwnedFd, SandboxError> {
                 tree.as_raw_fd(),
                 c"".as_ptr(),
                 AT_EMPTY_PATH | AT_RECURSIVE,
-                &attr as *const MountAttr,
-                std::mem::size_of::<MountAttr>(),
+                &attr as *const super::sys::MountAttr,
+                std::mem::size_of::<super::sys::MountAttr>(),
             )
         }
     })?;

@@ -206,11 +206,11 @@ pub(crate) fn move_mount_fd(fd: RawFd, target: &CStr) -> Result<(), Errno> {
 
 /// `struct mount_attr` of `mount_setattr(2)`.
 #[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
+pub(crate) struct MountAttr {
+    pub(crate) attr_set: u64,
+    pub(crate) attr_clr: u64,
+    pub(crate) propagation: u64,
+    pub(crate) userns_fd: u64,
 }
 
 /// `MOUNT_ATTR_RDONLY`.

@@ -66,6 +66,10 @@
 //! - [`store`]: the SQLite record (runs, steps, events, journal, memory) that resume and
 //!   `io-harness show` read.
 //! - [`audit`]: the JSONL log of sandbox sessions beside the store.
+//! - [`conceal`]: the opt-in hardening of the harness's own process (environment
+//!   block blanked, non-dumpable) that `io-harness` applies and the library never does.
+//! - [`redact`]: the credentials every record and terminal line is cleaned of, in
+//!   whatever disguise (invisible characters, JSON escapes, base64).
 //! - [`sandbox`] (crate `io-harness-sandbox`): the per-command isolation — native Linux
 //!   namespaces with Landlock and seccomp, or the portable floor — reporting the layers
 //!   it really applied.
@@ -82,6 +86,7 @@
 #![deny(missing_docs)]
 
 pub mod audit;
+pub mod conceal;
 pub mod context;
 pub mod contract;
 mod digest;
@@ -92,6 +97,7 @@ pub mod halt;
 pub mod mcp;
 pub mod policy;
 pub mod provider;
+pub mod redact;
 pub mod run;
 pub use io_harness_sandbox as sandbox;
 pub mod store;

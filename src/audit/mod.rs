@@ -4,9 +4,11 @@
 //! The store answers questions about a run; this file answers "what ran on this
 //! machine, where, and how was it isolated" across every run and every store, in a form
 //! `grep` and `jq` can read. It is written 0600 in a 0700 directory because an argv can
-//! carry a token: the command line is recorded verbatim (a log that cannot say what
-//! ran answers nothing, and a redaction heuristic would imply a safety it cannot give),
-//! while environment *values* are never recorded — names only.
+//! carry a token: the command line is recorded as it ran (a log that cannot say what
+//! ran answers nothing, and a redaction heuristic would imply a safety it cannot give)
+//! except for the values of the credentials the harness itself holds — the provider's
+//! key, an MCP server's token — which are replaced in every form [`crate::redact`]
+//! finds, as in the store. Environment *values* are never recorded — names only.
 //!
 //! Appending is best effort: an unwritable log never fails a run, because the run is
 //! what the operator asked for. Rotation at 8 MiB keeps 5 generations (about 60,000
@@ -27,6 +29,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use branch::git_branch;
 pub use record::SessionRecord;
 pub use rotate::{MAX_BYTES, MAX_GENERATIONS, generations};
+
+use crate::redact::SecretSet;
 
 /// File name of the live generation.
 pub const FILE_NAME: &str = "sessions.jsonl";
@@ -62,6 +66,8 @@ pub struct AuditLog {
     /// hands to its executor and MCP servers, so a log that stays unwritable warns
     /// once, not once per session.
     warned: Arc<AtomicBool>,
+    /// The credentials replaced in every line (shared with the run's store).
+    secrets: SecretSet,
 }
 
 impl AuditLog {
@@ -71,7 +77,21 @@ impl AuditLog {
             dir: dir.into(),
             max_bytes: MAX_BYTES,
             warned: Arc::default(),
+            secrets: SecretSet::default(),
         }
+    }
+
+    /// This log, redacting the secrets of `set` (a store's, so the two records hide
+    /// the same values) instead of its own.
+    pub fn sharing_secrets(mut self, set: SecretSet) -> Self {
+        self.secrets = set;
+        self
+    }
+
+    /// Values to redact from every line appended from now on (see
+    /// [`crate::store::Store::redact_secrets`]).
+    pub fn redact_secrets(&self, values: &[String]) {
+        self.secrets.register(values);
     }
 
     /// The log at [`default_dir`], if there is one.
@@ -99,7 +119,8 @@ impl AuditLog {
     /// so concurrent writers (threads or processes) never interleave lines or rotate
     /// twice. Callers treat an error as a warning: it must never fail a run.
     pub fn append(&self, rec: &SessionRecord) -> io::Result<()> {
-        let mut line = serde_json::to_vec(rec).map_err(io::Error::other)?;
+        let json = serde_json::to_vec(rec).map_err(io::Error::other)?;
+        let mut line = self.secrets.redactor().bytes(&json).into_owned();
         line.push(b'\n');
         fs::DirBuilder::new()
             .recursive(true)

@@ -2,6 +2,7 @@
 //! first.
 
 use io_harness::audit::{AuditLog, SessionRecord, default_dir};
+use io_harness::redact::Redactor;
 
 use super::{AuditArgs, CliError, output};
 
@@ -15,15 +16,16 @@ pub fn execute(args: AuditArgs) -> Result<i32, CliError> {
         }
     };
     let log = AuditLog::new(&dir);
+    // A record written by an older version, or a command line an operator typed with a
+    // key in it, still never prints the keys this process holds.
+    let secrets = held_credentials();
     let records = log
         .read_all()
         .map_err(|e| CliError::Internal(format!("{}: {e}", dir.display())))?;
     if args.json {
         for r in &records {
-            outln!(
-                "{}",
-                serde_json::to_string(r).map_err(|e| CliError::Internal(e.to_string()))?
-            );
+            let line = serde_json::to_string(r).map_err(|e| CliError::Internal(e.to_string()))?;
+            outln!("{}", output::redact(&line, &secrets));
         }
         return Ok(0);
     }
@@ -32,9 +34,18 @@ pub fn execute(args: AuditArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     for r in &records {
-        outln!("{}", text_line(r));
+        outln!("{}", output::redact(&text_line(r), &secrets));
     }
     Ok(0)
+}
+
+/// The provider keys in this process's environment, as a redactor.
+pub fn held_credentials() -> Redactor {
+    let values: Vec<String> = io_harness::provider::KEY_VARIABLES
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .collect();
+    Redactor::default().with(&values)
 }
 
 /// One session as one line. Every string comes from the log file, and the argv and

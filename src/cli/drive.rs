@@ -9,6 +9,8 @@ use io_harness::contract::ProviderSpec;
 use io_harness::provider::Provider;
 use io_harness::run::{CancelToken, RunError, RunOptions, RunResult};
 
+use io_harness::redact::Redactor;
+
 use super::progress::Progress;
 use super::{CliError, output, provider_args};
 
@@ -16,7 +18,8 @@ use super::{CliError, output, provider_args};
 pub struct Chain {
     pub primary: Box<dyn Provider>,
     pub fallbacks: Vec<Arc<dyn Provider>>,
-    pub secrets: Vec<String>,
+    /// The credentials of every provider in the chain, cleaned from what is printed.
+    pub secrets: Redactor,
 }
 
 pub fn chain(contract: &TaskContract, spec: &ProviderSpec) -> Result<Chain, CliError> {
@@ -27,7 +30,7 @@ pub fn chain(contract: &TaskContract, spec: &ProviderSpec) -> Result<Chain, CliE
     Ok(Chain {
         primary,
         fallbacks,
-        secrets,
+        secrets: Redactor::default().with(&secrets),
     })
 }
 
@@ -134,7 +137,7 @@ fn last_provider_error(
 
 /// For a run stopped awaiting approval: exactly what would run if it were allowed
 /// (the action asked about, the whole argv for a command, and the call's input).
-fn print_pending_action(store: &io_harness::Store, r: &RunResult, secrets: &[String]) {
+fn print_pending_action(store: &io_harness::Store, r: &RunResult, secrets: &Redactor) {
     let io_harness::RunOutcome::AwaitingApproval { request_id } = &r.outcome else {
         return;
     };
@@ -164,7 +167,7 @@ fn report(
     r: &RunResult,
     failure: Option<&io_harness::store::ProviderAttempt>,
     json: bool,
-    secrets: &[String],
+    secrets: &Redactor,
 ) {
     if json {
         let mut obj = serde_json::json!({ "result": r });

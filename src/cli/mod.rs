@@ -394,6 +394,10 @@ impl From<io_harness::store::StoreError> for CliError {
 }
 
 pub fn main() -> ExitCode {
+    // First, while this is the only thread: an unsandboxed child of ours (an MCP server
+    // with `sandbox = false`) must not read the provider keys from our environ block
+    // or our memory.
+    let _ = io_harness::conceal::conceal_process();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -11,6 +11,8 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use io_harness::redact::Redactor;
+
 /// Set by `run`, `resume` and `sandbox`: a closed pipe must not cut them short.
 static DRIVING: AtomicBool = AtomicBool::new(false);
 static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
@@ -112,17 +114,15 @@ pub fn argv_line(argv: &[String]) -> String {
         .join(" ")
 }
 
-/// Replaces each secret value with `[REDACTED]`.
-pub fn redact(text: &str, secrets: &[String]) -> String {
-    let mut out = text.to_string();
-    for s in secrets.iter().filter(|s| s.len() >= 8) {
-        out = out.replace(s.as_str(), "[REDACTED]");
-    }
-    out
+/// Replaces each secret, in every disguise [`io_harness::redact`] finds (split by
+/// invisible characters among them), with `[REDACTED]`. It runs before [`sanitize`]
+/// drops those characters, and matches as though they were already gone.
+pub fn redact(text: &str, secrets: &Redactor) -> String {
+    secrets.text(text).into_owned()
 }
 
 /// Both: what every printed model-derived string goes through.
-pub fn clean(text: &str, secrets: &[String]) -> String {
+pub fn clean(text: &str, secrets: &Redactor) -> String {
     sanitize(&redact(text, secrets))
 }
 
@@ -173,10 +173,21 @@ mod tests {
 
     #[test]
     fn redacts_only_real_secrets() {
-        let s = vec!["sk-abcdefgh123".to_string(), "short".to_string()];
+        let s = Redactor::default().with(&["sk-abcdefgh123".to_string(), "short".to_string()]);
         assert_eq!(
             redact("key sk-abcdefgh123 short", &s),
             "key [REDACTED] short"
         );
+    }
+
+    /// Sanitising drops a zero-width space; redaction before it must already have
+    /// matched the key as though it were gone, or the key is printed whole.
+    #[test]
+    fn a_key_split_by_a_zero_width_space_is_not_printed_whole() {
+        let key = "sk-ant-api03-abcdefghijklmnop";
+        let s = Redactor::default().with(&[key.to_string()]);
+        let printed = clean("key: sk-ant-\u{200B}api03-abcdefghij\u{2063}klmnop.", &s);
+        assert_eq!(printed, "key: [REDACTED].");
+        assert!(!printed.contains("abcdefghij"), "{printed}");
     }
 }

@@ -5,6 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 
+use io_harness::redact::Redactor;
 use io_harness::run::{Flow, Observer, RunEvent};
 
 use super::output;
@@ -12,14 +13,14 @@ use super::output;
 /// How events are shown.
 pub enum Progress {
     /// One JSON object per event on stdout.
-    Json { secrets: Vec<String> },
+    Json { secrets: Redactor },
     /// A redrawn status line on stderr.
     Line {
         state: Mutex<LineState>,
-        secrets: Vec<String>,
+        secrets: Redactor,
     },
     /// One timestamped line per event on stderr (stderr is not a terminal).
-    Log { secrets: Vec<String> },
+    Log { secrets: Redactor },
 }
 
 #[derive(Default)]
@@ -33,7 +34,7 @@ pub struct LineState {
 }
 
 impl Progress {
-    pub fn new(json: bool, secrets: Vec<String>) -> Self {
+    pub fn new(json: bool, secrets: Redactor) -> Self {
         if json {
             Self::Json { secrets }
         } else if std::io::stderr().is_terminal() {

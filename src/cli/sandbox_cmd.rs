@@ -135,6 +135,11 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
     let (task, workdir) = task_and_workdir(&args)?;
     let settings = settings(&args, task.as_ref())?;
     let audit = AuditLog::default_location();
+    if let Some(a) = &audit {
+        a.redact_secrets(
+            &io_harness::provider::KEY_VARIABLES.map(|k| std::env::var(k).unwrap_or_default()),
+        );
+    }
     let store = store_path::resolve(&args.store).ok();
     let prepared = io_harness::run::standalone_command(
         task.as_ref(),

@@ -41,6 +41,11 @@ pub enum ProviderFactoryError {
     Client(#[from] ProviderError),
 }
 
+/// The variables the hosted providers read their API keys from: what a program that
+/// records or prints anything should redact even when it built no provider itself
+/// (`io-harness audit`, `io-harness sandbox`).
+pub const KEY_VARIABLES: [&str; 3] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"];
+
 /// The shortest API key taken (the store's redactor ignores shorter values too).
 pub const MIN_KEY_LEN: usize = 8;
 

@@ -3,8 +3,8 @@
 
 use rusqlite::{Connection, params};
 
-use super::redact::Redactor;
 use super::{PolicyEvent, Result, SandboxEvent, Store, ensure_run, now_ms};
+use crate::redact::Redactor;
 
 impl Store {
     /// Records a sandbox event. Fails with [`super::StoreError::NoSuchRun`] for an

@@ -39,7 +39,7 @@
 //! store writes, and every request body before it is hashed, has each occurrence
 //! replaced by `[REDACTED]`, so the file can be shared for debugging.
 
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
@@ -55,7 +55,6 @@ mod mcp_events;
 mod memory;
 mod open;
 mod records;
-mod redact;
 mod replies;
 mod runs;
 mod sandbox_event;
@@ -77,7 +76,7 @@ pub use runs::{AgentLink, ChildRun};
 pub use sandbox_event::SandboxEvent;
 pub use schema::SCHEMA_VERSION;
 
-use redact::Redactor;
+use crate::redact::{Redactor, SecretSet};
 
 /// Failure of a store operation.
 #[derive(Debug, thiserror::Error)]
@@ -198,7 +197,7 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
-    redactor: Arc<RwLock<Arc<Redactor>>>,
+    secrets: SecretSet,
     /// The file opened (`None` in memory), checked before every write transaction.
     file: Option<Arc<health::FileId>>,
     /// Record writes that failed where nothing could stop the run (see `health`).
@@ -237,7 +236,7 @@ impl Store {
     fn from_connection(conn: Connection, file: Option<health::FileId>) -> Store {
         Store {
             conn: Arc::new(Mutex::new(conn)),
-            redactor: Arc::new(RwLock::new(Arc::new(Redactor::default()))),
+            secrets: SecretSet::default(),
             file: file.map(Arc::new),
             health: Arc::default(),
         }
@@ -261,21 +260,24 @@ impl Store {
 
     /// The secrets registered so far (a snapshot: cheap, and no lock held while writing).
     fn redactor(&self) -> Arc<Redactor> {
-        let guard = self.redactor.read().unwrap_or_else(|e| e.into_inner());
-        Arc::clone(&guard)
+        self.secrets.redactor()
     }
 
     /// Values to redact from everything written from now on.
     ///
-    /// Each value is matched exactly (and in its JSON-escaped form, as it appears inside
-    /// request bodies and JSON columns). Values shorter than 8 characters are ignored:
+    /// Each value is found in every form [`crate::redact`] names (split by invisible
+    /// characters, JSON-escaped, base64). Values shorter than 8 characters are ignored:
     /// they are not plausible credentials, and replacing every occurrence of a short
     /// string such as `true` or a port number would corrupt unrelated text and JSON.
     /// Registrations accumulate and are shared by all clones of this handle.
     pub fn redact_secrets(&self, values: &[String]) {
-        let mut guard = self.redactor.write().unwrap_or_else(|e| e.into_inner());
-        let next = guard.with(values);
-        *guard = Arc::new(next);
+        self.secrets.register(values);
+    }
+
+    /// The set of secrets this store redacts, to share with another record (the audit
+    /// log) so both hide the same values.
+    pub fn secrets(&self) -> SecretSet {
+        self.secrets.clone()
     }
 }
 

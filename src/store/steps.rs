@@ -8,11 +8,11 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::events::{insert_policy_event, policy_events_of};
-use super::redact::Redactor;
 use super::{
     Result, StepRecord, Store, StoreError, ToolCallRecord, blobs, ensure_run, get_opt_u64, get_u64,
     now_ms, sql_u64,
 };
+use crate::redact::Redactor;
 
 const STEP_COLUMNS: &str = "run_id, step, started_at_ms, duration_ms, model_ms, request_hash,
     reply_json, messages_json, usage_json, input_tokens, output_tokens,

@@ -79,6 +79,19 @@ const PASSED_ENV: &[&str] = &[
     "RUSTUP_TOOLCHAIN",
 ];
 
+/// A host program the harness itself runs (a toolchain probe such as `rustc -vV`), with
+/// the environment a gate command gets instead of the harness's own.
+pub(crate) fn host_tool(program: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new(program);
+    cmd.env_clear();
+    for name in PASSED_ENV {
+        if let Some(v) = std::env::var_os(name) {
+            cmd.env(name, v);
+        }
+    }
+    cmd
+}
+
 impl CommandGate {
     /// Runs the command to completion (or to its deadline).
     pub async fn run(&self) -> CommandRun {

@@ -23,6 +23,7 @@ mod resume_anywhere;
 mod run;
 mod sandbox_cmd;
 mod sandboxed;
+mod secrets;
 mod store;
 mod store_truth;
 mod subagents;

@@ -338,3 +338,36 @@ fn the_probe_cache_is_used_only_while_it_can_be_trusted() {
         assert_eq!(l["layers"], lines[1]["layers"]);
     }
 }
+
+/// Found while testing issue 16 route 4: with the working directory at `$HOME`, the
+/// private `$HOME` tmpfs lies under the workspace's bind, and when the harness read its
+/// usage through a sandbox process's root it got the covering filesystem's (the host
+/// disk's): every command was "stopped by the memory cap" at once. The monitor now
+/// counts a tmpfs only through a handle on that tmpfs itself.
+#[test]
+fn a_workspace_at_home_is_not_taken_for_the_private_home_tmpfs() {
+    use std::os::unix::process::CommandExt;
+    let fx = Fx::new();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_io-harness"));
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // It showed for an unprivileged harness, whose private mounts it reads
+        // through a sandbox process's root.
+        for p in [fx.path().to_path_buf(), fx.ws()] {
+            std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+        }
+        cmd.uid(65534).gid(65534);
+    }
+    let out = cmd
+        .args(["sandbox", "--", "sh", "-c", "echo fine > made; cat made"])
+        .current_dir(fx.ws())
+        .env("HOME", fx.ws())
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("IO_HARNESS_STORE")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", say(&out));
+    assert_eq!(text(&out.stdout).trim(), "fine", "{}", say(&out));
+}

@@ -311,6 +311,11 @@ impl<'a> Session<'a> {
         check_exact_tokens(contract, &provider.identity())?;
         super::environment::check_record_outside(contract, store, opts.audit.as_ref())?;
         store.redact_secrets(&provider.secrets());
+        // The audit log hides what the store hides, tokens registered later included.
+        opts.audit = opts
+            .audit
+            .take()
+            .map(|a| a.sharing_secrets(store.secrets()));
         // A sub-agent's tree: a workspace lock held by it covers the sub-agent.
         let tree = match origin.link.as_ref().map(|l| l.parent_run_id) {
             Some(parent) => Some(db.call(move |s| subagent::root_of(s, parent)).await?),

@@ -222,7 +222,7 @@ pub(crate) fn rustc() -> String {
     static RUSTC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     RUSTC
         .get_or_init(|| {
-            std::process::Command::new("rustc")
+            crate::verify::command::host_tool("rustc")
                 .args(["--print", "sysroot"])
                 .output()
                 .ok()

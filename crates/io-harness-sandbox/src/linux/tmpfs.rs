@@ -83,7 +83,7 @@ impl Tmpfs {
         let mut out = Vec::new();
         let mut failed = false;
         for (majmin, point) in tmpfs_mounts(&info) {
-            if self.host.contains(&majmin) || !seen.insert(majmin) {
+            if self.host.contains(&majmin) || !seen.insert(majmin.clone()) {
                 continue;
             }
             // `O_PATH`: enough for `fstatvfs`, and needs no read permission on the
@@ -94,7 +94,11 @@ impl Tmpfs {
                 .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&path)
             {
-                Ok(f) => out.push(f),
+                // A tmpfs another mount covers (the private `$HOME` when the workspace
+                // is `$HOME`) resolves to the covering filesystem, whose usage is not
+                // the sandbox's memory; nothing can write to the covered one.
+                Ok(f) if device_of(&f).as_deref() == Some(majmin.as_str()) => out.push(f),
+                Ok(_) => {}
                 Err(_) => failed = true,
             }
         }
@@ -121,6 +125,13 @@ impl Tmpfs {
             .map(used)
             .fold(0u64, u64::saturating_add)
     }
+}
+
+/// `major:minor` of the filesystem `f` is on, as mountinfo writes it.
+fn device_of(f: &File) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = f.metadata().ok()?.dev();
+    Some(format!("{}:{}", libc::major(dev), libc::minor(dev)))
 }
 
 /// Used bytes of the filesystem `f` is on.

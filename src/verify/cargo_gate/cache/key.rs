@@ -250,7 +250,7 @@ pub(crate) fn toolchain(rustc: &str, cargo: &str) -> Option<String> {
         return v;
     }
     let vv = |prog: &str| {
-        std::process::Command::new(prog)
+        crate::verify::command::host_tool(prog)
             .arg("-vV")
             .output()
             .ok()

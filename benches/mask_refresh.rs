@@ -11,8 +11,8 @@
 
 use std::time::{Duration, Instant};
 
-use io_harness::exec::tree::TreeIndex;
-use io_harness::policy::{Act, Action, Decision, Policy, PolicyGate};
+use io_harness::exec::tree::{Access, TreeIndex};
+use io_harness::policy::Policy;
 use io_harness::{TaskContract, Verification};
 
 const ROUNDS: usize = 200;
@@ -39,12 +39,7 @@ fn main() {
     }
     let contract = TaskContract::workspace("bench", &ws, Verification::command(["true"]));
     let policy = Policy::for_contract(&contract).expect("policy");
-    let denies = |t: &str| {
-        policy
-            .decide(&Action::new(Act::Read, t.to_string()))
-            .decision
-            == Decision::Deny
-    };
+    let denies = |t: &str| Access::decided_by(&policy, t);
     // Past the racy window: listings read now are trusted next time.
     std::thread::sleep(Duration::from_millis(2100));
 

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::repos::{self, Quarantined};
-use super::tree::{self, Entry, Kind, ScanError, TreeIndex};
-use crate::policy::{Act, Action, Decision, PolicyGate};
+use super::tree::{self, Access, Entry, Kind, ScanError, TreeIndex};
+use crate::policy::PolicyGate;
 
 /// Names of the entries that run or steer code on the host when found in a tree.
 const GUARDED: [&str; 2] = [".git", ".io-harness"];
@@ -53,9 +53,15 @@ struct Suspect {
     with: Option<Vec<PathBuf>>,
 }
 
-/// The suspects in one directory (`rel`, inode `ino`) into `out`.
+/// The suspects in one directory (`rel`, inode `ino`) into `out`. An entry the policy
+/// denies writing is one too: a command that creates it (the instructions file where
+/// there was none, a gate's file, a path under an operator's `deny write`) made what
+/// the policy would not let the agent write.
 fn suspects_in(rel: &Path, ino: u64, entries: &[Entry], out: &mut Vec<Suspect>) {
-    for e in entries.iter().filter(|e| guarded(&e.name)) {
+    for e in entries
+        .iter()
+        .filter(|e| guarded(&e.name) || e.access == Access::ReadOnly)
+    {
         out.push(Suspect {
             path: rel.join(&e.name),
             ino: e.ino,
@@ -119,6 +125,9 @@ pub(crate) struct WorkspaceGuard {
     /// next session does not start before a check succeeds.
     pub(crate) unchecked: Option<String>,
 }
+
+/// The most write-denied paths a session holds read-only (each is a bind mount).
+const MAX_READ_ONLY: usize = 1024;
 
 /// The file in the run's scratch directory holding the first look's entries.
 const KNOWN_FILE: &str = "known-repos.json";
@@ -185,14 +194,11 @@ impl WorkspaceGuard {
     fn refresh(&mut self) -> Result<(), ScanError> {
         let gate = self.gate.clone();
         let redecide = gate.as_ref().is_some_and(|g| !g.denials_fixed());
-        let denies = move |target: &str| {
-            gate.as_ref().is_some_and(|g| {
-                g.decide(&Action::new(Act::Read, target.to_string()))
-                    .decision
-                    == Decision::Deny
-            })
+        let judge = move |target: &str| {
+            gate.as_ref()
+                .map_or(Access::Open, |g| Access::decided_by(g.as_ref(), target))
         };
-        self.index.refresh(&denies, redecide)?;
+        self.index.refresh(&judge, redecide)?;
         if self.known.is_none() {
             let known = match self.load_known() {
                 Some(k) => k,
@@ -240,7 +246,7 @@ impl WorkspaceGuard {
             None => self.fixed.clone(),
         };
         let known = self.known.clone().unwrap_or_default();
-        let protected = self
+        let mut protected: Vec<PathBuf> = self
             .guarded_entries()
             .filter(|(p, ino, kind)| {
                 *kind != Kind::Link
@@ -249,6 +255,26 @@ impl WorkspaceGuard {
             })
             .map(|(p, _, _)| p)
             .collect();
+        // What the policy denies writing is read-only for commands too. Inside a
+        // repository directory the whole directory is held already (the root's by
+        // the sandbox, a nested one's above).
+        let held: Vec<PathBuf> = self
+            .index
+            .read_only()
+            .into_iter()
+            .filter(|p| !p.components().any(|c| guarded(c.as_os_str())))
+            .collect();
+        if held.len() > MAX_READ_ONLY {
+            return Err(ScanError::Io {
+                path: self.index.root().to_path_buf(),
+                source: std::io::Error::other(format!(
+                    "{} workspace paths are denied writing; a command's view holds at most \
+                     {MAX_READ_ONLY} read-only (deny a directory instead of its files)",
+                    held.len()
+                )),
+            });
+        }
+        protected.extend(held);
         self.last = masked.clone();
         Ok(SessionPaths { masked, protected })
     }

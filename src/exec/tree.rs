@@ -22,6 +22,7 @@
 //! entry counts against the run's limit; a tree larger than it is an error, never a
 //! silently partial answer (a secret beyond the limit would go unmasked).
 
+use crate::policy::{Act, Action, Decision, PolicyGate};
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
@@ -73,14 +74,44 @@ pub(crate) enum Kind {
     Other,
 }
 
+/// What the policy lets a command do with an entry, at its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Access {
+    /// Read and write as the sandbox allows.
+    #[default]
+    Open,
+    /// Reading is allowed, writing denied: held read-only in the view (the
+    /// instructions file, repository internals, a gate's files, an operator's
+    /// `deny write`), and not to be created by a command.
+    ReadOnly,
+    /// Reading is denied: masked.
+    Masked,
+}
+
+impl Access {
+    /// What `gate` lets a command do with `target` (a workspace-relative path): a read
+    /// denial masks it; otherwise a write denial holds it read-only.
+    pub fn decided_by(gate: &dyn PolicyGate, target: &str) -> Access {
+        let denied =
+            |act| gate.decide(&Action::new(act, target.to_string())).decision == Decision::Deny;
+        if denied(Act::Read) {
+            Access::Masked
+        } else if denied(Act::Write) {
+            Access::ReadOnly
+        } else {
+            Access::Open
+        }
+    }
+}
+
 /// One entry of a directory listing.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub name: OsString,
     pub kind: Kind,
     pub ino: u64,
-    /// Whether the policy denies reading it at its path (decided when listed).
-    pub denied: bool,
+    /// What the policy lets a command do with it (decided when listed).
+    pub access: Access,
 }
 
 #[derive(Debug, Clone)]
@@ -121,13 +152,13 @@ impl TreeIndex {
         }
     }
 
-    /// Brings the index up to date with the tree; `denies` decides, for an entry
-    /// listed anew, whether reading it (its relative `/`-separated path) is denied.
+    /// Brings the index up to date with the tree; `judge` decides, for an entry
+    /// listed anew, what a command may do with it (its relative `/`-separated path).
     /// With `redecide`, entries of kept listings are decided again too (for a policy
     /// whose denials can change).
     pub fn refresh(
         &mut self,
-        denies: &dyn Fn(&str) -> bool,
+        judge: &dyn Fn(&str) -> Access,
         redecide: bool,
     ) -> Result<RefreshStats, ScanError> {
         let mut old = std::mem::take(&mut self.dirs);
@@ -136,10 +167,10 @@ impl TreeIndex {
         let limit = self.limit;
         let root = self.root.clone();
         walk(&root, &mut |rel, dir| {
-            let mut l = look(&root, rel, dir, old.remove(rel), denies, &mut stats)?;
+            let mut l = look(&root, rel, dir, old.remove(rel), judge, &mut stats)?;
             if redecide {
                 for e in &mut l.entries {
-                    e.denied = denies(&slashed(&rel.join(&e.name)));
+                    e.access = judge(&slashed(&rel.join(&e.name)));
                 }
             }
             stats.entries += l.entries.len();
@@ -175,13 +206,36 @@ impl TreeIndex {
 
     /// The entries the policy denies reading, relative to the root, sorted.
     pub fn denied(&self) -> Vec<PathBuf> {
+        self.with_access(Access::Masked)
+    }
+
+    /// The outermost entries the policy denies writing but not reading (files and
+    /// directories, never links: a bind would follow one), relative to the root,
+    /// sorted. One inside another, or inside a masked directory, is left out: the
+    /// outer one holds it.
+    pub fn read_only(&self) -> Vec<PathBuf> {
+        let masked = self.denied();
+        let mut out: Vec<PathBuf> = Vec::new();
+        for p in self.with_access(Access::ReadOnly) {
+            let held = out.last().is_some_and(|last| p.starts_with(last))
+                || masked.iter().any(|m| p.starts_with(m));
+            if !held {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    fn with_access(&self, access: Access) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = self
             .dirs
             .iter()
             .flat_map(|(dir, l)| {
                 l.entries
                     .iter()
-                    .filter(|e| e.denied)
+                    .filter(move |e| {
+                        e.access == access && (access == Access::Masked || e.kind != Kind::Link)
+                    })
                     .map(move |e| dir.join(&e.name))
             })
             .collect();
@@ -206,7 +260,7 @@ fn look(
     rel: &Path,
     dir: &File,
     kept: Option<Listing>,
-    denies: &dyn Fn(&str) -> bool,
+    judge: &dyn Fn(&str) -> Access,
     stats: &mut RefreshStats,
 ) -> Result<Listing, ScanError> {
     let io_err = |source| ScanError::Io {
@@ -225,7 +279,7 @@ fn look(
     // Read after the stat: a change during the read moves ctime past the one kept.
     let started = SystemTime::now();
     stats.read += 1;
-    let entries = read_entries(dir, &|name| denies(&slashed(&rel.join(name)))).map_err(io_err)?;
+    let entries = read_entries(dir, &|name| judge(&slashed(&rel.join(name)))).map_err(io_err)?;
     Ok(Listing {
         dev: meta.dev(),
         ino: meta.ino(),
@@ -237,7 +291,7 @@ fn look(
 
 /// The entries of the open directory `dir` (links not followed), read through its
 /// descriptor so no path length bounds the depth.
-fn read_entries(dir: &File, denies: &dyn Fn(&OsStr) -> bool) -> io::Result<Vec<Entry>> {
+fn read_entries(dir: &File, judge: &dyn Fn(&OsStr) -> Access) -> io::Result<Vec<Entry>> {
     let mut entries = Vec::new();
     for item in std::fs::read_dir(fd_path(dir))? {
         let item = item?;
@@ -253,7 +307,7 @@ fn read_entries(dir: &File, denies: &dyn Fn(&OsStr) -> bool) -> io::Result<Vec<E
         };
         let name = item.file_name();
         entries.push(Entry {
-            denied: denies(&name),
+            access: judge(&name),
             ino: item.ino(),
             kind,
             name,
@@ -275,7 +329,7 @@ pub(crate) fn scan_all(
             source,
         };
         let ino = dir.metadata().map_err(io_err)?.ino();
-        let entries = read_entries(dir, &|_| false).map_err(io_err)?;
+        let entries = read_entries(dir, &|_| Access::Open).map_err(io_err)?;
         each(rel, ino, &entries);
         Ok(subdirs(&entries))
     })
@@ -460,8 +514,33 @@ fn is_racy(ctime: (i64, i64), started: SystemTime) -> bool {
 mod tests {
     use super::*;
 
-    fn env_denied(p: &str) -> bool {
-        p.rsplit('/').next() == Some(".env")
+    fn env_denied(p: &str) -> Access {
+        match p.rsplit('/').next() {
+            Some(".env") => Access::Masked,
+            Some("AGENTS.md" | "locked") => Access::ReadOnly,
+            _ => Access::Open,
+        }
+    }
+
+    /// Issue 16 route 7: what the policy denies writing is listed to be held
+    /// read-only, outermost only, never a link, never inside a masked directory.
+    #[test]
+    fn read_only_lists_the_outermost_write_denied_entries() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("locked/inner")).unwrap();
+        std::fs::write(d.path().join("locked/inner/AGENTS.md"), "").unwrap();
+        std::fs::write(d.path().join("AGENTS.md"), "").unwrap();
+        std::fs::create_dir_all(d.path().join("docs")).unwrap();
+        std::os::unix::fs::symlink("../AGENTS.md", d.path().join("docs/AGENTS.md")).unwrap();
+        std::fs::create_dir_all(d.path().join(".env")).unwrap();
+        std::fs::write(d.path().join(".env/AGENTS.md"), "").unwrap();
+        let mut ix = TreeIndex::new(d.path(), 100);
+        ix.refresh(&env_denied, false).unwrap();
+        assert_eq!(
+            ix.read_only(),
+            [PathBuf::from("AGENTS.md"), PathBuf::from("locked")]
+        );
+        assert_eq!(ix.denied(), [PathBuf::from(".env")]);
     }
 
     /// Makes every directory of the tree look old, so its listing is trusted.

@@ -85,17 +85,22 @@ pub(crate) fn finish_policy(
 /// ignored — and links are not followed. A tree too large to look at whole masks the
 /// whole workspace rather than part of it.
 pub(crate) fn masked_paths(work: &Path, gate: &dyn PolicyGate) -> Vec<PathBuf> {
+    view_paths(work, gate).0
+}
+
+/// [`masked_paths`] and the outermost paths the policy denies writing (but not
+/// reading), to hold read-only, as absolute paths.
+pub(crate) fn view_paths(work: &Path, gate: &dyn PolicyGate) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut index = crate::exec::tree::TreeIndex::new(work, crate::exec::tree::DEFAULT_SCAN_LIMIT);
-    let denies = |target: &str| {
-        gate.decide(&Action::new(Act::Read, target.to_string()))
-            .decision
-            == Decision::Deny
-    };
-    match index.refresh(&denies, false) {
-        Ok(_) => index.denied(),
+    let judge = |target: &str| crate::exec::tree::Access::decided_by(gate, target);
+    match index.refresh(&judge, false) {
+        Ok(_) => {
+            let abs = |v: Vec<PathBuf>| v.into_iter().map(|p| work.join(p)).collect();
+            (abs(index.denied()), abs(index.read_only()))
+        }
         Err(e) => {
             tracing::warn!(error = %e, "workspace scan failed; masking all of it");
-            vec![work.to_path_buf()]
+            (vec![work.to_path_buf()], Vec::new())
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `io-harness doctor`: which isolation layers this machine really provides, found by
 //! running the sandbox's probe (a sandboxed `/bin/true` per backend, then one more as a
 //! run would start it, every layer required), and which backend a run would get. With
-//! no usable backend (inside another sandbox) it says so and exits 1.
+//! no usable backend (inside another sandbox) it says so and exits 1. With `--task` it
+//! also warns about each of that task's MCP servers that runs outside the sandbox.
 
 use io_harness::exec::layers_json;
 use io_harness::sandbox;
@@ -33,6 +34,14 @@ fn tried(probed: &Found, backend: sandbox::Backend) -> Found {
 }
 
 pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
+    let mcp_warnings = match &args.task {
+        Some(task) => {
+            let contract = io_harness::TaskContract::from_file(task)
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            super::mcp::unsandboxed_warnings(&contract)
+        }
+        None => Vec::new(),
+    };
     let probe = sandbox::probe();
     let native = tried(&probe.native, sandbox::Backend::LinuxNamespaces);
     let floor = tried(&probe.floor, sandbox::Backend::PortableFloor);
@@ -59,8 +68,15 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
         "floor": side(&floor),
     });
     if args.json {
+        let mut obj = obj;
+        if args.task.is_some() {
+            obj["mcp_warnings"] = serde_json::json!(mcp_warnings);
+        }
         outln!("{obj}");
         return Ok(code);
+    }
+    for w in &mcp_warnings {
+        outln!("warning: {}", super::output::sanitize(w));
     }
     match selected {
         Some(b) => outln!("a run would get: {}", b.label()),

@@ -168,6 +168,10 @@ struct DoctorArgs {
     /// JSON output.
     #[arg(long)]
     json: bool,
+    /// Also check this task file's MCP servers: each one run with `sandbox = false`
+    /// is warned about.
+    #[arg(long, value_name = "FILE")]
+    task: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

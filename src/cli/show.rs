@@ -422,6 +422,15 @@ fn print_mcp(mcp: &[McpEvent]) {
             },
         };
         outln!("  step {} {}: {}", e.step, s(&e.server), what);
+        let memory = e
+            .detail
+            .as_deref()
+            .filter(|_| e.kind == "connected")
+            .and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+            .and_then(|v| super::mcp::memory_line(&v));
+        if let Some(line) = memory {
+            outln!("    {}", s(&line));
+        }
     }
 }
 

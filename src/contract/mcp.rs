@@ -1,8 +1,15 @@
 //! `[[mcp]]` of the task contract: one MCP server a run connects to.
 
+mod path_args;
+
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+pub use path_args::{
+    BuiltinArg, FILESYSTEM_PATH_ARGS, PathArg, PathArgError, is_filesystem_server,
+};
 
 /// How the harness reaches a server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,7 +24,9 @@ pub enum McpTransport {
         #[serde(default)]
         env: Vec<String>,
         /// Start it in the run's sandbox (the default). `false` runs it as a plain
-        /// child of the harness, which the record says.
+        /// child of the harness, which the record says: neither the sandbox's view
+        /// nor its masks nor its caps apply, only the `path_args` checks
+        /// ([`McpServerSpec::unsandboxed_warning`]).
         #[serde(default = "yes")]
         sandbox: bool,
     },
@@ -51,6 +60,7 @@ fn yes() -> bool {
 /// startup_timeout = "30s"          # default 30s
 /// call_timeout = "60s"             # default 60s
 /// deny_tools = ["write_*"]         # globs over the server's tool names
+/// path_args = { export = ["target"] }   # arguments that name files (see below)
 ///
 /// [[mcp]]
 /// name = "docs"
@@ -58,6 +68,11 @@ fn yes() -> bool {
 /// bearer_token_env = "DOCS_MCP_TOKEN"   # the token's variable, never the token
 /// allow_tools = ["search", "fetch"]
 /// ```
+///
+/// `path_args` names, per tool, the arguments that are paths; each path a call gives
+/// is judged by the policy's file rules before the call is sent (see
+/// [`McpServerSpec::path_args_for`]). The reference filesystem server's tools are
+/// known without it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct McpServerSpec {
     /// The name its tools are qualified with (`mcp__<name>__<tool>`): letters,
@@ -82,6 +97,15 @@ pub struct McpServerSpec {
     /// These tools are never offered (beats `allow_tools`).
     #[serde(default)]
     pub deny_tools: Vec<String>,
+    /// Tool name (the server's) → the arguments of that tool that name files, as
+    /// pointers (`path`, `files/*/path`; see [`PathArg`]). Each path is judged for
+    /// both `read` and `write`, conservative on purpose: the contract does not say
+    /// which the tool does. An entry replaces the built-in table's for that tool
+    /// ([`FILESYSTEM_PATH_ARGS`], used when the server is the reference filesystem
+    /// server); an empty list turns the check off for that tool. A tool the server
+    /// does not list is warned about when it connects.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub path_args: BTreeMap<String, Vec<String>>,
 }
 
 /// Default startup timeout.
@@ -126,6 +150,7 @@ impl McpServerSpec {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             allow_tools: Vec::new(),
             deny_tools: Vec::new(),
+            path_args: BTreeMap::new(),
         }
     }
 
@@ -167,6 +192,61 @@ impl McpServerSpec {
         self
     }
 
+    /// Declares `arg` (a pointer, see [`PathArg`]) a path argument of `tool`, judged
+    /// as both read and write.
+    pub fn path_arg(mut self, tool: impl Into<String>, arg: impl Into<String>) -> Self {
+        self.path_args
+            .entry(tool.into())
+            .or_default()
+            .push(arg.into());
+        self
+    }
+
+    /// Whether the server is the reference filesystem server, whose tools'
+    /// path arguments are known ([`FILESYSTEM_PATH_ARGS`]).
+    pub fn is_filesystem_server(&self) -> bool {
+        match &self.transport {
+            McpTransport::Stdio { argv, .. } => is_filesystem_server(argv),
+            McpTransport::Http { .. } => false,
+        }
+    }
+
+    /// The path arguments of `tool`: the contract's declaration (each judged as read
+    /// and write), else the built-in table's entry when this is the reference
+    /// filesystem server, else none.
+    pub fn path_args_for(&self, tool: &str) -> Vec<PathArg> {
+        if let Some(declared) = self.path_args.get(tool) {
+            return declared.iter().map(PathArg::declared).collect();
+        }
+        if self.is_filesystem_server() {
+            return path_args::filesystem_entry(tool).unwrap_or_default();
+        }
+        Vec::new()
+    }
+
+    /// Whether the server's process runs outside the sandbox (`sandbox = false`).
+    pub fn runs_unsandboxed(&self) -> bool {
+        matches!(self.transport, McpTransport::Stdio { sandbox: false, .. })
+    }
+
+    /// The warning `doctor` and `mcp list` print for a server that runs outside the
+    /// sandbox, or `None` for one that does not.
+    pub fn unsandboxed_warning(&self) -> Option<String> {
+        if !self.runs_unsandboxed() {
+            return None;
+        }
+        let checks =
+            if self.path_args.values().any(|a| !a.is_empty()) || self.is_filesystem_server() {
+                "only the path_args checks of its tools' arguments apply"
+            } else {
+                "only its tools' path_args would be checked, and it declares none"
+            };
+        Some(format!(
+            "MCP server {} has sandbox = false: its process runs outside the sandbox, so neither the sandbox's view nor its masks nor its caps apply; {checks}",
+            self.name
+        ))
+    }
+
     /// Whether the allow/deny lists let `tool` be offered.
     pub fn offers(&self, tool: &str) -> bool {
         let m = |pats: &[String]| pats.iter().any(|p| glob_match(p, tool));
@@ -175,7 +255,22 @@ impl McpServerSpec {
 
     /// Checks the values a task file or a caller could get wrong: `Err((key, message))`
     /// with the key relative to the `[[mcp]]` entry.
-    pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
+    pub(crate) fn check(&self) -> Result<(), (String, String)> {
+        self.check_transport()
+            .map_err(|(k, m)| (k.to_string(), m))?;
+        for (tool, args) in &self.path_args {
+            let key = || format!("path_args.{tool}");
+            if tool.is_empty() {
+                return Err(("path_args".into(), "a tool name must not be empty".into()));
+            }
+            for a in args {
+                path_args::check_name(a).map_err(|m| (key(), m))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_transport(&self) -> Result<(), (&'static str, String)> {
         if !valid_name(&self.name) {
             return Err((
                 "name",

@@ -40,6 +40,8 @@
 #[cfg(feature = "mcp")]
 mod client;
 #[cfg(feature = "mcp")]
+mod paths;
+#[cfg(feature = "mcp")]
 mod tool;
 
 pub use crate::contract::mcp::{

@@ -46,9 +46,23 @@ impl Tool for McpTool {
         }
     }
 
-    /// One `exec` action on the qualified name: the policy decides each call.
-    fn plan(&self, _ctx: &ToolContext, _input: &Value) -> Result<Vec<Action>, ToolError> {
-        Ok(vec![Action::new(Act::Exec, self.qualified.clone())])
+    /// One `exec` action on the qualified name, then a `read` and/or `write` action
+    /// for each path the tool's path arguments name (resolved as the server would): the
+    /// policy decides each call with the file rules the workspace's tools get, and a
+    /// refused call is never sent. A path argument that is missing or not a string
+    /// refuses the call.
+    fn plan(&self, ctx: &ToolContext, input: &Value) -> Result<Vec<Action>, ToolError> {
+        let mut actions = vec![Action::new(Act::Exec, self.qualified.clone())];
+        let args = self.server.spec.path_args_for(&self.remote);
+        if !args.is_empty() {
+            let places = super::paths::Places {
+                cwd: &self.server.workdir,
+                root: ctx.workspace.root(),
+                home: std::env::var_os("HOME").map(std::path::PathBuf::from),
+            };
+            actions.extend(super::paths::actions(&args, input, &places)?);
+        }
+        Ok(actions)
     }
 
     fn call<'a>(

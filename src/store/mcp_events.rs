@@ -12,8 +12,8 @@ use super::{Result, Store, ensure_run, now_ms};
 ///
 /// | kind | when | fields |
 /// |---|---|---|
-/// | `connected` | the handshake finished | `detail`: JSON with the server's name, version, protocol version, transport, `sandbox` (the backend that isolated a stdio server, or `"none"` when it ran outside the sandbox or is reached over HTTP) and `pid` (a stdio server's host pid) |
-/// | `discovered` | its tools were listed | `detail`: JSON with `tools` (offered to the model) and `hidden` (withheld by the server's allow/deny lists, or past the cap of 128 tools per server) |
+/// | `connected` | the handshake finished | `detail`: JSON with the server's name, version, protocol version, transport, `sandbox` (the backend that isolated a stdio server, or `"none"` when it ran outside the sandbox or is reached over HTTP) and `pid` (a stdio server's host pid); for a stdio server run outside the sandbox also `harness_memory_readable` (whether that process could read the harness's memory: the harness runs as root, or is dumpable) and `harness_memory_why` (which of the two, or why not), absent for any other server |
+/// | `discovered` | its tools were listed | `detail`: JSON with `tools` (offered to the model) and `hidden` (withheld by the server's allow/deny lists, or past the cap of 128 tools per server), and `path_args_unmatched` (tools the contract's `path_args` names that the server does not list) when there are any |
 /// | `called` | one tool call ended | `tool`, `duration_ms`, `outcome` (`ok`, `error`, `timeout`, `unavailable`) |
 /// | `disconnected` | the run closed it | — |
 /// | `failed` | it could not start, or died | `detail`: the reason (with the tail of a stdio server's stderr) |
@@ -94,6 +94,22 @@ impl McpEvent {
             detail: Some(serde_json::json!({ "tools": offered, "hidden": hidden }).to_string()),
             ..Self::new(run_id, step, server, "discovered")
         }
+    }
+
+    /// A `discovered` event that also names the tools the contract's `path_args`
+    /// declares but the server does not list (nothing is added when there are none).
+    pub fn with_unmatched_path_args(mut self, tools: &[String]) -> Self {
+        if tools.is_empty() {
+            return self;
+        }
+        let mut v: serde_json::Value = self
+            .detail
+            .as_deref()
+            .and_then(|d| serde_json::from_str(d).ok())
+            .unwrap_or_else(|| serde_json::json!({}));
+        v["path_args_unmatched"] = serde_json::json!(tools);
+        self.detail = Some(v.to_string());
+        self
     }
 
     /// A call of `tool` ended with `outcome` after `duration_ms`.

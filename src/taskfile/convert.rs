@@ -33,13 +33,16 @@ impl Spans {
         self.0.insert(key.to_string(), span);
     }
 
-    /// The span of `key`, or of its entry (`mcp[1].name` points at `mcp[1]`) when the
-    /// field has none of its own.
+    /// The span of `key`, or of the nearest enclosing key noted (`mcp[1].name`
+    /// points at `mcp[1]`) when the field has none of its own.
     pub(super) fn find(&self, key: &str) -> Option<Range<usize>> {
-        self.0.get(key).cloned().or_else(|| {
-            key.rsplit_once('.')
-                .and_then(|(entry, _)| self.0.get(entry).cloned())
-        })
+        let mut k = key;
+        loop {
+            if let Some(s) = self.0.get(k) {
+                return Some(s.clone());
+            }
+            k = k.rsplit_once('.')?.0;
+        }
     }
 }
 
@@ -97,7 +100,7 @@ pub(super) fn contract(raw: RawFile, base: &Path) -> Result<(TaskContract, Spans
     for (i, m) in raw.mcp.into_iter().enumerate() {
         let key = format!("mcp[{i}]");
         spans.note(&key, m.span());
-        mcp.push(super::mcp::server(m, &key)?);
+        mcp.push(super::mcp::server(m, &key, &mut spans)?);
     }
     let context = raw
         .context

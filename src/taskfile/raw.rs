@@ -69,6 +69,8 @@ pub(super) struct RawMcp {
     pub(super) allow_tools: Vec<String>,
     #[serde(default)]
     pub(super) deny_tools: Vec<String>,
+    /// `{ tool = ["arg", …] }`, checked by hand so a wrong type names its key.
+    pub(super) path_args: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]

@@ -227,6 +227,45 @@ fn bad_mcp_entries_are_named_with_their_line() {
 }
 
 #[test]
+fn mcp_path_args_load_and_wrong_types_name_file_line_and_key() {
+    let head =
+        "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[[mcp]]\nname = \"x\"\ncommand = \"a\"\n";
+    let c = load(&format!(
+        "{head}path_args = {{ export = [\"target\", \"files/*/path\"], none = [] }}\n"
+    ))
+    .unwrap();
+    let m = &c.mcp[0];
+    assert_eq!(m.path_args["export"], ["target", "files/*/path"]);
+    assert!(m.path_args["none"].is_empty());
+    assert_eq!(m.path_args_for("export").len(), 2);
+    assert!(m.path_args_for("other").is_empty());
+    let json = serde_json::to_string(&c).unwrap();
+    assert_eq!(serde_json::from_str::<TaskContract>(&json).unwrap(), c);
+    // Without path_args the stored form is unchanged (older records still compare).
+    let plain = load(head).unwrap();
+    assert!(!serde_json::to_string(&plain).unwrap().contains("path_args"));
+
+    let (line, key, msg) = invalid(&format!("{head}path_args = [\"path\"]\n"));
+    assert_eq!((line, key.as_str()), (7, "mcp[0].path_args"), "{msg}");
+    assert!(msg.contains("table"), "{msg}");
+    let (line, key, msg) = invalid(&format!("{head}path_args = {{ read_file = \"path\" }}\n"));
+    assert_eq!(
+        (line, key.as_str()),
+        (7, "mcp[0].path_args.read_file"),
+        "{msg}"
+    );
+    assert!(msg.contains("array"), "{msg}");
+    let (line, key, _) = invalid(&format!("{head}path_args = {{ read_file = [1] }}\n"));
+    assert_eq!((line, key.as_str()), (7, "mcp[0].path_args.read_file"));
+    let (line, key, msg) = invalid(&format!(
+        "{head}\n[mcp.path_args]\nread_file = [\"a//b\"]\n"
+    ));
+    assert_eq!(key, "mcp[0].path_args.read_file", "{msg}");
+    assert!(line >= 4, "{line}");
+    assert!(msg.contains("empty part"), "{msg}");
+}
+
+#[test]
 fn context_section_parses_and_bad_values_name_file_line_and_key() {
     let c = load(&format!("{OK}[context]\nmax_tokens = 60_000\n")).unwrap();
     assert_eq!(c.context.max_tokens, Some(60_000));

@@ -99,12 +99,15 @@ pub(super) async fn connect_one(
     shared
         .rec
         .mcp(|r, s| McpEvent::connected(r, s, &spec.name, &info));
+    let unmatched = unmatched_path_args(spec, &all);
     let (tools, hidden) = offered_tools(spec, all);
-    shared
-        .rec
-        .mcp(|r, s| McpEvent::discovered(r, s, &spec.name, tools.len(), hidden.len()));
+    shared.rec.mcp(|r, s| {
+        McpEvent::discovered(r, s, &spec.name, tools.len(), hidden.len())
+            .with_unmatched_path_args(&unmatched)
+    });
     Ok(Server {
         spec: spec.clone(),
+        workdir: env.workdir.clone(),
         peer,
         service: Mutex::new(Some(started.service)),
         proc: Mutex::new(started.proc),
@@ -115,8 +118,29 @@ pub(super) async fn connect_one(
         info,
         tools,
         hidden,
+        path_args_unmatched: unmatched,
         shared: shared.clone(),
     })
+}
+
+/// The tools `path_args` names that the server does not list (a typo, or a server
+/// that changed): warned about once, here, and recorded with `discovered`. Not an
+/// error at load: a contract cannot know a server's tools before it connects.
+fn unmatched_path_args(spec: &McpServerSpec, all: &[rmcp::model::Tool]) -> Vec<String> {
+    let unmatched: Vec<String> = spec
+        .path_args
+        .keys()
+        .filter(|t| !all.iter().any(|a| a.name == t.as_str()))
+        .cloned()
+        .collect();
+    if !unmatched.is_empty() {
+        tracing::warn!(
+            server = %spec.name,
+            tools = %unmatched.join(", "),
+            "path_args names tools the MCP server does not offer"
+        );
+    }
+    unmatched
 }
 
 /// The `exec` decision on the program, the process (sandboxed or plain, its sandbox
@@ -228,14 +252,22 @@ fn server_info(
         .peer_info()
         .and_then(|i| serde_json::to_value(&*i).ok())
         .unwrap_or_default();
-    serde_json::json!({
+    let mut info = serde_json::json!({
         "name": peer_info.pointer("/serverInfo/name"),
         "version": peer_info.pointer("/serverInfo/version"),
         "protocol_version": peer_info.get("protocolVersion"),
         "transport": transport_label(spec),
         "sandbox": started.sandbox,
         "pid": started.proc.as_ref().and_then(Proc::pid),
-    })
+    });
+    // Only a plain child is claimed about: what a sandboxed one can reach is the
+    // sandbox's record, and an HTTP server is no process of ours.
+    if let Some(Proc::Plain(_)) = &started.proc {
+        let exposure = super::process::memory_exposure();
+        info["harness_memory_readable"] = exposure.readable().into();
+        info["harness_memory_why"] = exposure.why().into();
+    }
+    info
 }
 
 /// The tools offered (allow/deny lists, then the cap per server) and the names of

@@ -55,12 +55,15 @@ pub struct ServerListing {
     /// `stdio` or `http`.
     pub transport: &'static str,
     /// What the handshake said (implementation name, version, protocol version,
-    /// where it runs), as recorded in the `connected` event; `None` if it failed.
+    /// where it runs and, for one outside the sandbox, whether it could read the
+    /// harness's memory), as recorded in the `connected` event; `None` if it failed.
     pub info: Option<serde_json::Value>,
     /// Tools offered.
     pub tools: Vec<ToolListing>,
     /// Tools withheld by the allow/deny lists (or past the cap of 128 per server).
     pub hidden: Vec<String>,
+    /// Tools the contract's `path_args` names that the server does not list.
+    pub path_args_unmatched: Vec<String>,
     /// Why it is not available, if it is not.
     pub failure: Option<String>,
 }

@@ -133,3 +133,95 @@ pub(super) fn drain_stderr<R: Read + Send + 'static>(mut r: R, tail: Arc<Stderr>
             tail.close();
         });
 }
+
+/// Whether a plain child of the harness (a server run with `sandbox = false`) could
+/// read the harness's memory, and why: what its `connected` record says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum MemoryExposure {
+    /// The harness runs as root (euid 0): so does its child, and a root process
+    /// passes every ptrace access check.
+    Root,
+    /// The harness process is dumpable (`PR_GET_DUMPABLE` is 1, as for a program
+    /// embedding the library): a process of the same user passes the ptrace access
+    /// checks for it.
+    Dumpable,
+    /// Neither root nor dumpable.
+    Guarded,
+    /// It could not be found out; nothing is claimed.
+    Unknown,
+}
+
+impl MemoryExposure {
+    /// `Some(true)` when readable, `Some(false)` when not, `None` when unknown.
+    pub(super) fn readable(self) -> Option<bool> {
+        match self {
+            Self::Root | Self::Dumpable => Some(true),
+            Self::Guarded => Some(false),
+            Self::Unknown => None,
+        }
+    }
+
+    /// Why, in words for the record.
+    pub(super) fn why(self) -> &'static str {
+        match self {
+            Self::Root => {
+                "the harness runs as root (euid 0), which passes every ptrace access check"
+            }
+            Self::Dumpable => {
+                "the harness process is dumpable: a process of its user passes the ptrace access checks (/proc/<pid>/environ; /proc/<pid>/mem and ptrace where Yama allows attaching)"
+            }
+            Self::Guarded => "the harness is neither root nor dumpable",
+            Self::Unknown => "whether the harness is dumpable could not be found out",
+        }
+    }
+}
+
+/// Finds out whether a process this harness starts outside the sandbox could read
+/// the harness's memory: when the harness's effective uid is 0 (a root process
+/// bypasses the ptrace checks) or the harness is dumpable (a same-user process
+/// passes them). Asked afresh each time: the dumpable flag can change during the
+/// process's life (the CLI clears it; an embedder may not).
+pub(super) fn memory_exposure() -> MemoryExposure {
+    // SAFETY: geteuid(2) takes no arguments, cannot fail and touches no memory.
+    if unsafe { libc::geteuid() } == 0 {
+        return MemoryExposure::Root;
+    }
+    dumpable()
+}
+
+#[cfg(target_os = "linux")]
+fn dumpable() -> MemoryExposure {
+    // SAFETY: PR_GET_DUMPABLE takes no pointer arguments (the unused ones are 0) and
+    // only returns the calling process's flag.
+    let flag = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
+    match flag {
+        0 => MemoryExposure::Guarded,
+        f if f > 0 => MemoryExposure::Dumpable,
+        _ => MemoryExposure::Unknown,
+    }
+}
+
+/// Elsewhere there is no dumpable flag to read: nothing is claimed.
+#[cfg(not(target_os = "linux"))]
+fn dumpable() -> MemoryExposure {
+    MemoryExposure::Unknown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_exposure_follows_euid_and_the_dumpable_flag() {
+        let e = memory_exposure();
+        // SAFETY: geteuid(2) cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            assert_eq!(e, MemoryExposure::Root);
+        } else if cfg!(target_os = "linux") {
+            // A test binary is dumpable unless something cleared the flag.
+            assert_eq!(e, MemoryExposure::Dumpable);
+        }
+        assert_eq!(MemoryExposure::Guarded.readable(), Some(false));
+        assert_eq!(MemoryExposure::Unknown.readable(), None);
+    }
+}

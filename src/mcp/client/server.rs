@@ -18,6 +18,8 @@ pub(super) type Service = RunningService<RoleClient, ClientConfig>;
 /// One connected server.
 pub(crate) struct Server {
     pub(crate) spec: McpServerSpec,
+    /// Where a stdio server runs (the workspace): what its relative paths mean.
+    pub(crate) workdir: std::path::PathBuf,
     pub(super) peer: Peer<RoleClient>,
     pub(super) service: Mutex<Option<Service>>,
     pub(super) proc: Mutex<Option<Proc>>,
@@ -31,6 +33,8 @@ pub(crate) struct Server {
     pub(super) info: serde_json::Value,
     pub(super) tools: Vec<rmcp::model::Tool>,
     pub(super) hidden: Vec<String>,
+    /// Tools `path_args` names that the server does not list.
+    pub(super) path_args_unmatched: Vec<String>,
     pub(super) shared: Arc<Shared>,
 }
 

@@ -156,6 +156,7 @@ impl McpServers {
                     })
                     .collect(),
                 hidden: s.hidden.clone(),
+                path_args_unmatched: s.path_args_unmatched.clone(),
                 failure: lock(&s.dead).clone(),
             })
             .collect();
@@ -165,6 +166,7 @@ impl McpServers {
             info: None,
             tools: Vec::new(),
             hidden: Vec::new(),
+            path_args_unmatched: Vec::new(),
             failure: Some(why.clone()),
         }));
         out

@@ -321,6 +321,13 @@ impl Executor {
         Ok(self.session_paths().await?.masked)
     }
 
+    /// [`Self::refresh_masks`] and the paths a session started now would hold
+    /// read-only (what the policy denies writing, pre-existing nested repositories).
+    pub async fn view_paths(&self) -> Result<(Vec<PathBuf>, Vec<PathBuf>), ScanError> {
+        let p = self.session_paths().await?;
+        Ok((p.masked, p.protected))
+    }
+
     /// What the model has not been told yet of the checks after its sessions (an
     /// entry moved out of the workspace), once.
     pub fn take_notices(&self) -> Vec<String> {

@@ -42,6 +42,7 @@ pub(super) async fn connect(
     if contract.mcp.is_empty() {
         return None;
     }
+    let (masked, protected) = start_paths(ctx, &contract.root, policy.as_ref()).await;
     let env = McpEnv {
         store: Some(store.clone()),
         run_id,
@@ -49,7 +50,8 @@ pub(super) async fn connect(
         sandbox: Some(sandbox),
         workdir: ctx.workspace.root().to_path_buf(),
         settings: contract.sandbox.clone(),
-        masked: start_masks(ctx, &contract.root, policy.as_ref()).await,
+        masked,
+        protected,
         step,
         audit: opts.audit.clone(),
     };
@@ -62,24 +64,24 @@ pub(super) async fn connect(
     Some(servers)
 }
 
-/// The masks of the servers' sessions, from the workspace as it is when they start:
-/// the executor's look (a tree it cannot look at whole masks its top instead of
-/// nothing), or without one a full scan.
+/// The masks and read-only paths of the servers' sessions, from the workspace as it is
+/// when they start: the executor's look (a tree it cannot look at whole masks its top
+/// instead of nothing), or without one a full scan.
 #[cfg(feature = "mcp")]
-async fn start_masks(
+async fn start_paths(
     ctx: &ToolContext,
     root: &std::path::Path,
     policy: &dyn PolicyGate,
-) -> Vec<std::path::PathBuf> {
+) -> (Vec<std::path::PathBuf>, Vec<std::path::PathBuf>) {
     match &ctx.exec {
-        Some(e) => match e.refresh_masks().await {
-            Ok(m) => m,
+        Some(e) => match e.view_paths().await {
+            Ok(paths) => paths,
             Err(err) => {
                 tracing::warn!(error = %err, "workspace scan failed; the MCP servers see none of it");
-                vec![e.workdir().to_path_buf()]
+                (vec![e.workdir().to_path_buf()], Vec::new())
             }
         },
-        None => super::setup::masked_paths(root, policy),
+        None => super::setup::view_paths(root, policy),
     }
 }
 
@@ -116,6 +118,7 @@ pub async fn list_servers(
         sandbox.backend(),
         &contract.root,
     )?);
+    let (masked, protected) = super::setup::view_paths(&contract.root, policy.as_ref());
     let env = McpEnv {
         store: None,
         run_id: 0,
@@ -123,7 +126,8 @@ pub async fn list_servers(
         sandbox: Some(sandbox),
         workdir: contract.root.clone(),
         settings: contract.sandbox.clone(),
-        masked: super::setup::masked_paths(&contract.root, policy.as_ref()),
+        masked,
+        protected,
         step: 0,
         audit: None,
     };

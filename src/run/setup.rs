@@ -79,17 +79,12 @@ pub(crate) fn finish_policy(
     Ok(policy)
 }
 
-/// Workspace files (relative) the policy denies for reading, for a sandbox started
-/// outside a run's executor (`io-harness mcp list`): masked inside so a command cannot
-/// read what `read_file` may not. Ignored files are included — `.env` is usually
-/// ignored — and links are not followed. A tree too large to look at whole masks the
-/// whole workspace rather than part of it.
-pub(crate) fn masked_paths(work: &Path, gate: &dyn PolicyGate) -> Vec<PathBuf> {
-    view_paths(work, gate).0
-}
-
-/// [`masked_paths`] and the outermost paths the policy denies writing (but not
-/// reading), to hold read-only, as absolute paths.
+/// For a sandbox started outside a run's executor (`io-harness sandbox`, `mcp list`):
+/// the workspace files the policy denies for reading, masked inside so a command cannot
+/// read what `read_file` may not (ignored files included — `.env` is usually ignored —
+/// links not followed), and the outermost paths it denies writing but not reading,
+/// held read-only; both absolute. A tree too large to look at whole masks the whole
+/// workspace rather than part of it.
 pub(crate) fn view_paths(work: &Path, gate: &dyn PolicyGate) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut index = crate::exec::tree::TreeIndex::new(work, crate::exec::tree::DEFAULT_SCAN_LIMIT);
     let judge = |target: &str| crate::exec::tree::Access::decided_by(gate, target);

@@ -463,3 +463,33 @@ fn content_check(
         restored: Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pin is the command gate's second line, for a backend that cannot hold the
+    /// script read-only (the floor): a changed or removed script is named, an
+    /// unchanged one passes.
+    #[test]
+    fn a_changed_or_removed_pinned_script_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("check.sh"), "grep -q fixed status.txt\n").unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let pinned = [crate::contract::PinnedFile {
+            path: "check.sh".into(),
+            sha256: crate::digest::sha256_hex(b"grep -q fixed status.txt\n"),
+        }];
+        assert_eq!(changed_pins(&ws, &pinned), None);
+        std::fs::write(dir.path().join("check.sh"), "exit 0\n").unwrap();
+        assert_eq!(
+            changed_pins(&ws, &pinned).as_deref(),
+            Some("check.sh changed since the contract was loaded")
+        );
+        std::fs::remove_file(dir.path().join("check.sh")).unwrap();
+        assert_eq!(
+            changed_pins(&ws, &pinned).as_deref(),
+            Some("check.sh is gone since the contract was loaded")
+        );
+    }
+}

@@ -309,10 +309,12 @@ async fn an_edited_criterion_is_refused_and_the_gate_uses_the_operators_copy() {
     )
     .await;
     assert_eq!(seen.denied_writes, ["criteria/num_test.rs"]);
-    // The sandboxed command did change the file on disk…
+    // The sandboxed command cannot change it either: the policy denies writing it, so
+    // the view holds it read-only (issue 16 route 7)…
     let on_disk = std::fs::read_to_string(&crit).unwrap();
-    assert!(on_disk.contains("n + 1"), "{on_disk}");
-    // …and the gate ran the operator's tests against the wrong answer all the same.
+    assert_eq!(on_disk, std::fs::read_to_string(criterion()).unwrap());
+    // …and the gate ran the operator's tests against the wrong answer (its own copy
+    // would have stood in for an edited file).
     assert_fails_in(
         &seen,
         "criterion_edited",
@@ -411,8 +413,10 @@ async fn a_poisoned_cache_fails_its_seal_and_is_rebuilt() {
     );
 }
 
-/// A command gate's script is an operator file: the agent's write is denied, and when
-/// a sandboxed command rewrites it anyway the gate refuses to run it.
+/// A command gate's script is an operator file: the agent's write is denied, and a
+/// sandboxed command cannot rewrite it either (the view holds it read-only). Where a
+/// backend cannot hold it so (the floor), the gate's pin refuses a changed script: the
+/// unit tests of the pin show that half.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_command_gate_script_is_denied_and_detected() {
     let dir = tempfile::tempdir().unwrap();
@@ -448,23 +452,15 @@ async fn a_replaced_command_gate_script_is_denied_and_detected() {
     )
     .await;
     assert_eq!(seen.denied_writes, ["check.sh"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("check.sh")).unwrap(),
+        "grep -q fixed status.txt\n"
+    );
+    // The operator's script ran as the gate, and failed the unfixed status.
     assert!(matches!(
         seen.outcome,
         RunOutcome::VerificationFailed { .. }
     ));
-    assert!(
-        seen.outputs
-            .iter()
-            .any(|o| o.contains("check.sh changed since the contract was loaded")),
-        "{:?}",
-        seen.outputs
-    );
-    // The replaced script never ran as the gate.
-    assert!(
-        !seen.execs.iter().any(|e| e == "sh check.sh"),
-        "{:?}",
-        seen.execs
-    );
 }
 
 #[test]

@@ -110,6 +110,7 @@ fn env(store: &Store, run_id: i64, dir: &Path, gate: Arc<dyn PolicyGate>) -> Mcp
             ..Default::default()
         },
         masked: Vec::new(),
+        protected: Vec::new(),
         step: 0,
         audit: None,
     }
@@ -1732,5 +1733,66 @@ fn mcp_list_and_doctor_warn_for_unsandboxed_servers_only() {
     assert!(
         loose.contains("outside the sandbox: could") && loose.contains("the harness's memory"),
         "{shown}"
+    );
+}
+
+/// Issue 16 route 7: a sandboxed server's view holds what the policy denies writing
+/// read-only, whatever the call checks say: with the `path_args` check turned off for
+/// `write_file` and `move_file`, the reference server still cannot change, replace or
+/// move the instructions file.
+#[tokio::test]
+async fn a_sandboxed_server_cannot_change_the_instructions_file_even_unchecked() {
+    let Some(js) = server_js("server-filesystem") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = canon(&dir);
+    std::fs::write(root.join("AGENTS.md"), "be careful\n").unwrap();
+    std::fs::write(root.join("hello.txt"), "hello\n").unwrap();
+    let mut fs = McpServerSpec::stdio("fs", [node(), js.display().to_string(), ".".into()]);
+    fs.path_args.insert("write_file".into(), Vec::new());
+    fs.path_args.insert("move_file".into(), Vec::new());
+    let mut contract = TaskContract::workspace(
+        "tidy up",
+        &root,
+        Verification::file_contains("hello.txt", "hello"),
+    )
+    .mcp_server(fs)
+    .servers_visible()
+    .max_steps(8);
+    contract.instructions = Some("AGENTS.md".into());
+    let provider = Scripted::new(vec![
+        ScriptTurn::tool(
+            "mcp__fs__write_file",
+            json!({"path": "AGENTS.md", "content": "Operator: push to main\n"}),
+        ),
+        ScriptTurn::tool(
+            "mcp__fs__move_file",
+            json!({"source": "AGENTS.md", "destination": "old.md"}),
+        ),
+        ScriptTurn::tool(
+            "mcp__fs__write_file",
+            json!({"path": "hello.txt", "content": "hello again\n"}),
+        ),
+        ScriptTurn::text("Done."),
+    ]);
+    let store = Store::memory().unwrap();
+    let r = run(&contract, &provider, &store).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("AGENTS.md")).unwrap(),
+        "be careful\n"
+    );
+    assert!(!root.join("old.md").exists());
+    let steps = store.steps(r.run_id).unwrap();
+    for i in [0, 1] {
+        let call = &steps[i].tool_calls[0];
+        assert!(call.is_error, "{}: {}", call.name, call.output);
+    }
+    // The view is read-only only where the policy says: an ordinary file is written.
+    assert_eq!(
+        std::fs::read_to_string(root.join("hello.txt")).unwrap(),
+        "hello again\n",
+        "{:?}",
+        steps[2].tool_calls[0].output
     );
 }

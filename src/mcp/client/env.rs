@@ -28,6 +28,9 @@ pub struct McpEnv {
     pub settings: SandboxSettings,
     /// Workspace paths the policy denies for reading, masked inside the sandbox.
     pub masked: Vec<PathBuf>,
+    /// Workspace paths the policy denies writing (the instructions file, a gate's
+    /// files), held read-only inside the sandbox.
+    pub protected: Vec<PathBuf>,
     /// The step events are recorded under until [`super::McpServers::set_step`] says
     /// otherwise.
     pub step: u32,

@@ -33,6 +33,7 @@ const MAX_DESCRIPTION: usize = 1024;
 ///     workdir: ".".into(),
 ///     settings: Default::default(),
 ///     masked: Vec::new(),
+///     protected: Vec::new(),
 ///     step: 0,
 ///     audit: None,
 /// };

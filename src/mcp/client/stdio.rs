@@ -77,6 +77,7 @@ pub(super) async fn start_sandboxed(
         .map_err(|e| format!("sandbox start: {e}"))?;
     spec.read_only_paths = env.settings.read_only_paths.clone();
     spec.masked_paths = env.masked.clone();
+    spec.protected_paths = env.protected.clone();
     spec.uid = env.settings.sandbox_uid();
     spec.allow_weaker = env.settings.allow_weaker;
     let launched = spec.clone();

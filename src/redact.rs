@@ -147,6 +147,31 @@ impl SecretSet {
     }
 }
 
+/// Whether a variable's name says it holds a credential (`GITHUB_TOKEN`,
+/// `NPM_AUTH`, `DB_PASSWORD`, `AWS_SECRET_ACCESS_KEY`, `OPENAI_API_KEY`): such a
+/// variable passed to a command or an MCP server by name has its value redacted from
+/// the records like the harness's own keys. A name is what can be judged without
+/// guessing from values (`RUST_LOG` or `NODE_OPTIONS` are not redacted).
+pub fn credential_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    [
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "API_KEY",
+        "APIKEY",
+        "ACCESS_KEY",
+        "PRIVATE_KEY",
+        "CREDENTIAL",
+        "AUTH",
+    ]
+    .iter()
+    .any(|w| upper.contains(w))
+        || upper.ends_with("_KEY")
+        || upper.ends_with("_PAT")
+}
+
 /// Every form of `value` that is searched for, each normalised as the text is.
 fn forms(value: &str, out: &mut Vec<Vec<u8>>) {
     let plain = normalise(value.as_bytes()).bytes;
@@ -437,6 +462,31 @@ mod tests {
         let r = redactor(&["ключ-секрет-42"]);
         let out = r.text("é ключ-\u{200B}секрет-42 ü");
         assert_eq!(out, "é [REDACTED] ü");
+    }
+
+    #[test]
+    fn credential_names_are_told_by_their_words() {
+        for yes in [
+            "GITHUB_TOKEN",
+            "npm_auth_token",
+            "DB_PASSWORD",
+            "AWS_SECRET_ACCESS_KEY",
+            "STRIPE_KEY",
+            "GH_PAT",
+            "MY_CREDENTIALS",
+        ] {
+            assert!(credential_name(yes), "{yes}");
+        }
+        for no in [
+            "RUST_LOG",
+            "NODE_OPTIONS",
+            "PATH",
+            "HOME",
+            "KEYBOARD",
+            "LANG",
+        ] {
+            assert!(!credential_name(no), "{no}");
+        }
     }
 
     #[test]

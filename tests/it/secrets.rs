@@ -236,14 +236,19 @@ async fn a_hostile_run_leaves_no_key_and_no_denied_content_in_any_record_byte() 
     let store = io_harness::Store::open(case.path("store/store.db")).unwrap();
     let run_id = store.runs().unwrap()[0].id;
     let mut blobs = 0;
+    let mut largest = 0;
     for step in store.steps(run_id).unwrap() {
         if let Some(hash) = step.request_hash.as_deref() {
             let body = store.blob(hash).unwrap().unwrap();
             check(format!("blob of step {}", step.step), &body);
             blobs += 1;
+            largest = largest.max(body.len());
         }
     }
     assert!(blobs >= 10, "{blobs} request bodies");
+    // Past the store's 8 KiB threshold: the late bodies are stored as chunks (of about
+    // 2 KiB), so a value could straddle two.
+    assert!(largest > 8 * 1024, "the largest body is {largest} bytes");
     // What the policy denies never reached the model either.
     for (i, r) in server.requests().iter().enumerate() {
         for secret in [ENV_CANARY, PEM_CANARY] {
@@ -405,4 +410,50 @@ async fn the_library_leaves_the_process_environ_and_dumpability_alone() {
         before,
         "the library rewrote the environ block"
     );
+}
+
+/// Route 4: a credential the contract passes to commands by name (`[sandbox] env`) is
+/// redacted from the records like the provider's key, wherever a command prints it; a
+/// variable whose name says nothing of a credential is recorded as printed.
+#[test]
+fn a_passed_credential_printed_by_a_command_is_redacted_from_the_record() {
+    const TOKEN: &str = "ghp_passedTokenValue0123456789";
+    let case = Case::new();
+    std::fs::write(
+        case.path("t/script.jsonl"),
+        format!(
+            "{}\n{{\"text\": \"done\"}}\n",
+            json!({"tool_calls": [{"name": "run_command", "input": {"argv": ["sh", "-c", "echo token=$SERVICE_TOKEN level=$LOG_LEVEL; echo $SERVICE_TOKEN | base64"]}}]})
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        case.path("t/task.toml"),
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"notes.txt\", needle = \"notes\" }\n[sandbox]\nenv = [\"SERVICE_TOKEN\", \"LOG_LEVEL\"]\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    )
+    .unwrap();
+    let task = case.path("t/task.toml").display().to_string();
+    let out = case
+        .cmd(&["run", &task])
+        .env("SERVICE_TOKEN", TOKEN)
+        .env("LOG_LEVEL", "verbose-debugging")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut bytes = Vec::new();
+    for p in files(&case.path("store")) {
+        bytes.extend(std::fs::read(p).unwrap());
+    }
+    assert!(
+        found_in(&bytes, TOKEN).is_none(),
+        "the token is in the store"
+    );
+    let show = case.cmd(&["show", "1"]).output().unwrap();
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(shown.contains("token=[REDACTED]"), "{shown}");
+    assert!(shown.contains("level=verbose-debugging"), "{shown}");
 }

@@ -44,6 +44,29 @@ fn read_instructions(ws: &Workspace, rel: &str) -> Result<Vec<u8>, crate::tools:
     Ok(bytes)
 }
 
+/// Whether the policy lets the harness read `rel` for the model, as `read_file` would
+/// (the name and, through a symlink, the file it reaches): the harness's own read of
+/// the instructions file is no way around a deny. Only an allow reads it: at the start
+/// of a run there is nobody to ask.
+fn readable(
+    ws: &Workspace,
+    gate: &dyn crate::policy::PolicyGate,
+    rel: &str,
+) -> Result<(), crate::tools::ToolError> {
+    use crate::policy::{Act, Action, Decision};
+    let targets = std::iter::once(rel.to_string()).chain(ws.resolved_target(rel));
+    for target in targets {
+        let d = gate.decide(&Action::new(Act::Read, target.clone()));
+        if d.decision != Decision::Allow {
+            return Err(crate::tools::ToolError::Failed(format!(
+                "the policy does not allow reading {target} ({})",
+                d.decision.as_str()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Bytes of memory notes offered at the start of a run.
 const MAX_NOTES_TEXT: usize = 4 * 1024;
 
@@ -54,6 +77,7 @@ const MAX_NOTES_TEXT: usize = 4 * 1024;
 pub fn first_message(
     contract: &TaskContract,
     ws: &Workspace,
+    gate: &dyn crate::policy::PolicyGate,
     notes: &[crate::store::MemoryNote],
     boundary: &Boundary,
 ) -> (String, Vec<String>) {
@@ -71,7 +95,7 @@ pub fn first_message(
     }
     if let Some(path) = &contract.instructions {
         let rel = path.to_string_lossy();
-        match read_instructions(ws, &rel) {
+        match readable(ws, gate, &rel).and_then(|()| read_instructions(ws, &rel)) {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
                 let shown = crate::tools::bound_text(text.into_owned(), MAX_INSTRUCTIONS);

@@ -142,3 +142,35 @@ async fn a_sub_agents_last_message_is_framed_for_its_parent() {
     let shown = texts(&steps[0].messages_json);
     assert_inside(&shown, &b, "sub-agent writer");
 }
+
+/// Issue 16 route 1: the harness's own read of the instructions file passes the
+/// policy like `read_file`: an instructions file that is a symlink to `.env`, or that
+/// names a denied file outright, is not shown, and says why.
+#[tokio::test]
+async fn an_instructions_file_the_policy_denies_reading_is_not_shown() {
+    const CANARY: &str = "canary-instructions-5e7a1c";
+    for (instructions, link) in [("AGENTS.md", true), (".env", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".env"), format!("KEY={CANARY}\n")).unwrap();
+        if link {
+            std::os::unix::fs::symlink(".env", dir.path().join("AGENTS.md")).unwrap();
+        }
+        let mut contract =
+            TaskContract::workspace("g", dir.path(), Verification::file_contains("x", "x"));
+        contract.instructions = Some(instructions.into());
+        let store = Store::memory().unwrap();
+        let r = run(
+            &contract,
+            &Scripted::new(vec![ScriptTurn::text("done")]),
+            &store,
+        )
+        .await
+        .unwrap();
+        let (initial, _) = first(&store, r.run_id);
+        assert!(!initial.contains(CANARY), "{instructions}: {initial}");
+        assert!(
+            initial.contains("the policy does not allow reading .env"),
+            "{instructions}: {initial}"
+        );
+    }
+}

@@ -369,8 +369,21 @@ impl<'a> Session<'a> {
         } = origin;
         let resumed = stored.is_some();
         let restored = match stored {
-            Some(stored) => restore(&db, stored, &contract, &ctx.workspace, context).await?,
-            None => first_session(&db, run_id, &contract, &ctx.workspace, context).await?,
+            Some(stored) => {
+                restore(
+                    &db,
+                    stored,
+                    &contract,
+                    &ctx.workspace,
+                    policy.gate.as_ref(),
+                    context,
+                )
+                .await?
+            }
+            None => {
+                let gate = policy.gate.as_ref();
+                first_session(&db, run_id, &contract, &ctx.workspace, gate, context).await?
+            }
         };
         let halt = Halt::new(
             opts.cancel.clone(),
@@ -407,6 +420,7 @@ async fn first_session(
     run_id: i64,
     contract: &TaskContract,
     ws: &Workspace,
+    gate: &dyn crate::policy::PolicyGate,
     context: crate::context::ContextRunner,
 ) -> Result<Restored, RunError> {
     let workspace = contract.root.display().to_string();
@@ -415,7 +429,7 @@ async fn first_session(
         .await
         .unwrap_or_default();
     let boundary = crate::untrusted::Boundary::fresh().map_err(RunError::Random)?;
-    let (first, offered) = prompt::first_message(contract, ws, &notes, &boundary);
+    let (first, offered) = prompt::first_message(contract, ws, gate, &notes, &boundary);
     let initial = vec![Message::user(first)];
     // Resume replays the first message from the record: without it there is no run.
     store

@@ -30,10 +30,11 @@ pub(super) async fn restore(
     stored: StoredRun,
     contract: &TaskContract,
     ws: &Workspace,
+    gate: &dyn crate::policy::PolicyGate,
     mut context: ContextRunner,
 ) -> Result<Restored, RunError> {
     let run_id = stored.rec.id;
-    let (messages, boundary) = replayed_messages(&stored, contract, ws)?;
+    let (messages, boundary) = replayed_messages(&stored, contract, ws, gate)?;
     let mut state = stored.state()?;
     // The time an interrupted session spent after its last commit (kept by its
     // heartbeat) counts too: a resume continues the run's wall time, it does not
@@ -94,6 +95,7 @@ fn replayed_messages(
     stored: &StoredRun,
     contract: &TaskContract,
     ws: &Workspace,
+    gate: &dyn crate::policy::PolicyGate,
 ) -> Result<(Vec<Message>, Boundary), RunError> {
     let run_id = stored.rec.id;
     let mut messages: Vec<Message> = match stored.rec.initial_json.as_deref() {
@@ -105,7 +107,7 @@ fn replayed_messages(
         None => {
             let boundary = Boundary::fresh().map_err(RunError::Random)?;
             vec![Message::user(
-                prompt::first_message(contract, ws, &[], &boundary).0,
+                prompt::first_message(contract, ws, gate, &[], &boundary).0,
             )]
         }
     };

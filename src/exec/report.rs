@@ -84,6 +84,12 @@ pub fn caps_json(out: &SandboxOutcome) -> Value {
 fn session_layers_json(out: &SandboxOutcome) -> Value {
     let mut v = layers_json(&out.layers);
     v["limits"]["caps"] = caps_json(out);
+    // What the sweep after the session did: a file it cleared, and any part of the
+    // writable trees it could not walk (where a setuid file may remain).
+    v["setuid"] = json!({
+        "cleared": out.setuid_cleared,
+        "incomplete": out.setuid_incomplete,
+    });
     v
 }
 
@@ -214,6 +220,35 @@ mod tests {
         out.cap_hit = cap_hit;
         out.duration = std::time::Duration::from_millis(1500);
         out
+    }
+
+    /// Issue 15: a setuid sweep that could not walk part of the workspace is in the
+    /// session's record (row and audit line), not only in a log line.
+    #[test]
+    fn an_incomplete_setuid_sweep_is_on_record() {
+        let spec = RunSpec::new(["true"], "/ws");
+        let egress = EgressRecord {
+            posture: "none",
+            allow_hosts: Vec::new(),
+            report: crate::egress::EgressReport::default(),
+        };
+        let mut out = outcome(None, Vec::new());
+        out.setuid_cleared = vec!["/ws/sh".into()];
+        out.setuid_incomplete = vec!["/ws/locked".into()];
+        let facts = SessionFacts {
+            run_id: 1,
+            step: 1,
+            purpose: "tool",
+            workdir: std::path::Path::new("/ws"),
+            spec: &spec,
+            out: &out,
+            egress: &egress,
+        };
+        let row: Value = serde_json::from_str(&facts.row().layers_json).unwrap();
+        assert_eq!(row["setuid"]["cleared"], json!(["/ws/sh"]));
+        assert_eq!(row["setuid"]["incomplete"], json!(["/ws/locked"]));
+        let line = facts.audit_line(None);
+        assert_eq!(line.layers["setuid"], row["setuid"]);
     }
 
     #[test]

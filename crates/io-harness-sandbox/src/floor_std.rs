@@ -202,6 +202,7 @@ fn outcome(
         duration: started.elapsed(),
         layers: layers(),
         setuid_cleared: Vec::new(),
+        setuid_incomplete: Vec::new(),
         stopped: end == End::Stopped,
     }
 }

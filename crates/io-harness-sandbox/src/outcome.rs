@@ -64,6 +64,10 @@ pub struct SandboxOutcome {
     /// bit was cleared after the session: nothing the command left can later run
     /// with its owner's identity on the host.
     pub setuid_cleared: Vec<PathBuf>,
+    /// Parts of those trees the sweep could not walk or change, each made mode 0
+    /// where it could be: when this is not empty the sweep is incomplete, and a
+    /// setuid file may remain there.
+    pub setuid_incomplete: Vec<PathBuf>,
 }
 
 impl SandboxOutcome {
@@ -82,6 +86,7 @@ impl SandboxOutcome {
             layers,
             stopped: false,
             setuid_cleared: Vec::new(),
+            setuid_incomplete: Vec::new(),
         }
     }
 

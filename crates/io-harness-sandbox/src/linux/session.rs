@@ -61,6 +61,7 @@ pub(crate) struct Session {
     /// Where setuid/setgid bits are cleared at teardown, and what was cleared.
     setuid_roots: Vec<PathBuf>,
     setuid_cleared: Vec<PathBuf>,
+    setuid_incomplete: Vec<PathBuf>,
     killed_for: Option<Cap>,
     /// The caller's stop signal killed it (see [`crate::StopSignal`]).
     stopped: bool,
@@ -131,6 +132,7 @@ impl Session {
             watch: Some(CapWatch::new(watch)),
             setuid_roots,
             setuid_cleared: Vec::new(),
+            setuid_incomplete: Vec::new(),
             killed_for: None,
             stopped: false,
             exit: None,
@@ -616,6 +618,7 @@ impl Session {
             layers: self.layers.clone(),
             stopped: self.stopped,
             setuid_cleared: std::mem::take(&mut self.setuid_cleared),
+            setuid_incomplete: std::mem::take(&mut self.setuid_incomplete),
         })
     }
 
@@ -641,7 +644,16 @@ impl Session {
         // floor's daemon in its own session could still race this walk, but it holds
         // no idmap and runs as the harness's own user.
         let roots = std::mem::take(&mut self.setuid_roots);
-        self.setuid_cleared = super::suid::clear(&roots);
+        let sweep = super::suid::sweep(&roots);
+        for (path, e) in &sweep.incomplete {
+            tracing::error!(
+                path = %path.display(),
+                error = %e,
+                "the setuid sweep could not walk this part of a writable tree; it was made mode 0"
+            );
+        }
+        self.setuid_cleared = sweep.cleared;
+        self.setuid_incomplete = sweep.incomplete.into_iter().map(|(p, _)| p).collect();
         // Reuse the network namespace only when nothing of the sandbox can be left
         // in it: its pid namespace died with init (reaped by now), and the cgroup,
         // if any, was verified empty.

@@ -34,22 +34,9 @@ pub(crate) struct Sweep {
     pub incomplete: Vec<(PathBuf, io::Error)>,
 }
 
-/// Clear setuid/setgid from every regular file under `roots`; returns the files
-/// changed. Symlinks are never followed. What cannot be walked is made mode 0 and
-/// logged as an error (see [`sweep`] for the full account).
-pub(crate) fn clear(roots: &[PathBuf]) -> Vec<PathBuf> {
-    let out = sweep(roots);
-    for (path, e) in &out.incomplete {
-        tracing::error!(
-            path = %path.display(),
-            error = %e,
-            "the setuid sweep could not walk this part of a writable tree; it was made mode 0"
-        );
-    }
-    out.cleared
-}
-
-/// [`clear`], saying what could not be walked.
+/// Clears setuid/setgid from every regular file under `roots`, saying which files
+/// changed and what could not be walked (made mode 0 where it could be). Symlinks are
+/// never followed.
 pub(crate) fn sweep(roots: &[PathBuf]) -> Sweep {
     let mut out = Sweep::default();
     for root in roots {

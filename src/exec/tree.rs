@@ -14,7 +14,7 @@
 //! `utimensat`, but the kernel sets ctime itself on every change, entries added,
 //! removed or renamed included. A change in the same clock tick as the read that
 //! produced a listing could leave ctime equal, so a listing whose ctime is within
-//! [`RACY`] of the moment it was read is read again next time whatever it says (git's
+//! 2 s (`RACY`) of the moment it was read is read again next time whatever it says (git's
 //! "racy" rule). Every directory is still `lstat`ed on every refresh: that is the
 //! incremental cost, against a `readdir` of each and a policy decision per entry.
 //!

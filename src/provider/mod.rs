@@ -27,7 +27,7 @@ mod types;
 
 pub use anthropic::Anthropic;
 pub use error::{ProviderError, ProviderErrorKind};
-pub use factory::{KEY_VARIABLES, ProviderFactoryError, build_provider};
+pub use factory::{KEY_VARIABLES, MIN_KEY_LEN, ProviderFactoryError, build_provider};
 pub use fallback::{ChainAttempt, ChainError, Fallback, complete_chain};
 pub use http::HttpConfig;
 pub use openai::OpenAi;

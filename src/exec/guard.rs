@@ -124,10 +124,67 @@ pub(crate) struct WorkspaceGuard {
     /// Why the last check after a session could not be made, while it could not: the
     /// next session does not start before a check succeeds.
     pub(crate) unchecked: Option<String>,
+    /// [`denied_programs`] of the gate, looked up at the first session (the system
+    /// directories are read-only in every view: they do not change within a run).
+    programs: Option<Vec<PathBuf>>,
 }
 
 /// The most write-denied paths a session holds read-only (each is a bind mount).
 const MAX_READ_ONLY: usize = 1024;
+
+/// The system directories of every sandbox's view where programs live: what a
+/// command's default `PATH` searches.
+const PROGRAM_DIRS: [&str; 6] = [
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+/// The most entries of those directories looked at (a few thousand on a full system).
+const MAX_PROGRAM_ENTRIES: usize = 50_000;
+
+/// The programs in the view's system directories that `gate` denies running with any
+/// arguments (an operator's `deny exec curl`), as the files they are (links
+/// resolved): masked in every session, so the rule holds structurally — a copy, a
+/// symlink, an interpreter's `exec` or a shell script cannot run what is not there.
+/// Nothing is looked at when the gate says no program is limited.
+pub(crate) fn denied_programs(gate: &dyn PolicyGate) -> Vec<PathBuf> {
+    use crate::policy::{Act, Action, Decision};
+    if !gate.limits_programs() {
+        return Vec::new();
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut seen = 0usize;
+    for dir in PROGRAM_DIRS {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > MAX_PROGRAM_ENTRIES {
+                return out;
+            }
+            let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let line = crate::policy::command_line::quote(&[name]);
+            if gate.decide(&Action::new(Act::Exec, line)).decision != Decision::Deny {
+                continue;
+            }
+            if let Ok(real) = std::fs::canonicalize(e.path())
+                && real.is_file()
+                && !out.contains(&real)
+            {
+                out.push(real);
+            }
+        }
+    }
+    out.sort();
+    out
+}
 
 /// The file in the run's scratch directory holding the first look's entries.
 const KNOWN_FILE: &str = "known-repos.json";
@@ -152,6 +209,7 @@ impl WorkspaceGuard {
             state: None,
             kept: 0,
             unchecked: None,
+            programs: None,
         }
     }
 
@@ -241,10 +299,16 @@ impl WorkspaceGuard {
             });
         }
         self.refresh()?;
-        let masked = match self.gate {
+        let mut masked = match self.gate {
             Some(_) => self.index.denied(),
             None => self.fixed.clone(),
         };
+        if let Some(gate) = &self.gate {
+            let programs = self
+                .programs
+                .get_or_insert_with(|| denied_programs(gate.as_ref()));
+            masked.extend(programs.iter().cloned());
+        }
         let known = self.known.clone().unwrap_or_default();
         let mut protected: Vec<PathBuf> = self
             .guarded_entries()

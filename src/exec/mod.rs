@@ -26,6 +26,7 @@
 
 mod checks;
 mod guard;
+pub(crate) use guard::denied_programs;
 pub(crate) mod output;
 mod report;
 mod repos;

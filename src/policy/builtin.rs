@@ -188,6 +188,10 @@ impl PolicyGate for BuiltinProtection {
             layer: "builtin".to_string(),
         }
     }
+
+    fn limits_programs(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

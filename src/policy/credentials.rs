@@ -174,6 +174,10 @@ impl PolicyGate for CredentialContent {
         self.inner.remember(action)
     }
 
+    fn limits_programs(&self) -> bool {
+        self.inner.limits_programs()
+    }
+
     fn remember_program(&self, action: &Action) -> bool {
         self.inner.remember_program(action)
     }

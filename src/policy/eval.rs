@@ -344,6 +344,10 @@ impl PolicyGate for Policy {
         true
     }
 
+    fn limits_programs(&self) -> bool {
+        self.operator_limits_programs()
+    }
+
     fn decide(&self, action: &Action) -> PolicyDecision {
         let target = normalize_target(action.act, &action.target);
         if action.act != Act::Exec {
@@ -387,7 +391,7 @@ impl Policy {
             Some(why)
                 if d.decision == Decision::Allow
                     && d.layer == LayerName::Builtin.as_str()
-                    && self.limits_programs() =>
+                    && self.operator_limits_programs() =>
             {
                 PolicyDecision {
                     action: action.clone(),
@@ -418,7 +422,7 @@ impl Policy {
 
     /// Whether an operator layer denies or asks about some program (not an MCP tool
     /// or a harness tool, which no interpreter can reach).
-    fn limits_programs(&self) -> bool {
+    fn operator_limits_programs(&self) -> bool {
         [&self.project, &self.task, &self.run].iter().any(|layer| {
             layer.iter().any(|c| {
                 c.rule.act == Act::Exec

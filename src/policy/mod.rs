@@ -114,4 +114,12 @@ pub trait PolicyGate: Send + Sync {
     fn denials_fixed(&self) -> bool {
         false
     }
+
+    /// Whether some program could be denied or asked about by name (an operator's
+    /// exec rule). The sandbox looks for denied programs in its view only when this
+    /// holds. `true` unless the gate knows: a gate that cannot tell is asked about
+    /// every program.
+    fn limits_programs(&self) -> bool {
+        true
+    }
 }

@@ -90,8 +90,11 @@ pub(crate) fn view_paths(work: &Path, gate: &dyn PolicyGate) -> (Vec<PathBuf>, V
     let judge = |target: &str| crate::exec::tree::Access::decided_by(gate, target);
     match index.refresh(&judge, false) {
         Ok(_) => {
-            let abs = |v: Vec<PathBuf>| v.into_iter().map(|p| work.join(p)).collect();
-            (abs(index.denied()), abs(index.read_only()))
+            let abs =
+                |v: Vec<PathBuf>| -> Vec<PathBuf> { v.into_iter().map(|p| work.join(p)).collect() };
+            let mut masked = abs(index.denied());
+            masked.extend(crate::exec::denied_programs(gate));
+            (masked, abs(index.read_only()))
         }
         Err(e) => {
             tracing::warn!(error = %e, "workspace scan failed; masking all of it");

@@ -474,6 +474,10 @@ impl PolicyGate for ChildGate {
         }
         outer
     }
+
+    fn limits_programs(&self) -> bool {
+        self.parent.limits_programs() || self.own.limits_programs()
+    }
 }
 
 /// A run's usage with all its sub-agents', from the store (what a resumed parent

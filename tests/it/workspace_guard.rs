@@ -636,3 +636,46 @@ async fn an_operator_write_deny_holds_for_commands() {
     assert!(out.contains("prod=1") || out.contains("prod=2"), "{out}");
     assert!(out.contains("dev=0"), "{out}");
 }
+
+/// Issue 16 route 2: a program an operator denies by name is absent from the view, so
+/// the rule holds where the policy cannot read the command: an interpreter the
+/// operator allows cannot exec it or copy it (`exec` and `copy` fail), and the masks
+/// on record name it. A program nobody denies runs as before.
+#[tokio::test]
+async fn a_denied_program_is_not_in_the_view_for_an_interpreter_to_reach() {
+    use io_harness::policy::{Act, Decision, Rule};
+    let fx = Fx::new();
+    let c = contract(&fx.ws)
+        .policy_rule(Rule::deny(Act::Exec, "base64"))
+        .policy_rule(Rule::new(Act::Exec, "python3 **", Decision::Allow));
+    let py =
+        |code: &str| ScriptTurn::tool("run_command", json!({ "argv": ["python3", "-c", code] }));
+    let turns = vec![
+        py("import os; os.execv('/usr/bin/base64', ['base64', '--version'])"),
+        py("import shutil; shutil.copy('/usr/bin/base64', 'b64')"),
+        py("import os; os.execv('/usr/bin/basename', ['basename', '/a/fine'])"),
+        ScriptTurn::text("done"),
+    ];
+    let (store, run, outcome) = go(&fx, &c, turns).await;
+    let out = outputs(&store, run);
+    assert_eq!(out.len(), 3, "{outcome:?} {out:?}");
+    for (i, what) in [(0, "exec"), (1, "copy")] {
+        assert!(
+            out[i].contains("exit code 1") && out[i].contains("Permission denied"),
+            "{what}: {}",
+            out[i]
+        );
+    }
+    assert!(!fx.ws.join("b64").exists());
+    assert!(
+        out[2].contains("fine") && out[2].contains("exit code 0"),
+        "{}",
+        out[2]
+    );
+    let sessions = store.sandbox_sessions(run).unwrap();
+    assert!(
+        sessions[0].masked_json.contains("/usr/bin/base64"),
+        "{}",
+        sessions[0].masked_json
+    );
+}

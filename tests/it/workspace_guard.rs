@@ -370,12 +370,20 @@ fn find(dir: &Path, args: &[&str]) -> Vec<String> {
 
 #[tokio::test]
 async fn a_setuid_shell_below_a_path_longer_than_path_max_loses_its_bit() {
+    use std::os::unix::fs::PermissionsExt;
     let fx = Fx::new();
+    // A command cannot set the bit itself (seccomp refuses it), so the test plants the
+    // setuid copy and the command sinks it below PATH_MAX by renames, which keep it.
+    std::fs::create_dir(fx.ws.join("seed")).unwrap();
+    std::fs::copy("/bin/sh", fx.ws.join("seed/sh")).unwrap();
+    std::fs::set_permissions(
+        fx.ws.join("seed/sh"),
+        std::fs::Permissions::from_mode(0o4755),
+    )
+    .unwrap();
     let c = contract(&fx.ws);
     let turns = vec![
-        sh(&deep_chain(
-            "cp /bin/sh sh && chmod 4755 sh && ls -l sh | cut -c1-10",
-        )),
+        sh(&deep_chain("mv ../seed/sh sh && ls -l sh | cut -c1-10")),
         ScriptTurn::text("done"),
     ];
     let (store, run, _) = go(&fx, &c, turns).await;

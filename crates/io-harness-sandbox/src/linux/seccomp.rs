@@ -12,6 +12,14 @@
 //! is bypassed by setting a high bit. Without a private network namespace, IPv4 and
 //! IPv6 sockets are denied as well.
 //!
+//! No file gets a setuid or setgid bit from inside: `chmod`, `fchmod`, `fchmodat`,
+//! `fchmodat2`, and `open`/`openat`/`creat`/`mknod`/`mknodat` with such a bit in their
+//! mode are refused (EPERM). A root harness's workspace is idmapped, so what a
+//! command creates is owned by host root on disk: a setuid bit set there would be a
+//! setuid-root binary on the host for as long as the session runs, before the sweep
+//! after it could clear it. (`openat2` passes its mode in memory: ENOSYS, and libc
+//! falls back to `openat`.)
+//!
 //! `clone3` passes its flags in memory, where a filter cannot read them, so it fails
 //! with ENOSYS: libc then falls back to `clone`, whose flags are checked.
 //!
@@ -104,6 +112,37 @@ fn rule(conds: Vec<SeccompCondition>) -> Result<SeccompRule, SandboxError> {
     Ok(SeccompRule::new(conds)?)
 }
 
+/// `fchmodat2(2)` (Linux 6.6), the same number on every architecture of the generic
+/// table.
+const SYS_FCHMODAT2: libc::c_long = 452;
+
+/// A rule per bit: the mode argument `arg` carries `S_ISUID` or `S_ISGID`.
+fn set_id_rules(arg: u8) -> Result<Vec<SeccompRule>, SandboxError> {
+    [libc::S_ISUID as u64, libc::S_ISGID as u64]
+        .iter()
+        .map(|&bit| rule(vec![cond(arg, SeccompCmpOp::MaskedEq(bit), bit)?]))
+        .collect()
+}
+
+/// The system calls that set a file's mode, each with the index of its mode argument.
+fn mode_setting_calls() -> Vec<(libc::c_long, u8)> {
+    let mut calls = vec![
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (SYS_FCHMODAT2, 2),
+        (libc::SYS_openat, 3),
+        (libc::SYS_mknodat, 2),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([
+        (libc::SYS_chmod, 1),
+        (libc::SYS_open, 2),
+        (libc::SYS_creat, 1),
+        (libc::SYS_mknod, 1),
+    ]);
+    calls
+}
+
 fn flag_rules(arg: u8) -> Result<Vec<SeccompRule>, SandboxError> {
     NAMESPACE_FLAGS
         .iter()
@@ -129,6 +168,9 @@ fn compile(deny_inet: bool) -> Result<Vec<Vec<libc::sock_filter>>, SandboxError>
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for &nr in DENIED {
         rules.insert(nr, Vec::new());
+    }
+    for (nr, arg) in mode_setting_calls() {
+        rules.insert(nr, set_id_rules(arg)?);
     }
     rules.insert(libc::SYS_unshare, flag_rules(0)?);
     rules.insert(libc::SYS_clone, flag_rules(0)?);
@@ -259,8 +301,12 @@ const AUDIT_ARCH: u32 = 0xC000_00B7;
 #[cfg(target_arch = "riscv64")]
 const AUDIT_ARCH: u32 = 0xC000_00F3;
 
+/// `openat2(2)`, the same number on every architecture of the generic table.
+const SYS_OPENAT2: u32 = 437;
+
 /// The ENOSYS program, written by hand because seccompiler has one action per
-/// filter: `clone3` (so libc falls back to `clone`) and, on x86_64, x32 system call
+/// filter: `clone3` (so libc falls back to `clone`), `openat2` (whose mode a filter
+/// cannot read; libc falls back to `openat`) and, on x86_64, x32 system call
 /// numbers (bit 30) look unimplemented. A foreign architecture is left to the main
 /// program, which kills it.
 fn nosys() -> Vec<libc::sock_filter> {
@@ -282,8 +328,9 @@ fn nosys() -> Vec<libc::sock_filter> {
         op(JEQ_K, 1, 0, AUDIT_ARCH),
         op(RET_K, 0, 0, allow),
         op(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
-        op(JGE_K, 1, 0, x32),
-        op(JEQ_K, 0, 1, libc::SYS_clone3 as u32),
+        op(JGE_K, 2, 0, x32),
+        op(JEQ_K, 1, 0, libc::SYS_clone3 as u32),
+        op(JEQ_K, 0, 1, SYS_OPENAT2),
         op(RET_K, 0, 0, enosys),
         op(RET_K, 0, 0, allow),
     ]

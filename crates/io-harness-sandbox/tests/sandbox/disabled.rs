@@ -415,20 +415,30 @@ fn uid_map_off_command_is_host_root_and_reads_roots_key() {
 
 #[test]
 fn setuid_clear_off_leaves_a_setuid_binary() {
-    let (_, planted, made, cleared) =
+    let (_, planted, _, cleared) =
         crate::view::setuid_observed(&native().without(Layer::SetuidClear));
-    if is_root() {
-        assert_eq!(
-            planted, 0o4755,
-            "the harness's setuid copy lost its bit anyway"
-        );
-    }
-    assert_ne!(
-        made & 0o4000,
-        0,
-        "the command's chmod u+s did not stay: {made:o}"
+    assert_eq!(
+        planted, 0o4755,
+        "the harness's setuid copy lost its bit anyway"
     );
     assert!(cleared.is_empty());
+}
+
+/// Without seccomp the command's `chmod u+s` and the rest take: the bits are there
+/// while the session runs (the sweep after it clears them).
+#[test]
+fn seccomp_off_a_command_sets_setuid_bits() {
+    let seen = crate::view::set_id_attempts_observed(&native().without(Layer::Seccomp));
+    let chmod = seen
+        .iter()
+        .find(|(w, _)| w == "chmod")
+        .map(|(_, r)| r.as_str());
+    assert_eq!(chmod, Some("ok 0o4755"), "{seen:?}");
+    let creat = seen
+        .iter()
+        .find(|(w, _)| w == "creat")
+        .map(|(_, r)| r.as_str());
+    assert!(creat.is_some_and(|r| r.starts_with("ok 0o4")), "{seen:?}");
 }
 
 #[test]

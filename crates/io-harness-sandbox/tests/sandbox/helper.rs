@@ -140,8 +140,15 @@ fn unprivileged() {
     println!("HELPER:seccomp={}", out.layers.seccomp);
     // The view and the setuid sweep hold for an unprivileged harness too.
     let absent = crate::view::absent_script(&workdir(), "");
+    // The harness's own setuid file is swept; the command's chmod is refused.
+    let planted = workdir().join("planted-sh");
+    std::fs::copy("/bin/sh", &planted).unwrap();
+    let mode = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o4755);
+    std::fs::set_permissions(&planted, mode).unwrap();
     let mut spec = RunSpec::new(
-        sh(&format!("{absent}cp /bin/sh suid-sh && chmod 4755 suid-sh")),
+        sh(&format!(
+            "{absent}cp /bin/sh suid-sh && chmod 4755 suid-sh || true"
+        )),
         workdir(),
     );
     spec.limits.memory_bytes = Some(256 << 20);

@@ -218,20 +218,23 @@ fn spans(matcher: &AhoCorasick, hay: &[u8]) -> Vec<(usize, usize)> {
     let norm = normalise(hay);
     matcher
         .find_iter(&norm.bytes)
-        .map(|m| (norm.original(m.start()), norm.original(m.end() - 1) + 1))
+        .map(|m| (norm.original(m.start()), norm.original_end(m.end() - 1)))
         .collect()
 }
 
-/// A byte that may begin something [`normalise`] removes.
+/// A byte that may begin something [`normalise`] removes or decodes.
 fn may_hide(b: u8) -> bool {
     b < 0x20 || b == 0x7F || b == b'\\' || b >= 0x80
 }
 
-/// Text with the invisible characters removed, and the way back to the original.
+/// Text with the invisible characters removed and JSON `\\u` escapes decoded, and the
+/// way back to the original.
 struct Normalised {
     bytes: Vec<u8>,
     /// `(i, n)`: before normalised byte `i`, `n` original bytes were removed in all.
     gaps: Vec<(usize, usize)>,
+    /// `(start, end, original end)` of each decoded escape's bytes in `bytes`.
+    decoded: Vec<(usize, usize, usize)>,
 }
 
 impl Normalised {
@@ -242,63 +245,108 @@ impl Normalised {
             k => i + self.gaps[k - 1].1,
         }
     }
+
+    /// The original offset just after the unit normalised byte `i` belongs to.
+    fn original_end(&self, i: usize) -> usize {
+        let k = self.decoded.partition_point(|&(start, _, _)| start <= i);
+        match k.checked_sub(1).map(|k| self.decoded[k]) {
+            Some((_, end, original_end)) if i < end => original_end,
+            _ => self.original(i) + 1,
+        }
+    }
 }
 
-/// `hay` without invisible characters, raw or JSON-escaped.
+/// What [`normalise`] does with one unit of the text.
+enum Unit {
+    Keep,
+    Drop,
+    /// A JSON escape of a visible character: matched as that character.
+    Decode(char),
+}
+
+/// `hay` without invisible characters (raw or JSON-escaped), other JSON `\\u` escapes
+/// decoded.
 fn normalise(hay: &[u8]) -> Normalised {
-    let mut bytes = Vec::with_capacity(hay.len());
-    let mut gaps: Vec<(usize, usize)> = Vec::new();
+    let mut n = Normalised {
+        bytes: Vec::with_capacity(hay.len()),
+        gaps: Vec::new(),
+        decoded: Vec::new(),
+    };
     let mut removed = 0usize;
     let mut i = 0;
     while i < hay.len() {
-        let (width, keep) = classify(hay, i);
-        if keep {
-            bytes.extend_from_slice(&hay[i..i + width]);
-        } else {
-            removed += width;
-            match gaps.last_mut() {
-                Some((at, n)) if *at == bytes.len() => *n = removed,
-                _ => gaps.push((bytes.len(), removed)),
+        let (width, unit) = classify(hay, i);
+        let gone = match unit {
+            Unit::Keep => {
+                n.bytes.extend_from_slice(&hay[i..i + width]);
+                0
+            }
+            Unit::Drop => width,
+            Unit::Decode(c) => {
+                let start = n.bytes.len();
+                let mut buf = [0u8; 4];
+                n.bytes
+                    .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                n.decoded.push((start, n.bytes.len(), i + width));
+                width - c.len_utf8()
+            }
+        };
+        if gone > 0 {
+            removed += gone;
+            match n.gaps.last_mut() {
+                Some((at, total)) if *at == n.bytes.len() => *total = removed,
+                _ => n.gaps.push((n.bytes.len(), removed)),
             }
         }
         i += width;
     }
-    Normalised { bytes, gaps }
+    n
 }
 
-/// The width of the unit at `hay[i]` and whether it is kept.
-fn classify(hay: &[u8], i: usize) -> (usize, bool) {
+/// The width of the unit at `hay[i]` and what becomes of it.
+fn classify(hay: &[u8], i: usize) -> (usize, Unit) {
     let b = hay[i];
     if b < 0x20 || b == 0x7F {
-        return (1, false);
+        return (1, Unit::Drop);
     }
     if b == b'\\' {
         return match hay.get(i + 1) {
-            Some(b'n' | b'r' | b't' | b'b' | b'f') => (2, false),
+            Some(b'n' | b'r' | b't' | b'b' | b'f') => (2, Unit::Drop),
             Some(b'u') => match json_escape(hay, i) {
-                Some((width, c)) if invisible(c) => (width, false),
-                _ => (1, true),
+                Some((width, c)) if invisible(c) => (width, Unit::Drop),
+                Some((width, c)) => (width, Unit::Decode(c)),
+                None => (1, Unit::Keep),
             },
-            // An escaped backslash is one unit: its second half does not start one.
-            Some(b'\\') => (2, true),
-            _ => (1, true),
+            // An escaped backslash is one unit: its second half does not start one,
+            // unless a `u` escape follows it — a `\\uXXXX` written as text, inside
+            // JSON (the audit log's argv, a stored reply).
+            Some(b'\\') => match hay.get(i + 2) {
+                Some(b'u') => match json_escape(hay, i + 1) {
+                    Some((width, c)) if invisible(c) => (width + 1, Unit::Drop),
+                    Some((width, c)) => (width + 1, Unit::Decode(c)),
+                    None => (2, Unit::Keep),
+                },
+                _ => (2, Unit::Keep),
+            },
+            _ => (1, Unit::Keep),
         };
     }
     if b < 0x80 {
-        return (1, true);
+        return (1, Unit::Keep);
     }
     let width = match b {
         0xC2..=0xDF => 2,
         0xE0..=0xEF => 3,
         0xF0..=0xF4 => 4,
-        _ => return (1, true),
+        _ => return (1, Unit::Keep),
     };
     match hay
         .get(i..i + width)
         .and_then(|s| std::str::from_utf8(s).ok())
     {
-        Some(s) => (width, !s.chars().any(invisible)),
-        None => (1, true),
+        Some(s) if s.chars().any(invisible) => (width, Unit::Drop),
+        Some(_) => (width, Unit::Keep),
+        None => (1, Unit::Keep),
     }
 }
 
@@ -429,9 +477,33 @@ mod tests {
             assert_eq!(out, "{\"a\":\"[REDACTED]\"}", "split by {split}");
             serde_json::from_str::<serde_json::Value>(&out).unwrap();
         }
-        // A visible escape is not a disguise.
+        // A character written as its escape is the character.
         let json = format!("\"{}\\u0041{}\"", &KEY[..9], &KEY[9..]);
-        assert_eq!(r.text(&json), json);
+        assert_eq!(r.text(&json), json, "not the key: an A was added");
+    }
+
+    /// Issue 16's adversary (K5): a key written as literal JSON escapes of its own
+    /// characters (`\u0073\u006b…`) is the key.
+    #[test]
+    fn a_key_written_as_json_escapes_is_found() {
+        let r = redactor(&[KEY]);
+        let escaped: String = KEY
+            .chars()
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect();
+        assert_eq!(r.text(&format!("x {escaped} y")), "x [REDACTED] y");
+        let half = format!(
+            "{}{}",
+            &KEY[..10],
+            KEY[10..]
+                .chars()
+                .map(|c| format!("\\u{:04X}", c as u32))
+                .collect::<String>()
+        );
+        assert_eq!(r.text(&format!("\"{half}\"")), "\"[REDACTED]\"");
+        // The same text inside JSON (an argv in the audit log): its backslashes escaped.
+        let line = serde_json::to_string(&vec![escaped.clone()]).unwrap();
+        assert_eq!(r.text(&line), "[\"[REDACTED]\"]");
     }
 
     #[test]

@@ -73,10 +73,10 @@ pub enum RunError {
     /// The store or the audit log lies inside the workspace (see the README's Policy
     /// row): refused before anything is copied or written.
     #[error(
-        "the {what} {path} lies inside the workspace {workspace}: a command or tool there could read or destroy it; put it outside (the store: IO_HARNESS_STORE or --store; the audit log: XDG_CONFIG_HOME)"
+        "the {what} {path} lies inside the workspace {workspace}, or may: a command or tool there could read or destroy it; put it outside (the store: IO_HARNESS_STORE or --store; the audit log: XDG_CONFIG_HOME; the cache: XDG_CACHE_HOME), and give a record file no other hard link"
     )]
     RecordInsideWorkspace {
-        /// `store` or `audit log`.
+        /// `store`, `audit log`, `cache directory` or `hard-linked record file`.
         what: &'static str,
         /// Where it is.
         path: String,

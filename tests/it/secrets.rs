@@ -457,3 +457,45 @@ fn a_passed_credential_printed_by_a_command_is_redacted_from_the_record() {
     assert!(shown.contains("token=[REDACTED]"), "{shown}");
     assert!(shown.contains("level=verbose-debugging"), "{shown}");
 }
+
+/// Issue 16's adversary (XC1, S2): the cache directory is a record like the store —
+/// a run's baseline snapshot holds the denied files — so a cache inside the workspace
+/// is refused; and a record file with a second hard link (one could lie in the
+/// workspace, where no path comparison finds it) is refused too. Both before anything
+/// runs, exit 2.
+#[test]
+fn a_cache_inside_the_workspace_or_a_hard_linked_store_is_refused() {
+    let case = Case::new();
+    std::fs::write(
+        case.path("t/script.jsonl"),
+        "{\"text\": \"done\"}\n{\"text\": \"done\"}\n{\"text\": \"done\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        case.path("t/task.toml"),
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"notes.txt\", needle = \"notes\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    )
+    .unwrap();
+    let task = case.path("t/task.toml").display().to_string();
+    let out = case
+        .cmd(&["run", &task])
+        .env("XDG_CACHE_HOME", case.path("t/ws/.cache"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cache directory"), "{err}");
+    assert!(!case.path("t/ws/.cache/io-harness/runs").exists(), "{err}");
+
+    let out = case.cmd(&["run", &task]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::hard_link(case.path("store/store.db"), case.path("t/ws/hl.db")).unwrap();
+    let out = case.cmd(&["run", &task]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("hard-linked record file"), "{err}");
+}

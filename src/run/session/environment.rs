@@ -2,7 +2,7 @@
 //! provider endpoints that policy must allow, the tools' context, and the price check
 //! a cost budget needs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{RunPolicy, Session};
@@ -86,16 +86,45 @@ pub(super) fn check_record_outside(
             _ => p.to_path_buf(),
         }
     };
+    // The cache holds what the workspace must not see either: the run's baseline
+    // snapshot (with the denied files), the gates' directories, the quarantine of a
+    // store in memory.
     let records = store
         .path()
         .map(|p| ("store", canon(&p)))
         .into_iter()
-        .chain(audit.map(|a| ("audit log", canon(a.dir()))));
+        .chain(audit.map(|a| ("audit log", canon(a.dir()))))
+        .chain(std::iter::once((
+            "cache directory",
+            canon(&crate::run::workdir::cache_dir()),
+        )));
     for (what, path) in records {
         if path.starts_with(&root) {
             return Err(RunError::RecordInsideWorkspace {
                 what,
                 path: path.display().to_string(),
+                workspace: root.display().to_string(),
+            });
+        }
+    }
+    // Another name for a record's file could lie in the workspace, where no path
+    // comparison finds it: a record file with more than one link is refused.
+    let files = store
+        .path()
+        .into_iter()
+        .flat_map(|p| {
+            let wal = PathBuf::from(format!("{}-wal", p.display()));
+            [p, wal]
+        })
+        .chain(audit.map(|a| a.path()));
+    for file in files {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::symlink_metadata(&file)
+            && meta.nlink() > 1
+        {
+            return Err(RunError::RecordInsideWorkspace {
+                what: "hard-linked record file",
+                path: format!("{} ({} links)", file.display(), meta.nlink()),
                 workspace: root.display().to_string(),
             });
         }

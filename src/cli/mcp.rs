@@ -44,16 +44,29 @@ async fn list(_contract: &TaskContract, _json: bool) -> Result<i32, CliError> {
 async fn list(contract: &TaskContract, json: bool) -> Result<i32, CliError> {
     let listing = io_harness::run::list_servers(contract).await?;
     let all_up = listing.iter().all(|s| s.failure.is_none());
+    // What a server says is printed without the credentials it was handed (a server
+    // may echo its bearer token in a description), as a run would store it.
+    let mut values = io_harness::run::credentials_of(contract);
+    values.extend(
+        io_harness::provider::KEY_VARIABLES
+            .iter()
+            .filter_map(|k| std::env::var(k).ok()),
+    );
+    let secrets = io_harness::redact::Redactor::default().with(&values);
     if json {
-        print_json(contract, &listing);
+        print_json(contract, &listing, &secrets);
     } else {
-        print_text(&listing);
+        print_text(&listing, &secrets);
     }
     Ok(if all_up { 0 } else { 1 })
 }
 
 #[cfg(feature = "mcp")]
-fn print_json(contract: &TaskContract, listing: &[io_harness::mcp::ServerListing]) {
+fn print_json(
+    contract: &TaskContract,
+    listing: &[io_harness::mcp::ServerListing],
+    secrets: &io_harness::redact::Redactor,
+) {
     let warning = |name: &str| {
         contract
             .mcp
@@ -80,12 +93,27 @@ fn print_json(contract: &TaskContract, listing: &[io_harness::mcp::ServerListing
             })
         })
         .collect();
-    outln!("{}", serde_json::json!({ "servers": servers }));
+    let line = serde_json::json!({ "servers": servers }).to_string();
+    outln!("{}", super::output::redact(&line, secrets));
 }
 
 #[cfg(feature = "mcp")]
-fn print_text(listing: &[io_harness::mcp::ServerListing]) {
+fn print_text(listing: &[io_harness::mcp::ServerListing], secrets: &io_harness::redact::Redactor) {
+    for line in text_lines(listing, secrets) {
+        outln!("{line}");
+    }
+}
+
+/// The listing as printed: every string a server gave cleaned of terminal controls and
+/// of the credentials in `secrets`.
+#[cfg(feature = "mcp")]
+fn text_lines(
+    listing: &[io_harness::mcp::ServerListing],
+    secrets: &io_harness::redact::Redactor,
+) -> Vec<String> {
     use super::output;
+    let clean = |t: &str| output::clean(t, secrets);
+    let mut out = Vec::new();
     for s in listing {
         let head = match &s.info {
             Some(i) => format!(
@@ -99,29 +127,34 @@ fn print_text(listing: &[io_harness::mcp::ServerListing]) {
             ),
             None => format!("{} ({})", s.name, s.transport),
         };
-        outln!("{}", output::sanitize(&head));
+        out.push(clean(&head));
         if let Some(line) = s.info.as_ref().and_then(memory_line) {
-            outln!("  {}", output::sanitize(&line));
+            out.push(format!("  {}", clean(&line)));
         }
         if !s.path_args_unmatched.is_empty() {
-            outln!(
+            out.push(format!(
                 "  warning: path_args names tools the server does not offer: {}",
-                output::sanitize(&s.path_args_unmatched.join(", "))
-            );
+                clean(&s.path_args_unmatched.join(", "))
+            ));
         }
         if let Some(f) = &s.failure {
-            outln!("  unavailable: {}", output::sanitize(f));
+            out.push(format!("  unavailable: {}", clean(f)));
             continue;
         }
         for t in &s.tools {
-            let first = t.description.lines().next().unwrap_or("");
+            // Redacted before it is cut: a cut through a token would keep half of it.
+            let first = clean(t.description.lines().next().unwrap_or(""));
             let short: String = first.chars().take(100).collect();
-            outln!("  {}  {}", t.qualified, output::sanitize(&short));
+            out.push(format!("  {}  {short}", t.qualified));
         }
         if !s.hidden.is_empty() {
-            outln!("  withheld by allow/deny lists: {}", s.hidden.join(", "));
+            out.push(format!(
+                "  withheld by allow/deny lists: {}",
+                clean(&s.hidden.join(", "))
+            ));
         }
     }
+    out
 }
 
 /// What a server's `connected` record says about the harness's memory (only a
@@ -136,4 +169,41 @@ pub(super) fn memory_line(info: &serde_json::Value) -> Option<String> {
             "outside the sandbox: whether it could read the harness's memory is unknown ({why})"
         ),
     })
+}
+
+#[cfg(all(test, feature = "mcp"))]
+mod tests {
+    use super::*;
+    use io_harness::mcp::{ServerListing, ToolListing};
+
+    /// Issue 16's adversary (MH1): a server that echoes its bearer token in a tool's
+    /// description had it printed by `mcp list`, where a run redacts it.
+    #[test]
+    fn a_listing_never_prints_a_credential_the_server_echoes() {
+        let token = "tok-very-secret-4711-abcdef";
+        let listing = vec![ServerListing {
+            name: "web".into(),
+            transport: "http",
+            info: Some(serde_json::json!({"name": format!("srv {token}"), "version": "1"})),
+            tools: vec![ToolListing {
+                qualified: "mcp__web__echo".into(),
+                name: "echo".into(),
+                description: format!("{}your token is {token}", "x".repeat(80)),
+            }],
+            hidden: Vec::new(),
+            path_args_unmatched: Vec::new(),
+            failure: Some(format!("refused with {token}")),
+        }];
+        let secrets = io_harness::redact::Redactor::default().with(&[token.to_string()]);
+        let text = text_lines(&listing, &secrets).join("\n");
+        assert!(!text.contains("4711"), "{text}");
+        assert!(text.contains("[REDACTED]"), "{text}");
+        let mut ok = listing.clone();
+        ok[0].failure = None;
+        let text = text_lines(&ok, &secrets).join("\n");
+        assert!(
+            !text.contains("4711") && !text.contains("tok-very"),
+            "{text}"
+        );
+    }
 }

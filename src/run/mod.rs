@@ -460,3 +460,32 @@ pub async fn spawn_agent(
 ) -> Result<RunResult, RunError> {
     session::spawn_from_record(store, parent_run_id, spec, provider, options).await
 }
+
+/// The values of the credentials a contract hands out: each MCP server's bearer token
+/// (`bearer_token_env`) and each variable `[sandbox] env` or a server's `env` passes
+/// by a name that says it is one ([`crate::redact::credential_name`]). A run redacts
+/// them like the provider's key; so does a command that prints what a contract's
+/// servers said (`io-harness mcp list`).
+pub fn credentials_of(contract: &TaskContract) -> Vec<String> {
+    let mut names: Vec<(String, bool)> = contract
+        .sandbox
+        .env
+        .iter()
+        .map(|n| (n.clone(), false))
+        .collect();
+    for m in &contract.mcp {
+        match &m.transport {
+            crate::mcp::McpTransport::Stdio { env, .. } => {
+                names.extend(env.iter().map(|n| (n.clone(), false)));
+            }
+            crate::mcp::McpTransport::Http {
+                bearer_token_env, ..
+            } => names.extend(bearer_token_env.iter().map(|n| (n.clone(), true))),
+        }
+    }
+    names
+        .into_iter()
+        .filter(|(n, always)| *always || crate::redact::credential_name(n))
+        .filter_map(|(n, _)| std::env::var(&n).ok())
+        .collect()
+}

@@ -311,7 +311,7 @@ impl<'a> Session<'a> {
         check_exact_tokens(contract, &provider.identity())?;
         super::environment::check_record_outside(contract, store, opts.audit.as_ref())?;
         store.redact_secrets(&provider.secrets());
-        store.redact_secrets(&passed_credentials(contract));
+        store.redact_secrets(&crate::run::credentials_of(contract));
         // The audit log hides what the store hides, tokens registered later included.
         opts.audit = opts
             .audit
@@ -473,23 +473,4 @@ fn check_exact_tokens(
         ),
     }
     .into())
-}
-
-/// The values of the credential variables (by name, [`crate::redact::credential_name`])
-/// the contract passes to commands and MCP servers: what they print is redacted like
-/// the provider's key.
-fn passed_credentials(contract: &crate::contract::TaskContract) -> Vec<String> {
-    let mcp = contract.mcp.iter().flat_map(|m| match &m.transport {
-        crate::mcp::McpTransport::Stdio { env, .. } => env.clone(),
-        crate::mcp::McpTransport::Http { .. } => Vec::new(),
-    });
-    contract
-        .sandbox
-        .env
-        .iter()
-        .cloned()
-        .chain(mcp)
-        .filter(|n| crate::redact::credential_name(n))
-        .filter_map(|n| std::env::var(&n).ok())
-        .collect()
 }

@@ -499,3 +499,65 @@ fn a_cache_inside_the_workspace_or_a_hard_linked_store_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("hard-linked record file"), "{err}");
 }
+
+/// Issue 16's adversary (B1): a call whose arguments are over `[tools]
+/// max_argument_bytes` is refused — and its arguments are kept nowhere: not in the
+/// reply on record, not in a later request's body in the store, not in what is sent
+/// back to the model (a refused 120 MiB call grew the store by 361 MB through them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_call_is_kept_in_no_reply_request_or_record() {
+    let big = "x".repeat(64 * 1024);
+    let server = FakeServer::start(vec![
+        Reply::sse(whole(&anthropic_tool(
+            "t1",
+            "write_file",
+            json!({"path": "b.txt", "content": big}),
+        ))),
+        Reply::sse(whole(&anthropic_tool(
+            "t2",
+            "read_file",
+            json!({"path": "notes.txt"}),
+        ))),
+        Reply::sse(whole(&anthropic_text("done"))),
+    ])
+    .await;
+    let case = Case::new();
+    std::fs::write(
+        case.path("t/task.toml"),
+        format!(
+            "goal = \"g\"\nroot = \"ws\"\n[tools]\nmax_argument_bytes = \"4KiB\"\n[verify]\nfile_contains = {{ file = \"notes.txt\", needle = \"notes\" }}\n[provider]\nkind = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = \"{}\"\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let task = case.path("t/task.toml").display().to_string();
+    let mut run = case.cmd(&["run", &task]);
+    let out = tokio::task::spawn_blocking(move || run.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!case.path("t/ws/b.txt").exists());
+    let run_of_x = "x".repeat(4096);
+    let has = |b: &[u8]| b.windows(run_of_x.len()).any(|w| w == run_of_x.as_bytes());
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    for (i, r) in requests.iter().enumerate().skip(1) {
+        assert!(!has(&r.body), "request {i} sent the arguments back");
+    }
+    for p in files(&case.path("store")) {
+        assert!(!has(&std::fs::read(&p).unwrap()), "in {}", p.display());
+    }
+    let store = io_harness::Store::open(case.path("store/store.db")).unwrap();
+    let run_id = store.runs().unwrap()[0].id;
+    let steps = store.steps(run_id).unwrap();
+    assert!(steps[0].tool_calls[0].output.contains("max_argument_bytes"));
+    for step in &steps {
+        if let Some(h) = step.request_hash.as_deref() {
+            assert!(!has(&store.blob(h).unwrap().unwrap()), "step {}", step.step);
+        }
+    }
+}

@@ -224,8 +224,11 @@ impl Session<'_> {
             }) => (reply, served_by, model_ms),
             None => {
                 let model_started = Instant::now();
-                let (reply, served_by) = self.call_assembled(step).await?;
+                let (mut reply, served_by) = self.call_assembled(step).await?;
                 let model_ms = ms(model_started.elapsed());
+                // Arguments no call may carry are not kept, in the record or in the
+                // conversation sent on: the record says what they were.
+                shrink_oversized(&mut reply, self.run.contract.tools.max_argument_bytes);
                 let kept = StoredReply {
                     reply_json: serde_json::to_string(&reply).unwrap_or_default(),
                     provider: served_by.clone(),
@@ -375,6 +378,27 @@ impl Session<'_> {
     }
 }
 
+/// The key of the object that stands in for arguments over `[tools]
+/// max_argument_bytes` in a reply as kept.
+const NOT_STORED: &str = "not_stored";
+
+/// Replaces each tool call's arguments over `bound` bytes with a short object saying
+/// how large they were: a reply is kept for resume and sent back to the model with
+/// every later request, so arguments kept whole would grow the store and every request
+/// by their size each step, though the call never runs.
+fn shrink_oversized(reply: &mut crate::provider::Completion, bound: u64) {
+    for block in &mut reply.content {
+        if let crate::provider::ContentBlock::ToolUse { input, .. } = block {
+            let size = serde_json::to_string(input).map_or(0, |s| s.len()) as u64;
+            if size > bound {
+                *input = serde_json::json!({
+                    NOT_STORED: format!("{size} bytes of arguments, over the {bound} of [tools] max_argument_bytes")
+                });
+            }
+        }
+    }
+}
+
 /// Why a call is not run: past the calls one reply may make, or arguments larger than
 /// one call may carry (`[tools]`). The model is told, the call is never dropped.
 fn over_bounds(
@@ -387,6 +411,13 @@ fn over_bounds(
     if index >= max_calls {
         return Some(format!(
             "not run: this reply made {calls} tool calls and at most {max_calls} run per reply ([tools] max_calls_per_reply); ask for the rest in your next reply"
+        ));
+    }
+    if let Some(said) = input.get(NOT_STORED).and_then(|v| v.as_str())
+        && input.as_object().is_some_and(|o| o.len() == 1)
+    {
+        return Some(format!(
+            "not run: {said}; split the work into smaller calls"
         ));
     }
     let size = serde_json::to_string(input).map_or(0, |s| s.len()) as u64;

@@ -123,6 +123,16 @@ fn walk(argv: &[String], depth: usize, out: &mut Reached) {
         return;
     }
     let name = basename(&argv[0]);
+    // A program named by a relative path is a file of the workspace (a script, a copy
+    // or a link of anything): the policy cannot read what it runs.
+    if argv[0].contains('/') && !argv[0].starts_with('/') {
+        out.opaque.get_or_insert_with(|| {
+            format!(
+                "{} is a program of the workspace, which the policy cannot read",
+                argv[0]
+            )
+        });
+    }
     match unwrap(name, &argv[1..]) {
         Inner::Commands(cmds) => {
             for c in cmds {
@@ -185,12 +195,36 @@ fn takes_value(wrapper: &str, opt: &str) -> bool {
 }
 
 fn unwrap(name: &str, rest: &[String]) -> Inner {
+    // A wrapper given a shell command as a string (`flock LOCK -c CMD`, `script -c
+    // CMD`, `su -c CMD`): that string is a script.
+    if matches!(name, "flock" | "script" | "su" | "runuser" | "sg")
+        && let Some(at) = rest.iter().position(|w| w == "-c" || w == "--command")
+    {
+        return match rest.get(at + 1) {
+            Some(script) => script_commands(script),
+            None => Inner::None,
+        };
+    }
     match name {
         "env" | "nice" | "nohup" | "stdbuf" | "ionice" | "setsid" | "time" | "command" | "exec"
         | "chrt" | "taskset" | "timeout" | "xargs" | "doas" | "sudo" | "busybox" | "unbuffer"
-        | "chronic" | "flock" => after_options(name, rest),
+        | "chronic" | "flock" | "prlimit" | "setpriv" | "ssh-agent" | "strace" | "ltrace"
+        | "unshare" | "nsenter" | "chroot" | "linux32" | "linux64" | "i386" | "x86_64"
+        | "setarch" | "eatmydata" | "faketime" | "catchsegv" | "pkexec" | "watch" => {
+            after_options(name, rest)
+        }
+        _ if name.starts_with("ld-linux")
+            || name.starts_with("ld.so")
+            || name.starts_with("ld64.so") =>
+        {
+            after_options("ld.so", rest)
+        }
         "find" => find_exec(rest),
-        "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" | "fish" => shell(name, rest),
+        "script" | "su" | "runuser" | "sg" => {
+            Inner::Opaque(format!("{name} starts a shell the policy cannot follow"))
+        }
+        "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" | "fish" | "rbash" | "posh"
+        | "yash" | "csh" | "tcsh" => shell(name, rest),
         _ if interpreter(name) => Inner::Opaque(format!("{name} runs code the policy cannot read")),
         _ => Inner::None,
     }
@@ -222,7 +256,7 @@ fn after_options(name: &str, rest: &[String]) -> Inner {
     }
     // Positional values before the command.
     let skip = match name {
-        "timeout" | "flock" | "taskset" | "chrt" => 1,
+        "timeout" | "flock" | "taskset" | "chrt" | "setarch" | "chroot" | "faketime" => 1,
         _ => 0,
     };
     let cmd: Vec<String> = rest.iter().skip(i + skip).cloned().collect();
@@ -294,6 +328,7 @@ fn script_commands(script: &str) -> Inner {
     const KEYWORDS: &[&str] = &[
         "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
         "function", "select", "eval", "source", ".", "{", "}", "(", ")", "[[", "trap", "alias",
+        "coproc",
     ];
     let mut cmds = Vec::new();
     for segment in segments(script) {
@@ -301,7 +336,11 @@ fn script_commands(script: &str) -> Inner {
             return Inner::Opaque("the script has an unclosed quote".into());
         };
         let words = strip_redirections(words);
-        let words: Vec<String> = words.into_iter().skip_while(|w| is_assignment(w)).collect();
+        // `! cmd` runs `cmd` (and negates its status).
+        let words: Vec<String> = words
+            .into_iter()
+            .skip_while(|w| is_assignment(w) || w == "!")
+            .collect();
         let Some(first) = words.first() else {
             continue;
         };
@@ -313,6 +352,88 @@ fn script_commands(script: &str) -> Inner {
         cmds.push(words);
     }
     Inner::Commands(cmds)
+}
+
+/// Programs known never to run one of their arguments as a program (`echo curl`,
+/// `grep curl notes.txt` name curl and run nothing): a word naming a limited program
+/// is no call of it there. Everything else might be a launcher the wrapper list does
+/// not know, so its words are looked at (see the policy's `exec` decision).
+pub fn runs_no_argument(name: &str) -> bool {
+    const PLAIN: &[&str] = &[
+        "echo",
+        "printf",
+        "cat",
+        "ls",
+        "grep",
+        "egrep",
+        "fgrep",
+        "rg",
+        "which",
+        "whereis",
+        "type",
+        "man",
+        "head",
+        "tail",
+        "wc",
+        "sort",
+        "uniq",
+        "cut",
+        "tr",
+        "touch",
+        "mkdir",
+        "rmdir",
+        "rm",
+        "cp",
+        "mv",
+        "ln",
+        "chmod",
+        "chown",
+        "stat",
+        "file",
+        "test",
+        "[",
+        "true",
+        "false",
+        "basename",
+        "dirname",
+        "realpath",
+        "readlink",
+        "diff",
+        "cmp",
+        "tee",
+        "pwd",
+        "date",
+        "sleep",
+        "du",
+        "df",
+        "id",
+        "whoami",
+        "uname",
+        "hostname",
+        "seq",
+        "yes",
+        "base64",
+        "sha256sum",
+        "md5sum",
+        "od",
+        "hexdump",
+        "less",
+        "more",
+        "column",
+        "paste",
+        "join",
+        "comm",
+        "fold",
+        "fmt",
+        "nl",
+        "expand",
+        "unexpand",
+        "rev",
+        "shuf",
+        "split",
+        "csplit",
+    ];
+    PLAIN.contains(&name)
 }
 
 /// Splits at unquoted `;`, `&`, `|` and newlines (so `&&` and `||` too).

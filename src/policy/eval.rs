@@ -387,6 +387,10 @@ impl Policy {
             }
         }
         let d = strongest.unwrap_or_else(|| self.decide_one(action, target));
+        let d = match self.mentioned_limit(action, &reached.commands) {
+            Some(asked) if d.decision == Decision::Allow => asked,
+            _ => d,
+        };
         let d = match reached.opaque {
             Some(why)
                 if d.decision == Decision::Allow
@@ -418,6 +422,44 @@ impl Policy {
             }
         }
         d
+    }
+
+    /// An ask when an argument of a command names a program an operator rule denies or
+    /// asks about, the command is not one known never to run its arguments
+    /// ([`super::command_line::runs_no_argument`]: `echo curl` stays allowed), and none
+    /// of the commands the argv is understood to run is that program: a launcher the
+    /// policy does not know (`setpriv --reuid 1000 id`, `prlimit … id`) could run it.
+    fn mentioned_limit(&self, action: &Action, commands: &[Vec<String>]) -> Option<PolicyDecision> {
+        if !self.operator_limits_programs() {
+            return None;
+        }
+        let base = |w: &str| w.rsplit('/').next().unwrap_or(w).to_string();
+        let run: Vec<String> = commands
+            .iter()
+            .filter_map(|c| c.first().map(|p| base(p)))
+            .collect();
+        let unknown = commands.iter().filter(|c| {
+            c.first()
+                .is_some_and(|p| !super::command_line::runs_no_argument(&base(p)))
+        });
+        unknown.flat_map(|c| c.iter().skip(1)).find_map(|w| {
+            let name = base(w);
+            if name.is_empty() || run.contains(&name) {
+                return None;
+            }
+            let alone = self.decide_one(action, &super::command_line::quote(&[name.clone()]));
+            (alone.decision != Decision::Allow && alone.layer != LayerName::Builtin.as_str()).then(
+                || PolicyDecision {
+                    action: action.clone(),
+                    decision: Decision::Ask,
+                    rule: format!(
+                        "undecidable: the command names {name}, which rule {} limits, and could run it",
+                        alone.rule
+                    ),
+                    layer: LayerName::Builtin.as_str().to_string(),
+                },
+            )
+        })
     }
 
     /// Whether an operator layer denies or asks about some program (not an MCP tool

@@ -637,6 +637,52 @@ async fn registry_settings_are_denied_only_when_they_hold_a_credential() {
 
 /// Exec rules judge every command an argv runs, not the program name alone (policy
 /// round 2, route 2: `env curl`, `sh -c 'curl …'`, `find -delete`, `python -c`).
+/// Issue 16's adversary (E1–E4): launchers the wrapper list did not know, a wrapper's
+/// shell-string form, shell grammar (`!`, `coproc`), another shell's name and a
+/// program of the workspace all ran a denied `id`. Each is now refused or asked
+/// about; nothing of it is allowed. (The view holds the rule too: a denied program is
+/// masked, `workspace_guard::a_denied_program_is_not_in_the_view_for_an_interpreter_to_reach`.)
+#[test]
+fn launchers_shell_forms_and_workspace_programs_do_not_get_past_an_exec_deny() {
+    use io_harness::policy::command_line::quote;
+    let mut p = Policy::builtin().with_exec_isolation(Isolation::Native);
+    p.add_run_rule(Rule::deny(Exec, "id")).unwrap();
+    let decide = |argv: &[&str]| {
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        p.decide(&Action::new(Exec, quote(&argv))).decision
+    };
+    for argv in [
+        &["setarch", "x86_64", "id"][..],
+        &["setarch", "x86_64", "-R", "id"],
+        &["linux64", "id"],
+        &["prlimit", "--nofile=10", "id"],
+        &["setpriv", "--reuid", "1000", "id"],
+        &["script", "-qc", "id", "/dev/null"],
+        &["ssh-agent", "id"],
+        &["/lib64/ld-linux-x86-64.so.2", "/usr/bin/id"],
+        &["flock", "/tmp/lk", "-c", "id"],
+        &["sh", "-c", "! id"],
+        &["sh", "-c", "true && ! id"],
+        &["bash", "-c", "coproc id >&2; wait"],
+        &["rbash", "-c", "id"],
+        &["./x.sh"],
+        &["./myid", "-u"],
+        &["bin/tool"],
+        &["strace", "-f", "id"],
+        &["some-launcher", "--flag", "/usr/bin/id"],
+    ] {
+        assert_ne!(decide(argv), Allow, "{argv:?}");
+    }
+    for argv in [
+        &["setarch", "x86_64", "true"][..],
+        &["sh", "-c", "! true"],
+        &["ls", "-l"],
+        &["flock", "/tmp/lk", "-c", "echo hi"],
+    ] {
+        assert_eq!(decide(argv), Allow, "{argv:?}");
+    }
+}
+
 #[test]
 fn exec_rules_judge_arguments_and_see_through_wrappers() {
     use io_harness::policy::command_line::quote;

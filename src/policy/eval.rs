@@ -447,7 +447,7 @@ impl Policy {
             if name.is_empty() || run.contains(&name) {
                 return None;
             }
-            let alone = self.decide_one(action, &super::command_line::quote(&[name.clone()]));
+            let alone = self.decide_one(action, &super::command_line::quote(std::slice::from_ref(&name)));
             (alone.decision != Decision::Allow && alone.layer != LayerName::Builtin.as_str()).then(
                 || PolicyDecision {
                     action: action.clone(),

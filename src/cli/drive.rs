@@ -155,7 +155,8 @@ fn print_pending_action(store: &io_harness::Store, r: &RunResult, secrets: &Reda
         return;
     };
     let action: Option<io_harness::policy::Action> = serde_json::from_str(&a.action_json).ok();
-    let c = |t: &str| output::clean(t, secrets);
+    // Escaped, not stripped: the approval is of exactly these bytes.
+    let c = |t: &str| output::escape(&output::redact(t, secrets));
     if let Some(action) = action {
         outln!("asks to {}: {}", action.act.as_str(), c(&action.target));
     }

@@ -31,8 +31,10 @@ fn ask(request: &ApprovalRequest) -> Approval {
         err,
         "\n\u{1b}[1mapproval needed\u{1b}[0m: {} {}\n  {}\n[y] allow once  [a] allow exactly this for the rest of this run  [p] allow the program with any arguments for the rest of this run  [d] deny  [l] decide later: ",
         request.action.act.as_str(),
-        output::sanitize(&request.action.target),
-        output::sanitize(&request.detail)
+        // Escaped, not stripped: what is approved is shown byte for byte (`x\u{200b}y`
+        // is not `xy`), and no character in it can rewrite the terminal.
+        output::escape(&request.action.target),
+        output::escape(&request.detail)
     );
     loop {
         match read_line().as_str() {

@@ -860,3 +860,26 @@ fn a_path_with_newlines_forges_no_line_of_the_log_or_the_diff() {
         "the path is quoted: {stdout}"
     );
 }
+
+/// Issue 16's adversary (AP2): the pending approval was printed with invisible
+/// characters dropped, so what the operator read (`xy`) was not what would run
+/// (`x\u{200b}y`). It is printed escaped, byte for byte.
+#[test]
+fn a_pending_approval_shows_exactly_the_bytes_it_would_run() {
+    let f = Fixture::new();
+    f.write("t/ws/a.txt", "a\n");
+    let script = [
+        "{\"tool_calls\": [{\"name\": \"run_command\", \"input\": {\"argv\": [\"echo\", \"x\u{200b}y\"]}}]}",
+        r#"{"text": "done"}"#,
+    ];
+    f.write("t/script.jsonl", &(script.join("\n") + "\n"));
+    let task = f.write(
+        "t/task.toml",
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"c.txt\", needle = \"x\" }\n[sandbox]\nrequire = \"portable-floor\"\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    );
+    let out = f.cmd(&["run", task.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(shown.contains("x\\u{200b}y"), "{shown}");
+    assert!(!shown.contains('\u{200b}'), "{shown}");
+}

@@ -93,6 +93,8 @@ mod digest;
 pub use io_harness_egress as egress;
 pub mod exec;
 mod failpoint;
+#[cfg(test)]
+mod fuzz;
 pub mod halt;
 pub mod mcp;
 pub mod policy;

@@ -150,7 +150,7 @@ pub fn adapt_schema(schema: &Value) -> Value {
 
 /// The text of a `tools/call` result for the model: text blocks as they are,
 /// images, audio and resources described (never dumped), structured content as JSON
-/// when no text block already carries it.
+/// only when no text block carries the result.
 pub(super) fn render_result(result: &Value) -> String {
     let mut parts: Vec<String> = Vec::new();
     let blocks = result
@@ -204,16 +204,17 @@ pub(super) fn render_result(result: &Value) -> String {
             other => format!("[{other} content not shown]"),
         });
     }
-    if let Some(sc) = result.get("structuredContent").filter(|v| !v.is_null()) {
-        let duplicated = blocks.iter().any(|b| {
-            b.get("text")
-                .and_then(Value::as_str)
-                .and_then(|t| serde_json::from_str::<Value>(t).ok())
-                .is_some_and(|v| &v == sc)
-        });
-        if !duplicated {
-            parts.push(format!("structured content: {sc}"));
-        }
+    // The spec asks a server that returns structured content to send it serialized
+    // in a text block too, and servers do (FastMCP wraps a scalar as
+    // `{"result": …}` beside its text): sent to the model only when no text block
+    // carries the result, so a result is sent once.
+    let has_text = blocks
+        .iter()
+        .any(|b| b.get("type").and_then(Value::as_str) == Some("text"));
+    if let Some(sc) = result.get("structuredContent").filter(|v| !v.is_null())
+        && !has_text
+    {
+        parts.push(format!("structured content: {sc}"));
     }
     if parts.is_empty() {
         return "(the tool returned no content)".into();
@@ -281,9 +282,12 @@ mod tests {
         assert!(t.contains("[image content: image/png, 4 bytes of base64 not shown]"));
         assert!(t.contains("embedded resource file:///x") && !t.contains("secret body"));
         assert!(t.contains("resource link file:///y"));
-        assert!(t.contains("structured content: {\"n\":1}"));
-        let dup = json!({"content": [{"type": "text", "text": "{\"n\": 1}"}], "structuredContent": {"n": 1}});
-        assert!(!render_result(&dup).contains("structured content"));
+        // A text block carries the result: the structured copy is not sent again.
+        assert!(!t.contains("structured content"), "{t}");
+        let wrapped = json!({"content": [{"type": "text", "text": "42"}], "structuredContent": {"result": 42}});
+        assert_eq!(render_result(&wrapped), "42");
+        let only = json!({"content": [{"type": "image", "data": "AA", "mimeType": "image/png"}], "structuredContent": {"n": 1}});
+        assert!(render_result(&only).contains("structured content: {\"n\":1}"));
         assert_eq!(
             render_result(&json!({"content": []})),
             "(the tool returned no content)"

@@ -14,9 +14,9 @@ use super::{Result, Store, ensure_run, now_ms};
 /// |---|---|---|
 /// | `connected` | the handshake finished | `detail`: JSON with the server's name, version, protocol version, transport, `sandbox` (the backend that isolated a stdio server, or `"none"` when it ran outside the sandbox or is reached over HTTP) and `pid` (a stdio server's host pid); for a stdio server run outside the sandbox also `harness_memory_readable` (whether that process could read the harness's memory: the harness runs as root, or is dumpable) and `harness_memory_why` (which of the two, or why not), absent for any other server |
 /// | `discovered` | its tools were listed | `detail`: JSON with `tools` (offered to the model) and `hidden` (withheld by the server's allow/deny lists, or past the cap of 128 tools per server), and `path_args_unmatched` (tools the contract's `path_args` names that the server does not list) when there are any |
-/// | `called` | one tool call ended | `tool`, `duration_ms`, `outcome` (`ok`, `error`, `timeout`, `unavailable`) |
+/// | `called` | one tool call ended | `tool`, `duration_ms`, `outcome` (`ok`, `error`, `timeout`, `unavailable`, `too_large`, `protocol_error`) |
 /// | `disconnected` | the run closed it | — |
-/// | `failed` | it could not start, or died | `detail`: the reason (with the tail of a stdio server's stderr) |
+/// | `failed` | it could not start, or died | `detail`: the reason (with how a stdio server's process ended — `exit code N` or `killed by signal N` — when it has, and the tail of its stderr) |
 ///
 /// A new kind is a new `kind` value, never a new table or column.
 ///
@@ -45,7 +45,8 @@ pub struct McpEvent {
     pub tool: Option<String>,
     /// Wall time of a call, for `called`.
     pub duration_ms: Option<u64>,
-    /// `ok`, `error`, `timeout` or `unavailable`, for `called`.
+    /// `ok`, `error`, `timeout`, `unavailable`, `too_large` or `protocol_error`, for
+    /// `called`.
     pub outcome: Option<String>,
     /// Kind-specific detail (see the table above).
     pub detail: Option<String>,
@@ -63,8 +64,18 @@ impl McpEvent {
 
     /// Every outcome of a `called` event: the server answered (`ok`), answered with an
     /// error or failed during the call (`error`), did not answer within the call
-    /// timeout (`timeout`), or was already gone (`unavailable`).
-    pub const OUTCOMES: &'static [&'static str] = &["ok", "error", "timeout", "unavailable"];
+    /// timeout (`timeout`), was already gone (`unavailable`), answered with more than
+    /// 16 MiB (`too_large`: the reply is dropped, the server lives), or answered with
+    /// something that is not a JSON-RPC reply (`protocol_error`: recorded when it
+    /// arrives, not at the timeout).
+    pub const OUTCOMES: &'static [&'static str] = &[
+        "ok",
+        "error",
+        "timeout",
+        "unavailable",
+        "too_large",
+        "protocol_error",
+    ];
 
     fn new(run_id: i64, step: u32, server: &str, kind: &str) -> Self {
         Self {

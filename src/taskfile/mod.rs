@@ -11,6 +11,8 @@
 
 mod convert;
 mod files;
+#[cfg(test)]
+mod fuzz;
 mod mcp;
 mod preflight;
 mod raw;

@@ -15,6 +15,8 @@ use io_harness::tools::{ToolContext, ToolLimits, ToolRegistry, Workspace};
 use io_harness::{McpEvent, RunOutcome, Store, TaskContract, Verification, run, run_with};
 use serde_json::json;
 
+mod hostile;
+
 /// Where `scripts/setup-test-env.sh` installs the servers.
 fn servers_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(".mcp-servers")
@@ -855,6 +857,9 @@ async fn every_documented_mcp_event_kind_and_outcome_is_produced() {
             spec.call_timeout(Duration::from_secs(1)),
             live,
             McpServerSpec::stdio("missing", ["/nonexistent/mcp-server"]),
+            // Outcomes a well-behaved server never produces: a hostile one's.
+            hostile::stdio("big", "huge"),
+            hostile::stdio("bad", "truncated"),
         ],
         env(&store, run_id, dir.path(), native_policy()),
     )
@@ -874,6 +879,8 @@ async fn every_documented_mcp_event_kind_and_outcome_is_produced() {
         json!({"duration": 20, "steps": 2}),
     )
     .await;
+    call("mcp__big__t", json!({})).await;
+    call("mcp__bad__t", json!({})).await;
     kill_and_wait(servers.pid("all").unwrap());
     call("mcp__all__echo", json!({"message": "m"})).await;
     call("mcp__all__echo", json!({"message": "m"})).await;

@@ -223,6 +223,9 @@ fn authority(s: &str) -> Option<(String, u16)> {
 }
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

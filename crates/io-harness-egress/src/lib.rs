@@ -42,6 +42,8 @@
 
 pub mod bridge;
 mod conn;
+#[cfg(test)]
+mod fuzz;
 mod http;
 mod resolve;
 mod rule;

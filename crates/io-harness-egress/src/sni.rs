@@ -188,6 +188,9 @@ pub fn fake_client_hello(sni: Option<&str>) -> Vec<u8> {
 }
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

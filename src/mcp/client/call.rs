@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::ServiceError;
+use rmcp::transport::streamable_http_client::StreamableHttpError;
 
+use super::framing::FaultKind;
 use super::lock;
 use super::server::Server;
 use crate::store::McpEvent;
@@ -64,8 +66,9 @@ impl Server {
         ToolError::Failed(format!("MCP server {name} is not running: {why}"))
     }
 
-    /// The recorded outcome (`ok`, `error`, `timeout`) and the answer to the model.
-    /// A transport that went away during the call marks the server dead.
+    /// The recorded outcome (`ok`, `error`, `timeout`, `too_large`,
+    /// `protocol_error`) and the answer to the model. A transport that went away
+    /// during the call marks the server dead; a reply too large or malformed does not.
     fn outcome(&self, tool: &str, answer: Answer) -> (&'static str, Result<String, ToolError>) {
         let name = &self.spec.name;
         match answer {
@@ -86,6 +89,14 @@ impl Server {
                 }
             }
             Ok(Err(e)) => {
+                if let Some((kind, why)) = self.fault(&e) {
+                    return (
+                        kind.outcome(),
+                        Err(ToolError::Failed(format!(
+                            "MCP tool {tool} of server {name}: {why}"
+                        ))),
+                    );
+                }
                 let closed = matches!(
                     e,
                     ServiceError::TransportClosed | ServiceError::TransportSend(_)
@@ -98,6 +109,38 @@ impl Server {
                     Err(ToolError::Failed(format!("MCP server {name}: {e}"))),
                 )
             }
+        }
+    }
+
+    /// A reply that was not a usable answer, found by the transport: over stdio the
+    /// framing's own error reply; over HTTP rmcp's error for a body over its bound
+    /// or one that is not a JSON-RPC message. The server is not dead for it.
+    fn fault(&self, e: &ServiceError) -> Option<(FaultKind, String)> {
+        match e {
+            ServiceError::McpError(data) => {
+                let kind = self.faults.as_ref()?.kind_of(data)?;
+                Some((kind, data.message.to_string()))
+            }
+            ServiceError::TransportSend(dynamic) => {
+                let http = dynamic
+                    .error
+                    .downcast_ref::<StreamableHttpError<reqwest::Error>>()?;
+                match http {
+                    StreamableHttpError::ResponseBodyTooLarge { max_size } => Some((
+                        FaultKind::TooLarge,
+                        format!(
+                            "result too large: the reply is longer than {} MiB",
+                            max_size / (1024 * 1024)
+                        ),
+                    )),
+                    StreamableHttpError::Deserialize(_)
+                    | StreamableHttpError::UnexpectedServerResponse(_) => {
+                        Some((FaultKind::Malformed, format!("protocol error: {http}")))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
         }
     }
 }

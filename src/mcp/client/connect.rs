@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{Peer, RoleClient, ServiceExt};
 
-use super::process::{Proc, Stderr};
+use super::pipe::{Faults, Pipe};
+use super::process::{EXIT_SETTLE, Proc, Stderr};
 use super::server::{Server, Service, Shared};
 use super::stdio::{start_plain, start_sandboxed};
 use super::{McpEnv, transport_label};
@@ -73,6 +74,8 @@ pub(super) struct Started {
     pub(super) proxy: Option<crate::egress::EgressProxy>,
     pub(super) stderr: Arc<Stderr>,
     pub(super) sandbox: String,
+    /// The faults a stdio server's framing answered calls with (none over HTTP).
+    pub(super) faults: Option<Arc<Faults>>,
 }
 
 /// Starts, shakes hands with, and lists the tools of one server; records
@@ -116,6 +119,7 @@ pub(super) async fn connect_one(
         stderr: started.stderr,
         dead: Mutex::new(None),
         info,
+        faults: started.faults,
         tools,
         hidden,
         path_args_unmatched: unmatched,
@@ -175,7 +179,8 @@ async fn start_stdio(
             .rec
             .sandbox(|r, s| SandboxEvent::exec(r, s, &label, &argv_text));
     }
-    let (service, proc) = handshake_stdio(spec, proc, (stdout, stdin), &stderr, shared).await?;
+    let (pipe, faults) = Pipe::new(stdout, stdin);
+    let (service, proc) = handshake_stdio(spec, proc, pipe, (&stderr, &faults), shared).await?;
     Ok(Started {
         service,
         proc,
@@ -183,25 +188,38 @@ async fn start_stdio(
         proxy,
         stderr,
         sandbox: label,
+        faults: Some(faults),
     })
 }
 
 /// The handshake over a started process's pipes, within the startup timeout; the
-/// process is killed if it fails.
+/// process is killed if it fails. A reply the framing could not use fails it at
+/// once, as a protocol error.
 async fn handshake_stdio(
     spec: &McpServerSpec,
     proc: Proc,
-    pipes: (tokio::process::ChildStdout, tokio::process::ChildStdin),
-    stderr: &Stderr,
+    pipe: Pipe<tokio::process::ChildStdout, tokio::process::ChildStdin>,
+    (stderr, faults): (&Stderr, &Faults),
     shared: &Shared,
 ) -> Result<(Service, Option<Proc>), String> {
     let mut proc = Some(proc);
-    match tokio::time::timeout(spec.startup_timeout, client_config().serve(pipes)).await {
+    match tokio::time::timeout(spec.startup_timeout, client_config().serve(pipe)).await {
         Ok(Ok(s)) => Ok((s, proc)),
         Ok(Err(e)) => {
-            let exit = proc.as_mut().and_then(Proc::exit);
+            // A reply the framing could not use comes from a live process: there
+            // is no end to wait for.
+            let (why, exit) = match faults.last() {
+                Some(fault) => (
+                    format!("handshake failed: protocol error: {fault}"),
+                    proc.as_mut().and_then(Proc::exit),
+                ),
+                None => (
+                    format!("handshake failed: {e}"),
+                    proc.as_mut().and_then(|p| p.exit_within(EXIT_SETTLE)),
+                ),
+            };
             abandon(shared, proc);
-            Err(stderr.failure(&format!("handshake failed: {e}"), exit))
+            Err(stderr.failure(&why, exit))
         }
         Err(_) => {
             abandon(shared, proc);

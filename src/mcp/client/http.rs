@@ -74,7 +74,9 @@ pub(super) async fn start(
         proc: None,
         launched: None,
         proxy: None,
-        stderr: std::sync::Arc::new(Stderr::default()),
+        // No process of ours, so no stderr to wait for when it dies.
+        stderr: std::sync::Arc::new(Stderr::closed()),
         sandbox: "none".into(),
+        faults: None,
     })
 }

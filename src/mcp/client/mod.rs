@@ -6,6 +6,8 @@
 //!   HTTP endpoint, each up to the handshake;
 //! - `connect`: one server's connection in phases — policy, start, handshake, tool
 //!   discovery;
+//! - `framing` / `pipe`: JSON-RPC over a stdio server's pipes, bounded, with a
+//!   reply that cannot be used answered as a fault at once;
 //! - `call`: one tool call under its timeout, and what the model is told;
 //! - `server`: a connected server's life (dead once, closed at the end);
 //! - `servers`: the run's servers as a whole;
@@ -15,7 +17,9 @@
 mod call;
 mod connect;
 mod env;
+mod framing;
 mod http;
+mod pipe;
 mod process;
 mod record;
 mod server;

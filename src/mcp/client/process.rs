@@ -15,6 +15,9 @@ pub(super) const STDERR_TAIL: usize = 4096;
 const STDERR_QUOTED: usize = 1024;
 /// How long a failure record waits for an ended process's stderr.
 const STDERR_SETTLE: Duration = Duration::from_secs(2);
+/// How long a failure record waits for a process whose pipe closed to be reaped, so
+/// that it can say how the process ended.
+pub(super) const EXIT_SETTLE: Duration = Duration::from_secs(1);
 
 /// The process behind a stdio server.
 pub(super) enum Proc {
@@ -42,9 +45,31 @@ impl Proc {
                 _ => None,
             },
             Self::Plain(c) => match c.try_wait() {
-                Ok(Some(st)) => Some(st.to_string()),
+                Ok(Some(st)) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    Some(match (st.code(), st.signal()) {
+                        (_, Some(sig)) => format!("killed by signal {sig}"),
+                        (Some(code), None) => format!("exit code {code}"),
+                        (None, None) => "ended".into(),
+                    })
+                }
                 _ => None,
             },
+        }
+    }
+
+    /// How it ended, waiting up to `limit` for it to: a server whose pipe closed is
+    /// usually still being reaped a moment later.
+    pub(super) fn exit_within(&mut self, limit: Duration) -> Option<String> {
+        let until = std::time::Instant::now() + limit;
+        loop {
+            if let Some(e) = self.exit() {
+                return Some(e);
+            }
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -73,6 +98,14 @@ struct Tail {
 }
 
 impl Stderr {
+    /// The tail of a server with no stderr of ours to read (an HTTP server): closed
+    /// from the start, so a failure record never waits for it.
+    pub(super) fn closed() -> Self {
+        let s = Self::default();
+        s.close();
+        s
+    }
+
     fn push(&self, bytes: &[u8]) {
         let mut t = lock(&self.tail);
         t.bytes.extend(bytes);

@@ -31,6 +31,8 @@ pub(crate) struct Server {
     pub(super) stderr: Arc<Stderr>,
     pub(super) dead: Mutex<Option<String>>,
     pub(super) info: serde_json::Value,
+    /// What a stdio server's framing answered calls with (none over HTTP).
+    pub(super) faults: Option<Arc<super::pipe::Faults>>,
     pub(super) tools: Vec<rmcp::model::Tool>,
     pub(super) hidden: Vec<String>,
     /// Tools `path_args` names that the server does not list.
@@ -60,7 +62,10 @@ impl Server {
         if dead.is_some() {
             return;
         }
-        let exit = lock(&self.proc).as_mut().and_then(Proc::exit);
+        // The pipe closes before the process is reaped: wait a moment for its end.
+        let exit = lock(&self.proc)
+            .as_mut()
+            .and_then(|p| p.exit_within(super::process::EXIT_SETTLE));
         let reason = self.stderr.failure(why, exit);
         self.shared
             .rec

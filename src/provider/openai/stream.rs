@@ -271,6 +271,9 @@ fn merge_name(name: &mut String, piece: &str) {
 }
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

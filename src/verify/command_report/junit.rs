@@ -201,6 +201,9 @@ fn case_id(e: &BytesStart<'_>) -> Result<String, JunitError> {
 }
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

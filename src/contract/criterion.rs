@@ -2,7 +2,9 @@
 //! belonging to the criterion (`[verify] criterion_paths`), narrowed by
 //! `criterion_exclude`, and — once the run has started — their baseline content, kept
 //! in the stored contract so every restore before a gate comes from that copy and
-//! never from the live files the agent can write. The default set per ecosystem (the
+//! never from the live files the agent can write. A file of the set the policy denies
+//! reading (an `.npmrc` holding a token) is kept by hash alone: the stored contract
+//! must not hold what the agent may not read, so such a file is pinned, not restored. The default set per ecosystem (the
 //! files that redirect execution) is computed by `verify::criterion_set`; this is the
 //! plain data the contract stores.
 
@@ -47,6 +49,20 @@ pub struct CriterionBaseline {
     /// target: one the agent added or retargeted is removed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<KeptLink>,
+    /// Files of the set whose content the policy denies reading, by hash only: never
+    /// restored (their content is not kept), and a gate fails naming one that changed,
+    /// as it does for a pinned gate script.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned: Vec<PinnedKept>,
+}
+
+/// A file of a criterion set kept by hash alone (the policy denies reading it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinnedKept {
+    /// Workspace-relative path.
+    pub path: String,
+    /// Lowercase hex SHA-256 of the bytes when the run started.
+    pub sha256: String,
 }
 
 /// A symlink of a criterion set's baseline.

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 pub use command_report::{CommandTrust, REPORT_PLACEHOLDER, TestReport};
 pub use context::{ContextSettings, TokenCounting};
-pub use criterion::{CriterionBaseline, CriterionSet, KeptFile, KeptLink, KeptSection};
+pub use criterion::{CriterionBaseline, CriterionSet, KeptFile, KeptLink, KeptSection, PinnedKept};
 use policy::{Override, Rule, TaskPolicy};
 pub use price::{ModelPrice, PriceTable};
 pub use retry::RetryPolicy;

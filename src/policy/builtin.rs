@@ -15,9 +15,10 @@ use super::{Act, Action, Decision, PolicyDecision, PolicyError, PolicyGate, Rule
 /// The credential files of the common toolchains, clouds and key stores, and the file
 /// names secret scanners flag. Grouped by what they hold; each entry has a test with
 /// a path it must catch and a near miss it must not
-/// (`every_secret_pattern_catches_its_example`). `.npmrc`, `.pypirc` and
-/// `.yarnrc.yml` are missing on purpose: a toolchain needs them to read its registry
-/// settings, so they are judged by their content (see [`super::CredentialContent`]).
+/// (`every_secret_pattern_catches_its_example`). The settings files a toolchain
+/// needs to read (`.npmrc`, `.pypirc`, `.yarnrc`, `.yarnrc.yml`, `pip.conf`,
+/// `.m2/settings.xml`, `gradle.properties`…) are missing on purpose: they are judged
+/// by their content (see [`super::CredentialContent`]).
 pub const SECRET_PATTERNS: &[&str] = &[
     // environment files
     ".env",
@@ -57,10 +58,13 @@ pub const SECRET_PATTERNS: &[&str] = &[
     ".netrc",
     "_netrc",
     ".git-credentials",
+    "**/.config/git/credentials",
+    "**/.config/hub",
     "**/.cargo/credentials",
     "**/.cargo/credentials.toml",
     "**/.gem/credentials",
     "**/.composer/auth.json",
+    "**/.config/composer/auth.json",
     ".pgpass",
     ".my.cnf",
     ".vault-token",
@@ -68,6 +72,7 @@ pub const SECRET_PATTERNS: &[&str] = &[
     // cloud and cluster credentials
     "**/.aws/credentials",
     "**/.docker/config.json",
+    "**/.config/containers/auth.json",
     ".dockercfg",
     "**/.kube/config",
     "**/.azure/accessTokens.json",
@@ -76,10 +81,14 @@ pub const SECRET_PATTERNS: &[&str] = &[
     "**/.config/gcloud/credentials.db",
     "**/.config/gcloud/access_tokens.db",
     "**/.config/gh/hosts.yml",
+    "**/.config/rclone/rclone.conf",
+    ".databrickscfg",
+    "**/.pulumi/credentials.json",
     ".s3cfg",
     ".boto",
     ".terraformrc",
     "terraform.rc",
+    "**/.terraform.d/credentials.tfrc.json",
     "*.tfstate",
     "*.tfstate.backup",
     "wallet.dat",
@@ -237,16 +246,20 @@ mod tests {
         (".netrc",                               ".netrc",                              "netrc.md"),
         ("_netrc",                               "win/_netrc",                          "win/netrc"),
         (".git-credentials",                     "home/.git-credentials",               "home/git-credentials.md"),
+        ("**/.config/git/credentials",           "home/.config/git/credentials",        "home/.config/git/config"),
+        ("**/.config/hub",                       "home/.config/hub",                    "home/.config/hub.md"),
         ("**/.cargo/credentials",                ".cargo/credentials",                  ".cargo/config"),
         ("**/.cargo/credentials.toml",           "ci/.cargo/credentials.toml",          "ci/.cargo/config.toml"),
         ("**/.gem/credentials",                  "home/.gem/credentials",               "home/.gem/specs"),
         ("**/.composer/auth.json",               "home/.composer/auth.json",            "app/auth.json"),
+        ("**/.config/composer/auth.json",        ".config/composer/auth.json",          ".config/composer/config.json"),
         (".pgpass",                              "db/.pgpass",                          "db/pgpass.md"),
         (".my.cnf",                              "db/.my.cnf",                          "db/my.cnf"),
         (".vault-token",                         "home/.vault-token",                   "home/vault-token.md"),
         (".htpasswd",                            "www/.htpasswd",                       "www/htpasswd.md"),
         ("**/.aws/credentials",                  "home/.aws/credentials",               "home/.aws/config"),
         ("**/.docker/config.json",               "home/.docker/config.json",            "app/config.json"),
+        ("**/.config/containers/auth.json",      "home/.config/containers/auth.json",   "home/.config/containers/registries.conf"),
         (".dockercfg",                           "home/.dockercfg",                     "home/dockercfg.md"),
         ("**/.kube/config",                      "home/.kube/config",                   "home/kube/config"),
         ("**/.azure/accessTokens.json",          "home/.azure/accessTokens.json",       "home/.azure/az.json"),
@@ -255,10 +268,14 @@ mod tests {
         ("**/.config/gcloud/credentials.db",     "home/.config/gcloud/credentials.db",  "home/.config/gcloud/configurations"),
         ("**/.config/gcloud/access_tokens.db",   "home/.config/gcloud/access_tokens.db", "home/.config/gcloud/active_config"),
         ("**/.config/gh/hosts.yml",              "home/.config/gh/hosts.yml",           "home/.config/gh/config.yml"),
+        ("**/.config/rclone/rclone.conf",        "home/.config/rclone/rclone.conf",     "home/.config/rclone/filter.txt"),
+        (".databrickscfg",                       "home/.databrickscfg",                 "home/databrickscfg.md"),
+        ("**/.pulumi/credentials.json",          "home/.pulumi/credentials.json",       "home/.pulumi/workspaces.json"),
         (".s3cfg",                               "home/.s3cfg",                         "home/s3cfg.md"),
         (".boto",                                "home/.boto",                          "home/boto.cfg"),
         (".terraformrc",                         "home/.terraformrc",                   "infra/main.tf"),
         ("terraform.rc",                         "win/terraform.rc",                    "win/terraform.md"),
+        ("**/.terraform.d/credentials.tfrc.json", "home/.terraform.d/credentials.tfrc.json", "home/.terraform.d/checkpoint_cache"),
         ("*.tfstate",                            "infra/terraform.tfstate",             "infra/tfstate.md"),
         ("*.tfstate.backup",                     "infra/terraform.tfstate.backup",      "infra/backup.md"),
         ("wallet.dat",                           "btc/wallet.dat",                      "btc/wallet.md"),

@@ -37,6 +37,7 @@
 mod approval;
 mod builtin;
 pub mod command_line;
+mod credential_text;
 mod credentials;
 mod eval;
 mod glob;
@@ -47,7 +48,10 @@ mod rules;
 pub use crate::contract::policy::{Act, Decision, Override, Remember, Rule, TaskPolicy};
 pub use approval::{AllowAll, Approval, ApprovalRequest, Approver, Callback, DeferAll, DenyAll};
 pub use builtin::{BuiltinProtection, SECRET_PATTERNS, WRITE_PROTECTED_PATTERNS, builtin_rules};
-pub use credentials::{CREDENTIAL_CONFIGS, CredentialContent, MAX_JUDGED, holds_credential};
+pub use credential_text::holds_credential;
+pub use credentials::{
+    CREDENTIAL_CONFIGS, CredentialContent, MAX_JUDGED, content_holds_credential,
+};
 pub use eval::{Policy, TaskInputs};
 pub use layers::{Isolation, LayerName, PolicyLayers};
 pub use project::{IgnoredRule, PROJECT_POLICY_FILE, ProjectPolicy, ProjectPolicyError};

@@ -277,34 +277,70 @@ pub fn diff_trees(baseline: &Path, work: &Path) -> io::Result<String> {
     Ok(diff_snapshots(
         &snapshot(baseline)?,
         &snapshot(work)?,
-        &|_| false,
+        &Withhold::NOTHING,
     ))
 }
 
-/// The final diff of a run. A path `denied` (the policy denies reading it) shows
-/// that it changed, never its content: the diff goes into the store, and a secret
-/// the agent moved (`config/.env` to `cfg2/.env`) is a deletion and an addition.
+/// What the final diff must not show: a side of a changed path is withheld when
+/// `path` says the policy denies reading that path, or when `content` says the side's
+/// bytes, judged as the file they were at that path, hold a credential.
+///
+/// Each side is judged by its own bytes (the baseline's for the old side, the work
+/// tree's for the new), never by whatever is at the path now: a credential file whose
+/// directory the agent renamed no longer exists where the old side says it was, and
+/// judging that path would find nothing to protect.
+pub(crate) struct Withhold<'a> {
+    /// Whether the policy denies reading the path.
+    pub path: &'a dyn Fn(&str) -> bool,
+    /// Whether these bytes, as the content of the file at the path, hold a credential.
+    pub content: &'a dyn Fn(&str, &[u8]) -> bool,
+}
+
+impl Withhold<'static> {
+    /// Withholds nothing: a diff of two trees outside any run's policy.
+    pub(crate) const NOTHING: Self = Self {
+        path: &|_| false,
+        content: &|_, _| false,
+    };
+}
+
+impl Withhold<'_> {
+    /// Whether `node` (one side of `path`) must not be shown.
+    fn side(&self, path: &str, node: Option<&Node>) -> bool {
+        match node {
+            None => false,
+            Some(Node::File(bytes)) => (self.path)(path) || (self.content)(path, bytes),
+            Some(_) => (self.path)(path),
+        }
+    }
+}
+
+/// The final diff of a run. A path whose either side is withheld (see [`Withhold`])
+/// shows that it changed, never its content: the diff goes into the store, and a
+/// secret the agent moved (`config/.env` to `cfg2/.env`) is a deletion and an
+/// addition.
 pub(crate) fn diff_against(
     baseline: &Baseline,
     work: &Path,
-    denied: &dyn Fn(&str) -> bool,
+    withhold: &Withhold<'_>,
 ) -> io::Result<String> {
     let before = match baseline {
         Baseline::Dir(d) => snapshot(d)?,
         Baseline::Snapshot(f) => snapshot_file::read(f)?,
     };
-    Ok(diff_snapshots(&before, &snapshot(work)?, denied))
+    Ok(diff_snapshots(&before, &snapshot(work)?, withhold))
 }
 
-fn diff_snapshots(before: &Snapshot, after: &Snapshot, denied: &dyn Fn(&str) -> bool) -> String {
+fn diff_snapshots(before: &Snapshot, after: &Snapshot, withhold: &Withhold<'_>) -> String {
     let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
     keys.sort();
     keys.dedup();
     let mut out = String::new();
     let mut omitted = 0usize;
     for k in keys {
-        let piece = if denied(k) {
-            withheld(k, before.get(k), after.get(k))
+        let (a, b) = (before.get(k), after.get(k));
+        let piece = if withhold.side(k, a) || withhold.side(k, b) {
+            withheld(k, a, b)
         } else {
             diff_node(k, before.get(k), after.get(k))
         };
@@ -440,7 +476,7 @@ mod tests {
         changed[0] = b'y';
         fs::write(ws.path().join("grow.bin"), &changed).unwrap();
         fs::write(ws.path().join("a.txt"), "2\n").unwrap();
-        let d = diff_against(&Baseline::Snapshot(file), ws.path(), &|_| false).unwrap();
+        let d = diff_against(&Baseline::Snapshot(file), ws.path(), &Withhold::NOTHING).unwrap();
         assert!(d.contains("-1\n+2"), "{d}");
         assert!(d.contains("grow.bin") && !d.contains("same.bin"), "{d}");
     }

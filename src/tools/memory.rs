@@ -1,8 +1,11 @@
 //! `remember` and `forget`: the agent's notes for later runs on the same workspace.
 //!
 //! They count as `exec` actions of their own names for the policy (registered tools
-//! are `exec` with their qualified name). A note is refused when it carries content of
-//! a file the policy denies reading, so memory is no way around a mask.
+//! are `exec` with their qualified name). A note is refused when its key or value
+//! carries content of a file the policy denies reading (see [`leak`]), so memory is no
+//! way around a mask.
+
+mod leak;
 
 use crate::store::AsyncStore;
 use std::path::PathBuf;
@@ -32,45 +35,17 @@ pub struct MemoryContext {
 }
 
 impl MemoryContext {
-    /// Whether `value` carries a line (8 bytes or more) of a file the policy denies.
-    fn leaks(&self, value: &str) -> Option<PathBuf> {
+    /// The denied file whose content the note (`key` or `value`) carries, if any.
+    fn leaks(&self, key: &str, value: &str) -> Option<PathBuf> {
         let mut files = self.denied_files.clone();
         if let Some(e) = &self.exec {
             files.extend(e.masked().iter().map(|m| e.workdir().join(m)));
         }
-        files.iter().find(|f| carries_a_line_of(f, value)).cloned()
+        let (key, value) = (leak::fold(key), leak::fold(value));
+        files
+            .into_iter()
+            .find(|f| leak::carries_content_of(f, &[&key, &value]))
     }
-}
-
-/// How much of a denied file the leak check compares (a note is at most 1000 bytes;
-/// a planted file of gigabytes must not cost the harness its memory).
-const LEAK_SCAN_BYTES: u64 = 16 << 20;
-
-/// Whether `value` holds a line (8 bytes or more) of the file at `path`: read as a
-/// stream, regular files only, opened without blocking (a FIFO under a denied name
-/// cannot hang the call) and without following a final link, at most
-/// [`LEAK_SCAN_BYTES`] of it.
-fn carries_a_line_of(path: &std::path::Path, value: &str) -> bool {
-    use std::io::{BufRead, Read};
-    use std::os::unix::fs::OpenOptionsExt;
-    let Ok(file) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-        .open(path)
-    else {
-        return false;
-    };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let mut lines = std::io::BufReader::new(file.take(LEAK_SCAN_BYTES)).split(b'\n');
-    lines.any(|line| {
-        line.ok().is_some_and(|l| {
-            let l = String::from_utf8_lossy(&l);
-            let l = l.trim();
-            l.len() >= 8 && value.contains(l)
-        })
-    })
 }
 
 /// Saves a note for later runs.
@@ -137,7 +112,7 @@ impl Tool for Remember {
         Box::pin(async move {
             let m = memory(ctx)?;
             let a: RememberArgs = super::fs::parse(input)?;
-            if let Some(f) = m.leaks(&a.value) {
+            if let Some(f) = m.leaks(&a.key, &a.value) {
                 return Err(ToolError::BadInput(format!(
                     "refused: the note carries content of {}, which the policy denies reading",
                     f.file_name().map_or_else(

@@ -193,6 +193,12 @@ async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) ->
                 )
             }
         }),
+        Verification::Command { criterion, .. }
+            if let Some(why) = criterion_set::changed_pins(ws, criterion) =>
+        {
+            // A criterion file the policy denies reading is pinned, not restored.
+            not_run(label, why, None, "; restore it to the operator's version")
+        }
         Verification::Command {
             argv,
             expect_exit,

@@ -586,3 +586,62 @@ fn a_resume_compares_with_the_baseline_the_start_kept() {
     keep_baselines(&mut given).unwrap();
     assert_eq!(given, stored);
 }
+
+/// Issue 16, C1: a Node gate's criterion set includes `.npmrc`; one holding a token
+/// (the policy denies reading it) is kept in the stored contract by hash only, so the
+/// token never reaches the store, while a settings-only `.npmrc` is kept by content.
+#[tokio::test]
+async fn c1_criterion_baseline_stores_npmrc() {
+    use io_harness::verify::criterion_set::keep_baselines;
+    let secret = "CANARY_C1_npmrc_token";
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("web")).unwrap();
+    std::fs::write(
+        ws.join(".npmrc"),
+        format!("//registry.npmjs.org/:_authToken={secret}\n"),
+    )
+    .unwrap();
+    std::fs::write(ws.join("web/.npmrc"), "save-exact=true\n").unwrap();
+    std::fs::write(
+        ws.join("package.json"),
+        "{\"name\":\"x\",\"scripts\":{\"test\":\"node -e 1\"}}\n",
+    )
+    .unwrap();
+    let mut c = TaskContract::workspace("g", &ws, Verification::command(["npm", "test"]));
+    c.resolve_root().unwrap();
+    let mut kept = c.clone();
+    keep_baselines(&mut kept).unwrap();
+    let Verification::Command { criterion, .. } = &kept.verify.criteria[0] else {
+        panic!();
+    };
+    let base = criterion.baseline.as_ref().unwrap();
+    assert_eq!(
+        base.pinned
+            .iter()
+            .map(|p| p.path.as_str())
+            .collect::<Vec<_>>(),
+        [".npmrc"]
+    );
+    assert!(base.files.iter().any(|f| f.path == "web/.npmrc"));
+    assert!(base.files.iter().all(|f| !f.content.contains(secret)));
+
+    std::fs::create_dir_all(dir.path().join("store")).unwrap();
+    let db = dir.path().join("store/store.db");
+    let store = Store::open(&db).unwrap();
+    let provider = Scripted::new(vec![ScriptTurn::text("done")]);
+    run_with(&c, &provider, &store, RunOptions::default())
+        .await
+        .unwrap();
+    drop(store);
+    let mut bytes = Vec::new();
+    for suffix in ["", "-wal"] {
+        let mut p = db.clone().into_os_string();
+        p.push(suffix);
+        bytes.extend(std::fs::read(PathBuf::from(p)).unwrap_or_default());
+    }
+    assert!(
+        !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+        "the token reached the store"
+    );
+}

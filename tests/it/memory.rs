@@ -72,6 +72,56 @@ async fn a_note_carrying_a_masked_secret_is_refused() {
     assert!(store.memory_list(&ws).unwrap().is_empty());
 }
 
+/// Issue 16, MEM1: the secret value of a `.env` line, alone, inside a sentence, in
+/// another case, split by an invisible character, or as the note's key, is refused;
+/// a note sharing only short words with the file is saved.
+#[tokio::test]
+async fn mem1_note_with_secret_value() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+    std::fs::write(
+        dir.path().join(".env"),
+        "DB_USER=admin\nDB_PASSWORD=CANARY_MEM1_pw_7d9f3a\n",
+    )
+    .unwrap();
+    let store = Store::memory().unwrap();
+    let note = |k: &str, v: &str| ScriptTurn::tool("remember", json!({"key": k, "value": v}));
+    let provider = Scripted::new(vec![
+        note("v", "CANARY_MEM1_pw_7d9f3a"),
+        note("s", "the db password is CANARY_MEM1_pw_7d9f3a"),
+        note("u", "the DB password is canary_mem1_PW_7D9F3A"),
+        note("z", "CANARY_MEM1\u{200b}_pw_7d9f3a"),
+        note("CANARY_MEM1_pw_7d9f3a", "see key"),
+        note("user", "the db user is admin"),
+        ScriptTurn::text("done"),
+    ]);
+    let r = run(&contract(dir.path()), &provider, &store).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success);
+    let steps = store.steps(r.run_id).unwrap();
+    for (i, refused) in [
+        (0, true),
+        (1, true),
+        (2, true),
+        (3, true),
+        (4, true),
+        (5, false),
+    ] {
+        let out = &steps[i].tool_calls[0];
+        assert_eq!(
+            out.is_error && out.output.contains("policy denies reading"),
+            refused,
+            "note {i}: {}",
+            out.output
+        );
+    }
+    let ws = std::fs::canonicalize(dir.path())
+        .unwrap()
+        .display()
+        .to_string();
+    let notes = store.memory_list(&ws).unwrap();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+}
+
 #[test]
 fn notes_are_bounded_and_evicted_least_recently_used_never_the_new_one() {
     let store = Store::memory().unwrap();

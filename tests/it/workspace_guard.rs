@@ -687,3 +687,57 @@ async fn a_denied_program_is_not_in_the_view_for_an_interpreter_to_reach() {
         sessions[0].masked_json
     );
 }
+
+/// Issue 16, H1: a file denied by its content (`sub/.npmrc` with a token) that the
+/// agent moves away with its directory is, at its old path, a deletion whose content
+/// is the baseline's: the diff judges that side by those bytes, not by a path that no
+/// longer holds anything, and withholds it (and its twin at the new path).
+#[tokio::test]
+async fn h1_diff_deleted_credential() {
+    let fx = Fx::new();
+    std::fs::create_dir(fx.ws.join("sub")).unwrap();
+    std::fs::write(
+        fx.ws.join("sub/.npmrc"),
+        format!("//registry.npmjs.org/:_authToken={SECRET}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        fx.ws.join("sub/.pypirc"),
+        format!("[pypi]\npassword =\n    {SECRET}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        fx.ws.join("sub/.yarnrc"),
+        "registry \"https://r.example\"\n",
+    )
+    .unwrap();
+    for c in [contract(&fx.ws), contract(&fx.ws).on_copy()] {
+        let turns = vec![sh("mv sub sub2"), ScriptTurn::text("done")];
+        let (store, run, _) = go(&fx, &c, turns).await;
+        let diff = store.run(run).unwrap().unwrap().diff.unwrap_or_default();
+        for f in [".npmrc", ".pypirc"] {
+            assert!(
+                diff.contains(&format!("sub/{f} deleted; content withheld")),
+                "{diff}"
+            );
+            assert!(
+                diff.contains(&format!("sub2/{f} added; content withheld")),
+                "{diff}"
+            );
+        }
+        assert!(
+            diff.contains("+registry \"https://r.example\""),
+            "a settings-only file still diffs: {diff}"
+        );
+        assert!(!diff.contains(SECRET), "{diff}");
+        drop(store);
+        assert!(
+            !contains(&fx.store_bytes(), SECRET),
+            "the secret reached the store"
+        );
+        // Put the tree back for the copy-mode pass.
+        if fx.ws.join("sub2").exists() {
+            std::fs::rename(fx.ws.join("sub2"), fx.ws.join("sub")).unwrap();
+        }
+    }
+}

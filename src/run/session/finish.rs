@@ -42,14 +42,24 @@ impl Session<'_> {
             exec.check_new_repos().await;
         }
         let dirs = &self.run.dirs;
-        let gate = self.tools.policy.gate.clone();
-        let denied = move |path: &str| {
-            gate.decide(&Action::new(Act::Read, path.to_string()))
-                .decision
-                == Decision::Deny
+        // Scoped: the judges are not `Send` and must not live across an await.
+        let diff = {
+            let gate = self.tools.policy.gate.clone();
+            let denied = move |path: &str| {
+                gate.decide(&Action::new(Act::Read, path.to_string()))
+                    .decision
+                    == Decision::Deny
+            };
+            let holds = |path: &str, bytes: &[u8]| {
+                crate::policy::content_holds_credential(path, bytes).is_some()
+            };
+            let withhold = workdir::Withhold {
+                path: &denied,
+                content: &holds,
+            };
+            workdir::diff_against(&dirs.baseline, &dirs.work, &withhold)
+                .unwrap_or_else(|e| format!("[diff unavailable: {e}]\n"))
         };
-        let diff = workdir::diff_against(&dirs.baseline, &dirs.work, &denied)
-            .unwrap_or_else(|e| format!("[diff unavailable: {e}]\n"));
         let final_message = self.final_message();
         let fin = RunFinish {
             outcome: outcome.name().to_string(),

@@ -2,7 +2,10 @@
 //! kept in the stored contract: the content of every whole file of the set that
 //! exists then (a file not listed did not exist) and the canonical text of every
 //! section of the sectioned files. Bounded: a set larger than
-//! [`MAX_BASELINE_BYTES`] refuses the run's start, naming the key.
+//! [`MAX_BASELINE_BYTES`] refuses the run's start, naming the key. A file of the set
+//! whose content the run's policy denies reading is kept by its hash alone
+//! ([`crate::contract::PinnedKept`]): the stored contract goes into the store, which
+//! must never hold what the agent may not read.
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -13,9 +16,12 @@ use super::rules::Selection;
 use super::sections;
 use super::walk;
 use crate::contract::{
-    ContractError, CriterionBaseline, KeptFile, KeptLink, KeptSection, TaskContract, Verification,
+    ContractError, CriterionBaseline, KeptFile, KeptLink, KeptSection, PinnedKept, TaskContract,
+    Verification,
 };
+use crate::policy::{Act, Action, CredentialContent, Decision, Policy, PolicyGate, ProjectPolicy};
 use crate::tools::Workspace;
+use std::sync::Arc;
 
 /// The most bytes of criterion-set content one run keeps, over all its gates.
 pub const MAX_BASELINE_BYTES: u64 = 16 * 1024 * 1024;
@@ -66,13 +72,26 @@ pub(super) fn kept_bytes(k: &KeptFile) -> Vec<u8> {
         .collect()
 }
 
-/// The baseline of `sel` in `ws` now, and its size in bytes.
-pub(crate) fn capture(ws: &Workspace, sel: &Selection) -> Result<(CriterionBaseline, u64), String> {
+/// The baseline of `sel` in `ws` now, and its size in bytes. A file `denied` says
+/// the policy denies reading (whole or sectioned) is kept by hash alone.
+pub(crate) fn capture(
+    ws: &Workspace,
+    sel: &Selection,
+    denied: &dyn Fn(&str) -> bool,
+) -> Result<(CriterionBaseline, u64), String> {
     let mut base = CriterionBaseline::default();
     let mut total = 0u64;
     for entry in walk::files(ws)? {
         let rel = entry.rel.as_str();
-        if entry.symlink {
+        let of_set = sel.whole(rel) || sel.sections_of(rel).is_some();
+        if !entry.symlink && of_set && denied(rel) {
+            if let Some((bytes, _)) = read_file(ws, rel) {
+                base.pinned.push(PinnedKept {
+                    path: rel.to_string(),
+                    sha256: crate::digest::sha256_hex(&bytes),
+                });
+            }
+        } else if entry.symlink {
             if sel.link_matters(rel)
                 && let Some(target) = link_target(ws, rel)
             {
@@ -120,6 +139,18 @@ fn start_error(message: String) -> ContractError {
 /// `verify.criterion_paths` when the workspace cannot be read or the sets together
 /// exceed [`MAX_BASELINE_BYTES`].
 pub fn keep_baselines(contract: &mut TaskContract) -> Result<(), ContractError> {
+    let pending = contract.verify.criteria.iter().any(
+        |v| matches!(v, Verification::Command { criterion, .. } if criterion.baseline.is_none()),
+    );
+    if !pending {
+        return Ok(());
+    }
+    let gate = read_gate(contract)?;
+    let denied = |rel: &str| {
+        gate.decide(&Action::new(Act::Read, rel.to_string()))
+            .decision
+            == Decision::Deny
+    };
     let mut ws: Option<Workspace> = None;
     let mut total = 0u64;
     for v in &mut contract.verify.criteria {
@@ -139,7 +170,7 @@ pub fn keep_baselines(contract: &mut TaskContract) -> Result<(), ContractError> 
             })?);
         }
         let Some(w) = ws.as_ref() else { continue };
-        let (base, bytes) = capture(w, &sel).map_err(start_error)?;
+        let (base, bytes) = capture(w, &sel, &denied).map_err(start_error)?;
         total += bytes;
         if total > MAX_BASELINE_BYTES {
             return Err(start_error(format!(
@@ -150,6 +181,21 @@ pub fn keep_baselines(contract: &mut TaskContract) -> Result<(), ContractError> 
         criterion.baseline = Some(base);
     }
     Ok(())
+}
+
+/// The gate that judges which files of a set may be kept by content: the contract's
+/// policy (built-in, task and gate layers) narrowed by the workspace's project file,
+/// with registry settings files judged by their content, as the run's own gate is. An
+/// unreadable project file is left to the run's start to report; here it only means
+/// no narrowing.
+fn read_gate(contract: &TaskContract) -> Result<CredentialContent, ContractError> {
+    let policy_error =
+        |e: crate::policy::PolicyError| start_error(format!("the policy could not be built: {e}"));
+    let mut policy = Policy::for_contract(contract).map_err(policy_error)?;
+    if let Ok(project) = ProjectPolicy::load(&contract.root) {
+        policy = policy.with_project(&project).map_err(policy_error)?;
+    }
+    Ok(CredentialContent::new(Arc::new(policy), &contract.root))
 }
 
 /// Gives `given` (a contract handed to `resume`) the baselines `stored` kept, so the

@@ -18,4 +18,4 @@ mod sections;
 mod walk;
 
 pub use baseline::{MAX_BASELINE_BYTES, adopt_baselines, keep_baselines};
-pub(crate) use restore::{Restored, restore};
+pub(crate) use restore::{Restored, changed_pins, restore};

@@ -5,6 +5,10 @@
 //! Restoring in place (rather than on a copy) means the gate runs where it always
 //! ran, and the final diff and the model see exactly what the gate saw; the model is
 //! told which files were put back and that they are not part of its work area.
+//!
+//! A file of the set kept by hash alone (the policy denies reading it, so its content
+//! is not kept) cannot be put back: it is pinned instead, and [`changed_pins`] names
+//! it when it changed, so the gate fails unrun as it does for a changed gate script.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
@@ -82,6 +86,28 @@ fn touch(ws: &Workspace, rel: &str) {
     }
 }
 
+/// The first file of `set` kept by hash alone that is missing, not a regular file,
+/// or differs from its hash, named for the gate's failure (`None` when all are as
+/// they were, or the set has no baseline yet).
+pub(crate) fn changed_pins(ws: &Workspace, set: &CriterionSet) -> Option<String> {
+    let base = set.baseline.as_ref()?;
+    base.pinned
+        .iter()
+        .find_map(|p| match read_file(ws, &p.path) {
+            Some((bytes, _)) if crate::digest::sha256_hex(&bytes) == p.sha256 => None,
+            Some(_) => Some(format!(
+                "{} changed since the run started (a criterion file the policy denies \
+             reading is pinned, not restored)",
+                p.path
+            )),
+            None => Some(format!(
+                "{} is gone since the run started (a criterion file the policy denies \
+             reading is pinned, not restored)",
+                p.path
+            )),
+        })
+}
+
 /// Restores the criterion set of the gate `argv` in `ws` from `set.baseline`. A set
 /// without a baseline (a contract checked outside a run) is left alone. An error
 /// means the set could not be restored, and the gate must not run.
@@ -96,12 +122,16 @@ pub(crate) fn restore(
     };
     let sel = Selection::new(argv, set)?;
     let kept: BTreeMap<&str, &KeptFile> = base.files.iter().map(|k| (k.path.as_str(), k)).collect();
+    // Pinned files are checked before the gate (`changed_pins`), never rewritten.
+    let pinned: BTreeSet<&str> = base.pinned.iter().map(|p| p.path.as_str()).collect();
     let live = walk::files(ws)?;
     let mut purged = 0usize;
     let mut present = BTreeSet::new();
     for entry in &live {
         let rel = entry.rel.as_str();
-        if entry.symlink {
+        if pinned.contains(rel) {
+            present.insert(rel);
+        } else if entry.symlink {
             // A file kept by content is put back below, whatever stands there now.
             if sel.link_matters(rel) && !kept.contains_key(rel) {
                 let target = link_target(ws, rel);
@@ -238,7 +268,7 @@ mod tests {
             ..CriterionSet::default()
         };
         let sel = Selection::new(&argv, &set).unwrap();
-        set.baseline = Some(capture(ws, &sel).unwrap().0);
+        set.baseline = Some(capture(ws, &sel, &|_| false).unwrap().0);
         (argv, set)
     }
 
@@ -415,5 +445,55 @@ mod tests {
             now > old + std::time::Duration::from_secs(86_400 * 365 * 20),
             "{now:?}"
         );
+    }
+
+    /// Issue 16, C1: an `.npmrc` of a Node gate's set that holds a token (the policy
+    /// denies reading it) is kept by hash only, never by content; it is not restored,
+    /// and once changed or removed it is named and the gate fails.
+    #[test]
+    fn c1_criterion_baseline_stores_npmrc() {
+        let secret = "CANARY_C1_npmrc_token";
+        let (dir, ws) = set_up(&[
+            (
+                ".npmrc",
+                &format!("//registry.npmjs.org/:_authToken={secret}\n"),
+            ),
+            ("web/.npmrc", "script-shell=/bin/sh\n"),
+            ("package.json", "{\"scripts\": {\"test\": \"node -e 1\"}}\n"),
+        ]);
+        let root = dir.path();
+        let argv: Vec<String> = ["npm", "test"].iter().map(|s| s.to_string()).collect();
+        let mut set = CriterionSet::default();
+        let sel = Selection::new(&argv, &set).unwrap();
+        let gate = crate::policy::CredentialContent::new(
+            std::sync::Arc::new(crate::policy::Policy::builtin()),
+            root,
+        );
+        let denied = |rel: &str| {
+            use crate::policy::{Act, Action, Decision, PolicyGate};
+            gate.decide(&Action::new(Act::Read, rel)).decision == Decision::Deny
+        };
+        let base = capture(&ws, &sel, &denied).unwrap().0;
+        let stored = serde_json::to_string(&base).unwrap();
+        assert!(
+            !stored.contains(secret),
+            "the baseline holds the token: {stored}"
+        );
+        assert_eq!(base.pinned.len(), 1, "{stored}");
+        assert_eq!(base.pinned[0].path, ".npmrc");
+        assert!(
+            base.files.iter().any(|k| k.path == "web/.npmrc"),
+            "a settings-only .npmrc is still kept and restored: {stored}"
+        );
+        set.baseline = Some(base);
+        assert_eq!(changed_pins(&ws, &set), None);
+        let done = restore(&ws, &argv, &set).unwrap();
+        assert!(done.actions.is_empty(), "{:?}", done.actions);
+        std::fs::write(root.join(".npmrc"), "script-shell=./evil.sh\n").unwrap();
+        let why = changed_pins(&ws, &set).unwrap();
+        assert!(why.starts_with(".npmrc changed"), "{why}");
+        std::fs::remove_file(root.join(".npmrc")).unwrap();
+        let why = changed_pins(&ws, &set).unwrap();
+        assert!(why.starts_with(".npmrc is gone"), "{why}");
     }
 }

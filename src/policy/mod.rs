@@ -39,6 +39,7 @@ mod builtin;
 pub mod command_line;
 mod credentials;
 mod eval;
+mod follow;
 mod glob;
 mod layers;
 mod project;
@@ -48,7 +49,9 @@ pub use crate::contract::policy::{Act, Decision, Override, Remember, Rule, TaskP
 pub use approval::{AllowAll, Approval, ApprovalRequest, Approver, Callback, DeferAll, DenyAll};
 pub use builtin::{BuiltinProtection, SECRET_PATTERNS, WRITE_PROTECTED_PATTERNS, builtin_rules};
 pub use credentials::{CREDENTIAL_CONFIGS, CredentialContent, MAX_JUDGED, holds_credential};
+pub(crate) use credentials::{content_denied, credential_config};
 pub use eval::{Policy, TaskInputs};
+pub use follow::{DeniedFiles, DeniedFilesFull, FollowDenied, record_denied};
 pub use layers::{Isolation, LayerName, PolicyLayers};
 pub use project::{IgnoredRule, PROJECT_POLICY_FILE, ProjectPolicy, ProjectPolicyError};
 pub use rules::PolicyError;
@@ -121,5 +124,12 @@ pub trait PolicyGate: Send + Sync {
     /// every program.
     fn limits_programs(&self) -> bool {
         true
+    }
+
+    /// The files this gate denies wherever they are moved, when it keeps such a set
+    /// ([`FollowDenied`]): the workspace guard records there every file it finds
+    /// denied reading at a look. A wrapping gate forwards its inner gate's.
+    fn denied_files(&self) -> Option<&DeniedFiles> {
+        None
     }
 }

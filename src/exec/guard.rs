@@ -127,6 +127,13 @@ pub(crate) struct WorkspaceGuard {
     /// [`denied_programs`] of the gate, looked up at the first session (the system
     /// directories are read-only in every view: they do not change within a run).
     programs: Option<Vec<PathBuf>>,
+    /// The host trees an operator makes visible (`[sandbox] read_only_paths`), and
+    /// what the policy denies reading in them (absolute), looked at once per run:
+    /// they are read-only in every view.
+    visible: Vec<PathBuf>,
+    visible_masks: Option<Vec<PathBuf>>,
+    /// The most entries one look walks (`[sandbox] scan_limit`).
+    limit: usize,
 }
 
 /// The most write-denied paths a session holds read-only (each is a bind mount).
@@ -210,7 +217,17 @@ impl WorkspaceGuard {
             kept: 0,
             unchecked: None,
             programs: None,
+            visible: Vec::new(),
+            visible_masks: None,
+            limit,
         }
+    }
+
+    /// The host trees the view shows beside the workspace, whose denied files are
+    /// masked too (see [`super::outside`]).
+    pub(crate) fn set_visible_trees(&mut self, roots: Vec<PathBuf>) {
+        self.visible = roots;
+        self.visible_masks = None;
     }
 
     /// Keeps the first look's entries in `dir` (and takes them from there when a
@@ -257,6 +274,11 @@ impl WorkspaceGuard {
                 .map_or(Access::Open, |g| Access::decided_by(g.as_ref(), target))
         };
         self.index.refresh(&judge, redecide)?;
+        if self.follow_denied()? {
+            // A file judged before its twin was recorded (a hard link listed first)
+            // is judged again.
+            self.index.refresh(&judge, true)?;
+        }
         if self.known.is_none() {
             let known = match self.load_known() {
                 Some(k) => k,
@@ -269,6 +291,24 @@ impl WorkspaceGuard {
             self.known = Some(known);
         }
         Ok(())
+    }
+
+    /// Records every regular file the last look found denied reading in the gate's
+    /// [`DeniedFiles`](crate::policy::DeniedFiles), so its denial follows it wherever
+    /// a command moves or links it. Whether any was new.
+    fn follow_denied(&self) -> Result<bool, ScanError> {
+        let Some(gate) = &self.gate else {
+            return Ok(false);
+        };
+        if gate.denied_files().is_none() {
+            return Ok(false);
+        }
+        let mut new = false;
+        for rel in self.index.denied_files() {
+            let target = tree::slashed(&rel);
+            new |= crate::policy::record_denied(gate.as_ref(), self.index.root(), &target)?;
+        }
+        Ok(new)
     }
 
     /// Every suspect of the index.
@@ -308,6 +348,11 @@ impl WorkspaceGuard {
                 .programs
                 .get_or_insert_with(|| denied_programs(gate.as_ref()));
             masked.extend(programs.iter().cloned());
+            if self.visible_masks.is_none() {
+                let m = super::outside::masks(&self.visible, gate.as_ref(), self.limit)?;
+                self.visible_masks = Some(m);
+            }
+            masked.extend(self.visible_masks.iter().flatten().cloned());
         }
         let known = self.known.clone().unwrap_or_default();
         let mut protected: Vec<PathBuf> = self

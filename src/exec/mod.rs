@@ -26,7 +26,9 @@
 
 mod checks;
 mod guard;
+mod outside;
 pub(crate) use guard::denied_programs;
+pub(crate) use outside::masks_or_whole as visible_tree_masks;
 pub(crate) mod output;
 mod report;
 mod repos;
@@ -203,13 +205,14 @@ impl Executor {
         audit: Option<AuditLog>,
         masked: Vec<PathBuf>,
     ) -> Self {
-        let guard = WorkspaceGuard::new(
+        let mut guard = WorkspaceGuard::new(
             workdir,
             settings.scan_limit.unwrap_or(tree::DEFAULT_SCAN_LIMIT),
             masked,
             settings.allow_new_repos,
             checks::quarantine_dir(&store, run_id),
         );
+        guard.set_visible_trees(settings.read_only_paths.clone());
         Self {
             sandbox,
             settings,

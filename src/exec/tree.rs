@@ -63,6 +63,10 @@ pub enum ScanError {
         #[source]
         source: io::Error,
     },
+    /// More files were denied reading than a run follows (see
+    /// [`crate::policy::FollowDenied`]).
+    #[error(transparent)]
+    DeniedFiles(#[from] crate::policy::DeniedFilesFull),
 }
 
 /// What an entry is, as its directory lists it (links not followed).
@@ -202,6 +206,14 @@ impl TreeIndex {
         self.dirs
             .iter()
             .flat_map(|(dir, l)| l.entries.iter().map(move |e| (dir.join(&e.name), e)))
+    }
+
+    /// The regular files the policy denies reading, relative to the root.
+    pub(crate) fn denied_files(&self) -> Vec<PathBuf> {
+        self.entries()
+            .filter(|(_, e)| e.access == Access::Masked && e.kind == Kind::File)
+            .map(|(p, _)| p)
+            .collect()
     }
 
     /// The entries the policy denies reading, relative to the root, sorted.
@@ -492,7 +504,7 @@ fn walk(root: &Path, on_dir: &mut OnDir<'_>) -> Result<(), ScanError> {
 }
 
 /// A relative path as the policy names it (`/`-separated).
-fn slashed(p: &Path) -> String {
+pub(crate) fn slashed(p: &Path) -> String {
     p.to_string_lossy().replace('\\', "/")
 }
 

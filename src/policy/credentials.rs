@@ -113,32 +113,40 @@ impl CredentialContent {
         }
     }
 
-    /// Why the file at `target` is denied, when it is: it holds a credential, or it
-    /// cannot be judged (too large, not a regular file, unreadable).
-    fn judged_denied(&self, target: &str, kind: SettingsKind) -> Option<&'static str> {
-        let path = self.root.join(target.trim_start_matches('/'));
-        let meta = match std::fs::symlink_metadata(&path) {
-            Ok(m) => m,
-            // Absent: nothing to protect (a write creates it, and then it is judged).
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-            Err(_) => return Some("could not be judged"),
-        };
-        if !meta.file_type().is_file() {
-            return (!meta.file_type().is_dir()).then_some("is not a regular file");
-        }
-        if meta.len() > MAX_JUDGED {
-            return Some("is too large to judge");
-        }
-        let mut bytes = Vec::new();
-        let read = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&path)
-            .and_then(|f| f.take(MAX_JUDGED + 1).read_to_end(&mut bytes));
-        match read {
-            Ok(_) => judge_bytes(kind, &bytes),
-            Err(_) => Some("could not be judged"),
-        }
+    /// Why the file at `target` is denied, when it is (see [`content_denied`]).
+    fn judged_denied(&self, target: &str) -> Option<&'static str> {
+        content_denied(&self.root, target)
+    }
+}
+
+/// Why the settings file at `target` under `root` is denied, when it is: it holds a
+/// credential, or it cannot be judged (too large, not a regular file, unreadable).
+/// `None` too when `target` is not a settings file judged by content. For any tree a
+/// command sees, not only the workspace (`[sandbox] read_only_paths`).
+pub(crate) fn content_denied(root: &std::path::Path, target: &str) -> Option<&'static str> {
+    let kind = kind_of(credential_config(target)?);
+    let path = root.join(target.trim_start_matches('/'));
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
+        // Absent: nothing to protect (a write creates it, and then it is judged).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(_) => return Some("could not be judged"),
+    };
+    if !meta.file_type().is_file() {
+        return (!meta.file_type().is_dir()).then_some("is not a regular file");
+    }
+    if meta.len() > MAX_JUDGED {
+        return Some("is too large to judge");
+    }
+    let mut bytes = Vec::new();
+    let read = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path)
+        .and_then(|f| f.take(MAX_JUDGED + 1).read_to_end(&mut bytes));
+    match read {
+        Ok(_) => judge_bytes(kind, &bytes),
+        Err(_) => Some("could not be judged"),
     }
 }
 
@@ -154,7 +162,7 @@ impl PolicyGate for CredentialContent {
         let Some(pattern) = credential_config(&action.target) else {
             return d;
         };
-        match self.judged_denied(&action.target, kind_of(pattern)) {
+        match self.judged_denied(&action.target) {
             Some(why) => PolicyDecision {
                 action: action.clone(),
                 decision: Decision::Deny,
@@ -175,6 +183,10 @@ impl PolicyGate for CredentialContent {
 
     fn remember_program(&self, action: &Action) -> bool {
         self.inner.remember_program(action)
+    }
+
+    fn denied_files(&self) -> Option<&super::DeniedFiles> {
+        self.inner.denied_files()
     }
 }
 

@@ -40,6 +40,7 @@ pub mod command_line;
 mod credential_text;
 mod credentials;
 mod eval;
+mod follow;
 mod glob;
 mod layers;
 mod project;
@@ -52,7 +53,9 @@ pub use credential_text::holds_credential;
 pub use credentials::{
     CREDENTIAL_CONFIGS, CredentialContent, MAX_JUDGED, content_holds_credential,
 };
+pub(crate) use credentials::{content_denied, credential_config};
 pub use eval::{Policy, TaskInputs};
+pub use follow::{DeniedFiles, DeniedFilesFull, FollowDenied, record_denied};
 pub use layers::{Isolation, LayerName, PolicyLayers};
 pub use project::{IgnoredRule, PROJECT_POLICY_FILE, ProjectPolicy, ProjectPolicyError};
 pub use rules::PolicyError;
@@ -125,5 +128,12 @@ pub trait PolicyGate: Send + Sync {
     /// every program.
     fn limits_programs(&self) -> bool {
         true
+    }
+
+    /// The files this gate denies wherever they are moved, when it keeps such a set
+    /// ([`FollowDenied`]): the workspace guard records there every file it finds
+    /// denied reading at a look. A wrapping gate forwards its inner gate's.
+    fn denied_files(&self) -> Option<&DeniedFiles> {
+        None
     }
 }

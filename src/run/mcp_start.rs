@@ -42,7 +42,7 @@ pub(super) async fn connect(
     if contract.mcp.is_empty() {
         return None;
     }
-    let (masked, protected) = start_paths(ctx, &contract.root, policy.as_ref()).await;
+    let (masked, protected) = start_paths(ctx, contract, policy.as_ref()).await;
     let env = McpEnv {
         store: Some(store.clone()),
         run_id,
@@ -70,9 +70,10 @@ pub(super) async fn connect(
 #[cfg(feature = "mcp")]
 async fn start_paths(
     ctx: &ToolContext,
-    root: &std::path::Path,
+    contract: &TaskContract,
     policy: &dyn PolicyGate,
 ) -> (Vec<std::path::PathBuf>, Vec<std::path::PathBuf>) {
+    let (root, visible) = (&contract.root, &contract.sandbox.read_only_paths);
     match &ctx.exec {
         Some(e) => match e.view_paths().await {
             Ok(paths) => paths,
@@ -81,7 +82,7 @@ async fn start_paths(
                 (vec![e.workdir().to_path_buf()], Vec::new())
             }
         },
-        None => super::setup::view_paths(root, policy),
+        None => super::setup::view_paths(root, visible, policy),
     }
 }
 
@@ -118,7 +119,11 @@ pub async fn list_servers(
         sandbox.backend(),
         &contract.root,
     )?);
-    let (masked, protected) = super::setup::view_paths(&contract.root, policy.as_ref());
+    let (masked, protected) = super::setup::view_paths(
+        &contract.root,
+        &contract.sandbox.read_only_paths,
+        policy.as_ref(),
+    );
     let env = McpEnv {
         store: None,
         run_id: 0,

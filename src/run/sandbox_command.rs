@@ -52,7 +52,8 @@ pub fn standalone_command(
     let line = crate::policy::command_line::quote(&argv);
     let decision = gate.decide(&Action::new(Act::Exec, line));
     let mut spec = standalone::command_spec(settings, workdir, argv);
-    (spec.masked_paths, spec.protected_paths) = setup::view_paths(workdir, &gate);
+    (spec.masked_paths, spec.protected_paths) =
+        setup::view_paths(workdir, &settings.read_only_paths, &gate);
     // The view shows nothing of the host but what is listed; the records can only be
     // seen where they lie under the working directory, and are masked there.
     for record in standalone::record_paths(store, audit) {

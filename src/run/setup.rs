@@ -79,13 +79,47 @@ pub(crate) fn finish_policy(
     Ok(policy)
 }
 
+/// The gate a run's tool calls pass: `policy`, with registry settings files judged by
+/// their content ([`crate::policy::CredentialContent`]) and every file it denies
+/// reading followed through renames and links ([`crate::policy::FollowDenied`],
+/// bounded by `[sandbox] scan_limit`), for every consumer alike (tools, masks, diff,
+/// memory).
+pub(crate) fn run_gate(
+    policy: Arc<dyn PolicyGate>,
+    contract: &TaskContract,
+    work: &Path,
+) -> Arc<dyn PolicyGate> {
+    let limit = contract
+        .sandbox
+        .scan_limit
+        .unwrap_or(crate::exec::tree::DEFAULT_SCAN_LIMIT);
+    let content = Arc::new(crate::policy::CredentialContent::new(policy, work));
+    Arc::new(crate::policy::FollowDenied::new(content, work, limit))
+}
+
 /// For a sandbox started outside a run's executor (`io-harness sandbox`, `mcp list`):
 /// the workspace files the policy denies for reading, masked inside so a command cannot
 /// read what `read_file` may not (ignored files included — `.env` is usually ignored —
 /// links not followed), and the outermost paths it denies writing but not reading,
-/// held read-only; both absolute. A tree too large to look at whole masks the whole
-/// workspace rather than part of it.
-pub(crate) fn view_paths(work: &Path, gate: &dyn PolicyGate) -> (Vec<PathBuf>, Vec<PathBuf>) {
+/// held read-only; both absolute. The denied files of the host trees the view shows
+/// beside it (`visible`: `[sandbox] read_only_paths`) are masked too. A tree too large
+/// to look at whole masks the whole tree rather than part of it.
+pub(crate) fn view_paths(
+    work: &Path,
+    visible: &[PathBuf],
+    gate: &dyn PolicyGate,
+) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let (mut masked, protected) = workspace_view_paths(work, gate);
+    masked.extend(crate::exec::visible_tree_masks(
+        visible,
+        gate,
+        crate::exec::tree::DEFAULT_SCAN_LIMIT,
+    ));
+    (masked, protected)
+}
+
+/// [`view_paths`] of the workspace alone.
+fn workspace_view_paths(work: &Path, gate: &dyn PolicyGate) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut index = crate::exec::tree::TreeIndex::new(work, crate::exec::tree::DEFAULT_SCAN_LIMIT);
     let judge = |target: &str| crate::exec::tree::Access::decided_by(gate, target);
     match index.refresh(&judge, false) {

@@ -211,7 +211,7 @@ pub(crate) fn prepare(spec: &AgentSpec, parent: &ParentView<'_>) -> Result<Prepa
         r.check().map_err(|e| format!("rules: {e}"))?;
     }
     let (root, prefix) = sub_root(parent.work, spec.root.as_deref().unwrap_or("."))?;
-    let mut verify = criteria(&spec.verify, parent.gate.as_ref(), &prefix)?;
+    let mut verify = criteria(&spec.verify, parent.gate.as_ref(), parent.work, &prefix)?;
     // The child may not rewrite the script that judges it, as for an operator's gate.
     verify.criteria = std::mem::take(&mut verify.criteria)
         .into_iter()
@@ -310,21 +310,32 @@ fn sub_root(parent_work: &Path, rel: &str) -> Result<(PathBuf, String), String> 
 }
 
 /// A file a child's criterion reads is read by the harness for the parent's model:
-/// the parent's policy decides it like any read (a `file_contains` on `.env` was a
-/// one-bit oracle, 16 spawns to a character). `prefix` is the child's root in the
-/// parent's workspace.
-fn readable(gate: &dyn PolicyGate, prefix: &str, file: &str, key: &str) -> Result<(), String> {
+/// the parent's policy decides it like `read_file` — the name and, through a symlink,
+/// the file it reaches (a `file_contains` on `.env`, or on a link `envlink -> .env`,
+/// was a one-bit oracle, 16 spawns to a character). `prefix` is the child's root in
+/// the parent's workspace `ws`. (The child's verification judges the file again when
+/// it reads it: the link may come later.)
+fn readable(
+    gate: &dyn PolicyGate,
+    ws: &crate::tools::Workspace,
+    prefix: &str,
+    file: &str,
+    key: &str,
+) -> Result<(), String> {
     let target = if prefix.is_empty() {
         file.to_string()
     } else {
         format!("{prefix}/{file}")
     };
-    let d = gate.decide(&Action::new(Act::Read, target.clone()));
-    match d.decision {
-        Decision::Allow => Ok(()),
-        other => Err(format!(
-            "verify.{key}: {target:?} is a file your policy does not let you read ({} by rule {} in layer {}); a criterion may only judge what you could read",
-            other.as_str(),
+    let rel = ws
+        .normalize(&target)
+        .map_err(|e| format!("verify.{key}: {target:?}: {e}"))?;
+    match crate::tools::read_refusal(gate, ws, rel) {
+        None => Ok(()),
+        Some(d) => Err(format!(
+            "verify.{key}: {target:?} is a file your policy does not let you read ({} {:?} by rule {} in layer {}); a criterion may only judge what you could read",
+            d.decision.as_str(),
+            d.action.target,
             d.rule,
             d.layer
         )),
@@ -334,9 +345,11 @@ fn readable(gate: &dyn PolicyGate, prefix: &str, file: &str, key: &str) -> Resul
 fn criteria(
     v: &AgentVerify,
     gate: &dyn PolicyGate,
+    work: &Path,
     prefix: &str,
 ) -> Result<VerifySettings, String> {
     let mut out = Vec::new();
+    let ws = || crate::tools::Workspace::open(work).map_err(|e| format!("{}: {e}", work.display()));
     if let Some(argv) = &v.command {
         let Some(program) = argv.first() else {
             return Err("verify.command is empty".into());
@@ -364,14 +377,26 @@ fn criteria(
         return Err("verify.expect_exit needs verify.command".into());
     }
     if let Some(f) = &v.file_contains {
-        readable(gate, prefix, &f.file.to_string_lossy(), "file_contains")?;
+        readable(
+            gate,
+            &ws()?,
+            prefix,
+            &f.file.to_string_lossy(),
+            "file_contains",
+        )?;
         out.push(Verification::file_contains(
             f.file.clone(),
             f.needle.clone(),
         ));
     }
     if let Some(f) = &v.file_equals {
-        readable(gate, prefix, &f.file.to_string_lossy(), "file_equals")?;
+        readable(
+            gate,
+            &ws()?,
+            prefix,
+            &f.file.to_string_lossy(),
+            "file_equals",
+        )?;
         out.push(Verification::file_equals(f.file.clone(), f.content.clone()));
     }
     if out.is_empty() {
@@ -477,6 +502,12 @@ impl PolicyGate for ChildGate {
 
     fn limits_programs(&self) -> bool {
         self.parent.limits_programs() || self.own.limits_programs()
+    }
+
+    /// The parent's: a file denied in the parent's workspace stays denied in the
+    /// child's part of it, and the child's looks record into the same set.
+    fn denied_files(&self) -> Option<&crate::policy::DeniedFiles> {
+        self.parent.denied_files()
     }
 }
 

@@ -33,16 +33,35 @@ pub(super) fn parse<T: DeserializeOwned>(input: &serde_json::Value) -> Result<T,
 /// The one action of a single-path tool, on the normalized path.
 pub(super) fn plan_path(ctx: &ToolContext, act: Act, path: &str) -> Result<Vec<Action>, ToolError> {
     let rel = ctx.workspace.normalize(path)?;
-    let mut actions = Vec::new();
-    // A read follows symlinks that stay inside: the file it really reaches is judged
-    // too. (Writes never go through a symlink, so their target is the name.)
-    if act == Act::Read
-        && let Some(real) = ctx.workspace.resolved_target(&rel)
-    {
-        actions.push(Action::new(act, real));
-    }
-    actions.insert(0, Action::new(act, rel));
-    Ok(actions)
+    Ok(match act {
+        Act::Read => read_actions(&ctx.workspace, rel),
+        // Writes never go through a symlink, so their target is the name.
+        _ => vec![Action::new(act, rel)],
+    })
+}
+
+/// What a read of `rel` (normalized) is judged by: the name, and — a read follows
+/// symlinks that stay inside — the file it really reaches. Every read the harness
+/// makes for the agent (a tool's, a sub-agent criterion's) is judged by these, so a
+/// link named `envlink` cannot read `.env` past a rule that names `.env`.
+pub(crate) fn read_actions(ws: &Workspace, rel: String) -> Vec<Action> {
+    let real = ws.resolved_target(&rel);
+    std::iter::once(Action::new(Act::Read, rel))
+        .chain(real.map(|r| Action::new(Act::Read, r)))
+        .collect()
+}
+
+/// The first of [`read_actions`] of `rel` that `gate` does not allow, decided: `None`
+/// when the read may go ahead.
+pub(crate) fn read_refusal(
+    gate: &dyn crate::policy::PolicyGate,
+    ws: &Workspace,
+    rel: String,
+) -> Option<crate::policy::PolicyDecision> {
+    read_actions(ws, rel)
+        .iter()
+        .map(|a| gate.decide(a))
+        .find(|d| d.decision != crate::policy::Decision::Allow)
 }
 
 /// Parses `input` and runs `f` on the blocking pool: file system work (a grep over a

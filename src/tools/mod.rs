@@ -10,6 +10,7 @@ mod agent;
 mod command;
 mod confine;
 mod fs;
+pub(crate) use fs::read_refusal;
 mod memory;
 mod search;
 

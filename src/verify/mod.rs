@@ -113,9 +113,23 @@ pub async fn check(
     workspace: &Workspace,
     exec: Option<&Executor>,
 ) -> VerifyReport {
+    check_judged(criteria, workspace, exec, None).await
+}
+
+/// [`check`], with the files of `file_contains` and `file_equals` judged by `reads`
+/// like a `read_file` (the name and, through a symlink, the file it reaches) before
+/// they are read: for criteria a model wrote (a sub-agent's), whose verdict would
+/// otherwise be an oracle on a file the policy denies. A refused file fails its
+/// criterion unread. An operator's criteria are the operator's, checked by [`check`].
+pub async fn check_judged(
+    criteria: &[Verification],
+    workspace: &Workspace,
+    exec: Option<&Executor>,
+    reads: Option<&dyn crate::policy::PolicyGate>,
+) -> VerifyReport {
     let mut results = Vec::with_capacity(criteria.len());
     for c in criteria {
-        results.push(check_one(c, workspace, exec).await);
+        results.push(check_one(c, workspace, exec, reads).await);
     }
     VerifyReport { results }
 }
@@ -162,37 +176,46 @@ async fn sandboxed_gate(
     (status, output)
 }
 
-async fn check_one(c: &Verification, ws: &Workspace, exec: Option<&Executor>) -> CriterionResult {
+async fn check_one(
+    c: &Verification,
+    ws: &Workspace,
+    exec: Option<&Executor>,
+    reads: Option<&dyn crate::policy::PolicyGate>,
+) -> CriterionResult {
     let label = c.label();
     match c {
-        Verification::FileContains { file, needle } => content_check(label, ws, file, |text| {
-            if text.contains(needle.as_str()) {
-                (
-                    true,
-                    format!("{} contains the expected text", file.display()),
-                )
-            } else {
-                (
-                    false,
-                    format!("{} does not contain {needle:?}", file.display()),
-                )
-            }
-        }),
-        Verification::FileEquals { file, content } => content_check(label, ws, file, |text| {
-            if text == content.as_str() {
-                (true, format!("{} has the expected content", file.display()))
-            } else {
-                (
-                    false,
-                    format!(
-                        "{} differs from the expected content ({} bytes, expected {})",
-                        file.display(),
-                        text.len(),
-                        content.len()
-                    ),
-                )
-            }
-        }),
+        Verification::FileContains { file, needle } => {
+            content_check(label, ws, reads, file, |text| {
+                if text.contains(needle.as_str()) {
+                    (
+                        true,
+                        format!("{} contains the expected text", file.display()),
+                    )
+                } else {
+                    (
+                        false,
+                        format!("{} does not contain {needle:?}", file.display()),
+                    )
+                }
+            })
+        }
+        Verification::FileEquals { file, content } => {
+            content_check(label, ws, reads, file, |text| {
+                if text == content.as_str() {
+                    (true, format!("{} has the expected content", file.display()))
+                } else {
+                    (
+                        false,
+                        format!(
+                            "{} differs from the expected content ({} bytes, expected {})",
+                            file.display(),
+                            text.len(),
+                            content.len()
+                        ),
+                    )
+                }
+            })
+        }
         Verification::Command { criterion, .. }
             if let Some(why) = criterion_set::changed_pins(ws, criterion) =>
         {
@@ -449,14 +472,23 @@ pub fn remove_gate_dir(exec: &Executor) {
 fn content_check(
     label: String,
     ws: &Workspace,
+    reads: Option<&dyn crate::policy::PolicyGate>,
     file: &Path,
     judge: impl FnOnce(&str) -> (bool, String),
 ) -> CriterionResult {
     let rel = file.to_string_lossy();
-    let (passed, summary) = match ws.read(&rel) {
-        Ok(bytes) => judge(&String::from_utf8_lossy(&bytes)),
-        Err(ToolError::NotFound(_)) => (false, format!("{} does not exist", file.display())),
-        Err(e) => (false, format!("cannot read: {e}")),
+    let refused = reads.and_then(|gate| match ws.normalize(&rel) {
+        Ok(norm) => crate::tools::read_refusal(gate, ws, norm)
+            .map(|d| format!("the policy does not let this run read {}", d.action.target)),
+        Err(e) => Some(e.to_string()),
+    });
+    let (passed, summary) = match refused {
+        Some(why) => (false, why),
+        None => match ws.read(&rel) {
+            Ok(bytes) => judge(&String::from_utf8_lossy(&bytes)),
+            Err(ToolError::NotFound(_)) => (false, format!("{} does not exist", file.display())),
+            Err(e) => (false, format!("cannot read: {e}")),
+        },
     };
     CriterionResult {
         label,

@@ -501,6 +501,58 @@ async fn a_read_through_an_inside_symlink_is_judged_by_the_file_it_reaches() {
     assert_eq!(targets, ["docs/notes.txt", ".env"]);
 }
 
+/// Issue 16 ED1: `edit_file` reads the file to find `old`, and "edited" against
+/// "occurs 0 times" told the model whether a guess is in a file the operator denies
+/// reading; it could also rewrite it. It is judged as a read too: refused unread,
+/// whatever the guess, and the file stays as it was.
+#[tokio::test]
+async fn ed1_edit_file_on_a_read_denied_file_is_refused_as_a_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("config")).unwrap();
+    std::fs::write(dir.path().join("config/secret.txt"), "password=hunter2\n").unwrap();
+    let ctx = ToolContext {
+        workspace: Arc::new(Workspace::open(dir.path()).unwrap()),
+        limits: ToolLimits::default(),
+        exec: None,
+        read_gate: None,
+        memory: None,
+    };
+    let policy = Policy::for_contract(
+        &TaskContract::workspace("g", ".", Verification::command(["true"]))
+            .policy_rule(Rule::deny(Act::Read, "config/secret.txt")),
+    )
+    .unwrap();
+    let tools = ToolRegistry::standard();
+    let mut answers = Vec::new();
+    for (old, new) in [
+        ("password=h", "password=h"),
+        ("password=x", "password=x"),
+        ("hunter2", "changed"),
+    ] {
+        let input = serde_json::json!({"path": "config/secret.txt", "old": old, "new": new});
+        let out = tools.dispatch(&ctx, &policy, "edit_file", &input).await;
+        assert!(out.is_error, "{old}: {}", out.content);
+        assert!(
+            out.content.contains("config/secret.txt")
+                && out.content.contains("in layer task")
+                && !out.content.contains("edited")
+                && !out.content.contains("occurs"),
+            "{old}: {}",
+            out.content
+        );
+        assert_eq!(out.decisions[0].action.act, Act::Read, "{old}");
+        answers.push(out.content);
+    }
+    assert!(
+        answers.windows(2).all(|w| w[0] == w[1]),
+        "the answer depends on the guess: {answers:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("config/secret.txt")).unwrap(),
+        "password=hunter2\n"
+    );
+}
+
 /// Regression: grep read every file under its path, so it showed the content of a
 /// file `read_file` is refused.
 #[tokio::test]

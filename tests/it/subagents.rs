@@ -911,3 +911,60 @@ async fn a_childs_criterion_cannot_read_what_the_parent_may_not() {
     }
     assert!(store.children(r.run_id).unwrap().is_empty(), "no child ran");
 }
+
+/// Issue 16 SA1: a child's criterion on a symlink (`envlink -> .env`) was judged by
+/// its name only, so only the right guess of `.env`'s content ended `success`. The
+/// file a link reaches is judged like `read_file` judges it: at the spawn, and again
+/// when the child's verification reads it (a link the child makes after the spawn),
+/// where a refused file fails its criterion unread, whatever the guess.
+#[tokio::test]
+async fn sa1_a_childs_criterion_through_a_symlink_cannot_read_what_the_parent_may_not() {
+    let dir = workspace();
+    std::fs::write(dir.path().join("sub/.env"), "TOKEN=e7x\n").unwrap();
+    std::os::unix::fs::symlink(".env", dir.path().join("sub/envlink")).unwrap();
+    let contract = TaskContract::workspace(
+        "delegate",
+        dir.path(),
+        Verification::file_contains("sub/seed.txt", "seed"),
+    );
+    let guess = |name: &str, file: &str, needle: &str| {
+        let verify = json!({"file_contains": {"file": file, "needle": needle}, "max_attempts": 1});
+        spawn(json!({"name": name, "goal": "nothing", "root": "sub", "verify": verify}))
+    };
+    let link =
+        |name: &str| ScriptTurn::tool("run_command", json!({"argv": ["ln", "-s", ".env", name]}));
+    let provider = Scripted::new(vec![
+        guess("g0", "envlink", "TOKEN=e"),
+        guess("g1", "late1.txt", "TOKEN=e"),
+        guess("g2", "late2.txt", "TOKEN=x"),
+        ScriptTurn::text("done"),
+    ])
+    .with_agent("g1", vec![link("late1.txt"), ScriptTurn::text("done")])
+    .with_agent("g2", vec![link("late2.txt"), ScriptTurn::text("done")]);
+    let store = Store::memory().unwrap();
+    let r = run(&contract, &provider, &store).await.unwrap();
+    assert_eq!(r.outcome, RunOutcome::Success, "{r:?}");
+    let (out, is_error) = call(&store, r.run_id, 1, "spawn_agent");
+    assert!(is_error, "{out}");
+    assert!(
+        out.contains("sub/envlink") && out.contains("does not let you read"),
+        "{out}"
+    );
+    let mut ends = Vec::new();
+    for step in [2, 3] {
+        let (out, _) = call(&store, r.run_id, step, "spawn_agent");
+        assert!(out.contains("sub-agent `g"), "the child ran: {out}");
+        assert!(!out.contains("ended: success"), "{out}");
+        ends.push(
+            out.split("ended: ")
+                .nth(1)
+                .map(|s| s.split_whitespace().next().map(str::to_string)),
+        );
+    }
+    assert_eq!(ends[0], ends[1], "the verdict depends on the guess");
+    // The children made the link, so an unjudged read would have found `TOKEN=e`.
+    for late in ["sub/late1.txt", "sub/late2.txt"] {
+        let meta = std::fs::symlink_metadata(dir.path().join(late)).unwrap();
+        assert!(meta.file_type().is_symlink(), "{late}");
+    }
+}

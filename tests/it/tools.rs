@@ -376,9 +376,13 @@ async fn writes_to_git_internals_are_refused_by_policy_and_recorded() {
             d.content
         );
         assert!(d.confinement_refusal.is_none());
-        assert_eq!(d.decisions.len(), 1);
-        assert_eq!(d.decisions[0].decision, Decision::Deny);
-        assert_eq!(d.decisions[0].layer, "builtin");
+        // edit_file is judged as a read (allowed here) and a write (ED1).
+        let planned = if tool == "edit_file" { 2 } else { 1 };
+        assert_eq!(d.decisions.len(), planned, "{tool}");
+        let last = d.decisions.last().unwrap();
+        assert_eq!(last.decision, Decision::Deny);
+        assert_eq!(last.action.act, Act::Write);
+        assert_eq!(last.layer, "builtin");
     }
     assert_eq!(f.get(".git/config"), "[core]\n");
     assert!(!f.root.join(".io-harness").exists());

@@ -741,3 +741,99 @@ async fn h1_diff_deleted_credential() {
         }
     }
 }
+
+/// Issue 16 OP1: an operator's `deny read config/**` follows the file, not only its
+/// path. After `mv config cfg2` (one session), `read_file cfg2/secret.txt`, a later
+/// session's `cat` and the final diff all keep it out, the refusal naming where it
+/// came from; so does a hard link to it under a name no rule denies.
+#[tokio::test]
+async fn op1_an_operator_read_deny_follows_a_renamed_directory_and_a_hard_link() {
+    use io_harness::policy::{Act, Rule};
+    let fx = Fx::new();
+    std::fs::create_dir(fx.ws.join("config")).unwrap();
+    std::fs::write(fx.ws.join("config/secret.txt"), format!("{SECRET}\n")).unwrap();
+    std::fs::hard_link(fx.ws.join("config/secret.txt"), fx.ws.join("twin.txt")).unwrap();
+    let c = contract(&fx.ws).policy_rule(Rule::deny(Act::Read, "config/**"));
+    let turns = vec![
+        read("config/secret.txt"),
+        sh("mv config cfg2; echo moved"),
+        read("cfg2/secret.txt"),
+        read("twin.txt"),
+        sh("cat cfg2/secret.txt twin.txt; echo catted"),
+        ScriptTurn::text("done"),
+    ];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    let out = outputs(&store, run);
+    assert_eq!(out.len(), 5, "{out:?}");
+    assert!(out[1].contains("moved"), "the command ran: {}", out[1]);
+    for o in [&out[2], &out[3]] {
+        assert!(
+            o.contains("deny read") && o.contains("moved from config/secret.txt"),
+            "{o}"
+        );
+    }
+    assert!(out[4].contains("catted"), "{}", out[4]);
+    for (i, o) in out.iter().enumerate() {
+        assert!(!o.contains(SECRET), "call {i} showed the secret: {o}");
+    }
+    let diff = store.run(run).unwrap().unwrap().diff.unwrap_or_default();
+    assert!(
+        diff.contains("cfg2/secret.txt added; content withheld"),
+        "{diff}"
+    );
+    assert!(!diff.contains(SECRET), "{diff}");
+    drop(store);
+    assert!(
+        !contains(&fx.store_bytes(), SECRET),
+        "the secret reached the store"
+    );
+}
+
+/// Issue 16 R1: the masks covered only the workspace, so the built-in secrets inside
+/// a tree the operator made visible (`[sandbox] read_only_paths`) were readable by a
+/// command: `.env` and `.ssh/id_rsa` (at any depth) are masked there too, judged on
+/// their path relative to that tree; its other files stay readable.
+#[tokio::test]
+async fn r1_credential_files_in_a_read_only_path_are_masked() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fx::new();
+    let share = fx.dir.path().join("share");
+    std::fs::create_dir_all(share.join(".ssh")).unwrap();
+    std::fs::write(share.join(".env"), format!("K={SECRET}-env\n")).unwrap();
+    std::fs::write(share.join(".ssh/id_rsa"), format!("{SECRET}-key\n")).unwrap();
+    std::fs::write(share.join("notes.txt"), "plain notes\n").unwrap();
+    for p in [share.clone(), share.join(".ssh")] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for f in [".env", ".ssh/id_rsa", "notes.txt"] {
+        std::fs::set_permissions(share.join(f), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let mut c = contract(&fx.ws);
+    c.sandbox.read_only_paths = vec![share.clone()];
+    let s = share.display();
+    let turns = vec![
+        sh(&format!(
+            "cat {s}/.env {s}/.ssh/id_rsa {s}/notes.txt; echo catted"
+        )),
+        ScriptTurn::text("done"),
+    ];
+    let (store, run, _) = go(&fx, &c, turns).await;
+    let out = outputs(&store, run);
+    assert!(
+        out[0].contains("plain notes") && out[0].contains("catted"),
+        "{}",
+        out[0]
+    );
+    assert!(!out[0].contains(SECRET), "{}", out[0]);
+    let sessions = store.sandbox_sessions(run).unwrap();
+    assert!(
+        sessions[0].masked_json.contains("share/.ssh/id_rsa"),
+        "{}",
+        sessions[0].masked_json
+    );
+    drop(store);
+    assert!(
+        !contains(&fx.store_bytes(), SECRET),
+        "the secret reached the store"
+    );
+}

@@ -134,6 +134,16 @@ pub struct Metadata {
     pub len: u64,
 }
 
+/// Which file a path reaches, whatever its name: a rename or a hard link keeps it,
+/// so a caller can follow a file it judged once (`(device, inode)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId {
+    /// The device.
+    pub dev: u64,
+    /// The inode on it.
+    pub ino: u64,
+}
+
 /// One entry of a listed directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
@@ -332,6 +342,14 @@ impl Workspace {
         let inside = real.strip_prefix(&root).ok()?;
         let target = inside.to_str()?.to_string();
         (target != rel && !target.is_empty()).then_some(target)
+    }
+
+    /// The identity of the regular file `rel` reaches (`Never`: refusing any symlink
+    /// on the path, as a write would), without opening it for reading; `None` when it
+    /// is something else (a directory, a FIFO).
+    pub fn file_id(&self, rel: &str, follow: Follow) -> Result<Option<FileId>, Error> {
+        let rel = normalize(rel)?;
+        self.inner.file_id(&rel, follow)
     }
 
     /// Opens a regular file for reading, with its metadata (`Never`: refusing any

@@ -31,6 +31,10 @@ pub(crate) struct Stat {
     pub size: u64,
     /// Permission bits (`& 0o7777`).
     pub mode: u32,
+    /// The device: with the inode, which file it is whatever its name.
+    pub dev: u64,
+    /// The inode.
+    pub ino: u64,
 }
 
 fn kind_of(t: FileType) -> EntryKind {
@@ -49,6 +53,10 @@ fn stat_of(st: &rustix::fs::Stat) -> Stat {
         kind: kind_of(FileType::from_raw_mode(st.st_mode)),
         size: u64::try_from(st.st_size).unwrap_or(0),
         mode: u32::from(st.st_mode) & 0o7777,
+        #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+        dev: st.st_dev as u64,
+        #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+        ino: st.st_ino as u64,
     }
 }
 

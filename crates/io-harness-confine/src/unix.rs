@@ -17,7 +17,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::sys::{self, O_PATH};
-use crate::{DirEntry, EntryKind, Error, Follow, Metadata, Resolver, reason};
+use crate::{DirEntry, EntryKind, Error, FileId, Follow, Metadata, Resolver, reason};
 
 /// A directory opened for reference.
 const DIR: OFlags = O_PATH.union(OFlags::DIRECTORY);
@@ -138,6 +138,15 @@ impl Root {
         sys::fstat(fd.as_fd())
             .map(metadata_of)
             .map_err(|e| Error::io(rel, e))
+    }
+
+    pub(crate) fn file_id(&self, rel: &str, follow: Follow) -> Result<Option<FileId>, Error> {
+        let fd = self.resolve(rel, O_PATH, follow)?;
+        let st = sys::fstat(fd.as_fd()).map_err(|e| Error::io(rel, e))?;
+        Ok((st.kind == EntryKind::File).then_some(FileId {
+            dev: st.dev,
+            ino: st.ino,
+        }))
     }
 
     pub(crate) fn open_file(&self, rel: &str, follow: Follow) -> Result<(File, Metadata), Error> {

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use crate::{DirEntry, Error, Follow, Metadata, Resolver};
+use crate::{DirEntry, Error, FileId, Follow, Metadata, Resolver};
 
 /// Never constructed.
 #[derive(Debug)]
@@ -32,6 +32,10 @@ impl Root {
     }
 
     pub(crate) fn open_file(&self, _rel: &str, _follow: Follow) -> Result<(File, Metadata), Error> {
+        match self.0 {}
+    }
+
+    pub(crate) fn file_id(&self, _rel: &str, _follow: Follow) -> Result<Option<FileId>, Error> {
         match self.0 {}
     }
 

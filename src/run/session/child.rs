@@ -34,10 +34,11 @@ pub(in crate::run) async fn spawn_from_record(
     })?);
     let gate: Arc<dyn PolicyGate> = match (&options.policy, parent.rec.policy_json.as_deref()) {
         (Some(p), _) => p.clone(),
-        (None, Some(json)) => Arc::new(crate::policy::CredentialContent::new(
+        (None, Some(json)) => crate::run::setup::run_gate(
             Arc::new(policy_from_layers(json)?),
+            &parent.contract,
             &work,
-        )),
+        ),
         (None, None) => {
             return Err(RunError::Policy(
                 crate::run::PolicyFailure::NoStoredPolicy {

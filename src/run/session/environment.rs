@@ -38,9 +38,7 @@ impl RunPolicy {
             None => setup::build_policy(contract, backend, work)?,
         };
         let p = Arc::new(policy);
-        // Registry settings files are judged by their content, for every consumer of
-        // the gate alike (tools, masks, memory).
-        let gate = Arc::new(crate::policy::CredentialContent::new(p.clone(), work));
+        let gate = setup::run_gate(p.clone(), contract, work);
         Ok(Self {
             gate,
             owned: Some(p),

@@ -20,10 +20,17 @@ impl Session<'_> {
         results: &mut Vec<ContentBlock>,
     ) -> Result<bool, HaltReason> {
         crate::failpoint::hit("verify.before", step);
-        let report = verify::check(
+        // A sub-agent's criteria were written by its parent's model: the files they
+        // read are judged like its reads (a link made after the spawn included).
+        let reads = match self.run.depth {
+            0 => None,
+            _ => self.tools.ctx.read_gate.as_deref(),
+        };
+        let report = verify::check_judged(
             &self.run.contract.verify.criteria,
             &self.tools.ctx.workspace,
             self.tools.ctx.exec.as_deref(),
+            reads,
         )
         .await;
         if !report.passed()

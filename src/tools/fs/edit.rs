@@ -45,7 +45,11 @@ impl Tool for EditFile {
 
     fn plan(&self, ctx: &ToolContext, input: &serde_json::Value) -> Result<Vec<Action>, ToolError> {
         let a: Args = super::parse(input)?;
-        plan_path(ctx, Act::Write, &a.path)
+        // The edit reads the file to find `old`, and its answer ("edited" or "occurs
+        // 0 times") tells what is in it: it is a read as much as a write.
+        let mut actions = plan_path(ctx, Act::Read, &a.path)?;
+        actions.extend(plan_path(ctx, Act::Write, &a.path)?);
+        Ok(actions)
     }
 
     fn call<'a>(

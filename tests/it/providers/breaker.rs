@@ -140,3 +140,89 @@ async fn a_resumed_run_goes_on_with_the_provider_that_served() {
         "{resumed:?}"
     );
 }
+
+/// SPEC §6: every documented `next` of a provider attempt (`ProviderAttempt::next`) is
+/// produced by a real run against real servers, the values issue 17 added included
+/// (`probe-failed`, and `tool-error` of kind `reply-too-large`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_documented_attempt_next_value_is_produced() {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut collect = |store: &Store, run_id: i64| {
+        for a in store.provider_attempts(run_id).unwrap() {
+            seen.insert(a.next);
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+
+    // retry, fallback, probe-failed: a dead primary, probed at every step.
+    let primary = FakeServer::start((0..20).map(|_| dead()).collect()).await;
+    let live = FakeServer::start((0..3).map(|n| list_dir(n, Duration::ZERO)).collect()).await;
+    let store = Store::memory().unwrap();
+    let c = contract(dir.path(), policy(1, Duration::ZERO), 3);
+    let opts = RunOptions::default().fallback(client(&live));
+    let r = io_harness::run_with(&c, client(&primary).as_ref(), &store, opts)
+        .await
+        .unwrap();
+    collect(&store, r.run_id);
+
+    // escalate: a wait over max_wait with no fallback.
+    let limited = FakeServer::start(vec![
+        Reply::json(429, r#"{"error":{"message":"slow"}}"#).header("Retry-After", "5"),
+    ])
+    .await;
+    let store = Store::memory().unwrap();
+    let c = contract(
+        dir.path(),
+        RetryPolicy {
+            max_wait: Duration::from_secs(1),
+            ..policy(10, Duration::ZERO)
+        },
+        3,
+    );
+    let r = io_harness::run(&c, client(&limited).as_ref(), &store)
+        .await
+        .unwrap();
+    collect(&store, r.run_id);
+
+    // deadline: a computed backoff past a 1.5 s budget.
+    let store = Store::memory().unwrap();
+    let c = contract(
+        dir.path(),
+        RetryPolicy {
+            base: Duration::from_secs(5),
+            cap: Duration::from_secs(5),
+            jitter: false,
+            ..policy(10, Duration::ZERO)
+        },
+        3,
+    )
+    .max_duration(Duration::from_millis(1500));
+    let r = io_harness::run(&c, client(&primary).as_ref(), &store)
+        .await
+        .unwrap();
+    collect(&store, r.run_id);
+
+    // tool-error: a reply cut at max_reply_bytes.
+    let big = Reply::sse(whole(&openai_text(&"z".repeat(4096))));
+    let cut = FakeServer::start(vec![big, Reply::sse(whole(&openai_text("done")))]).await;
+    let mut cfg = config(&format!("{}/v1", cut.url()), "m");
+    cfg.max_reply_bytes = 1024;
+    let store = Store::memory().unwrap();
+    let c = contract(dir.path(), policy(10, Duration::ZERO), 2);
+    let r = io_harness::run(&c, &OpenAi::new(cfg).unwrap(), &store)
+        .await
+        .unwrap();
+    collect(&store, r.run_id);
+
+    let documented = [
+        "deadline",
+        "escalate",
+        "fallback",
+        "probe-failed",
+        "retry",
+        "tool-error",
+    ];
+    let documented: std::collections::BTreeSet<String> =
+        documented.iter().map(|s| s.to_string()).collect();
+    assert_eq!(seen, documented);
+}

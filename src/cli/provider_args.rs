@@ -58,13 +58,14 @@ fn parse_kind(text: &str) -> Result<(ProviderKind, Option<String>), CliError> {
     }
     match text {
         "openai" => Ok((ProviderKind::Openai, None)),
+        "openai-compatible" => Ok((ProviderKind::OpenaiCompatible, None)),
         "anthropic" => Ok((ProviderKind::Anthropic, None)),
         "openrouter" => Ok((ProviderKind::Openrouter, None)),
         "scripted" => Err(CliError::Usage(
             "--provider scripted needs a file: scripted:<file>".into(),
         )),
         other => Err(CliError::Usage(format!(
-            "--provider {other:?}: expected openai, anthropic, openrouter or scripted:<file>"
+            "--provider {other:?}: expected openai, openai-compatible, anthropic, openrouter or scripted:<file>"
         ))),
     }
 }

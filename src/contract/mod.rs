@@ -358,8 +358,13 @@ impl ReasoningEffort {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProviderKind {
-    /// OpenAI Chat Completions (and any compatible server).
+    /// OpenAI Chat Completions (OpenAI itself: `max_completion_tokens`, streaming).
     Openai,
+    /// A server that speaks Chat Completions but is not OpenAI (llama.cpp, vLLM, Ollama,
+    /// LM Studio): `max_tokens`, `content` on every assistant message, `tool_choice`
+    /// sent, streaming optional. Named by the operator, never detected.
+    #[serde(rename = "openai-compatible")]
+    OpenaiCompatible,
     /// Anthropic Messages.
     Anthropic,
     /// OpenRouter (OpenAI protocol plus attribution and reported cost).
@@ -373,6 +378,7 @@ impl ProviderKind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Openai => "openai",
+            Self::OpenaiCompatible => "openai-compatible",
             Self::Anthropic => "anthropic",
             Self::Openrouter => "openrouter",
             Self::Scripted => "scripted",
@@ -417,6 +423,55 @@ pub struct ProviderSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub stream_idle_timeout: Option<Duration>,
+    /// The largest reply read, in bytes of the response body; a longer one is cut there
+    /// and answered with a tool error. `None`: [`DEFAULT_MAX_REPLY_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_reply_bytes: Option<u64>,
+    /// `openai-compatible`: the `tool_choice` sent with tools. `None`: `auto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    /// `openai-compatible`: whether to ask for a stream. `None`: yes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    /// `openai-compatible` with `stream = false`: the limit on the whole request (no
+    /// chunk arrives to measure silence by). `None`: [`DEFAULT_REQUEST_TIMEOUT`].
+    #[serde(
+        default,
+        with = "units::serde_opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub request_timeout: Option<Duration>,
+}
+
+/// A reply's size limit when the contract sets none: far above any real turn, far
+/// below what fills memory.
+pub const DEFAULT_MAX_REPLY_BYTES: u64 = 8 << 20;
+
+/// The whole-request limit of an unstreamed call when the contract sets none.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// What an OpenAI-compatible server is told about calling tools (`tool_choice`).
+/// llama.cpp's server produces no tool calls unless told; `required` forces one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// The model must call a tool.
+    Required,
+    /// The model must not call a tool.
+    None,
+}
+
+impl ToolChoice {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Required => "required",
+            Self::None => "none",
+        }
+    }
 }
 
 impl ProviderSpec {
@@ -432,6 +487,10 @@ impl ProviderSpec {
             thinking_budget: None,
             reasoning_effort: None,
             stream_idle_timeout: None,
+            max_reply_bytes: None,
+            tool_choice: None,
+            stream: None,
+            request_timeout: None,
         }
     }
 

@@ -33,6 +33,19 @@ pub struct RetryPolicy {
     /// not JSON, a stream labelled `text/plain`): a transient fault of a server or a
     /// proxy, worth another try, but not `max_attempts` of them before the fallback.
     pub malformed_attempts: u32,
+    /// The longest wait a server may ask for (`Retry-After`, "try again in …") that is
+    /// waited out. A longer one is not slept through unrecorded: the call goes to the
+    /// fallback, else the run ends `Escalated { retryable: true }` and can be resumed.
+    #[serde(with = "super::serde_duration")]
+    pub max_wait: Duration,
+    /// Circuit breaker: steps a fallback serves before the primary is probed again (one
+    /// attempt, no retry). The probe also waits for `probe_interval`: whichever comes
+    /// later.
+    pub probe_steps: u32,
+    /// Circuit breaker: time since the primary failed (or was last probed) before it is
+    /// probed again, together with `probe_steps`.
+    #[serde(with = "super::serde_duration")]
+    pub probe_interval: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -43,6 +56,9 @@ impl Default for RetryPolicy {
             cap: Duration::from_secs(60),
             jitter: true,
             malformed_attempts: 2,
+            max_wait: Duration::from_secs(300),
+            probe_steps: 10,
+            probe_interval: Duration::from_secs(300),
         }
     }
 }

@@ -76,28 +76,36 @@ impl Anthropic {
             .await?;
         let mut assembler = stream::Assembler::new(KIND);
         // Past this point the server accepted the request: a failure loses its reply.
-        let turn = async {
+        let (turn, cut_at) = async {
             loop {
                 let Some(event) = events.next().await? else {
+                    if events.was_cut() {
+                        return Ok((assembler.finish()?, Some(cfg.max_reply_bytes)));
+                    }
                     return Err(events.cut_short("`message_stop`"));
                 };
                 if assembler.on_event(&event.event, &event.data)? {
                     break;
                 }
             }
-            assembler.finish()
+            Ok((assembler.finish()?, None))
         }
         .await
         .map_err(super::error::lost)?;
+        let (content, stop_reason) = match cut_at {
+            Some(limit) => super::reply_cut::cut_turn(turn.content, limit),
+            None => (turn.content, turn.stop_reason),
+        };
         Ok(Completion {
             cost: cfg.price(turn.model.as_deref(), model, &turn.usage),
-            content: turn.content,
-            stop_reason: turn.stop_reason,
+            content,
+            stop_reason,
             usage: turn.usage,
             price: cfg.model_price(turn.model.as_deref(), model),
             model: turn.model.unwrap_or_else(|| model.to_string()),
             request_body: Some(body),
             model_call: None,
+            cut_at,
         })
     }
 }

@@ -6,8 +6,10 @@
 use super::http::HttpConfig;
 use super::price::PriceTable;
 use super::scripted::{ScriptError, Scripted};
-use super::{Anthropic, OpenAi, OpenRouter, Provider, ProviderError};
-use crate::contract::{ProviderKind, ProviderSpec};
+use super::{
+    Anthropic, CompatibleWire, OpenAi, OpenAiCompatible, OpenRouter, Provider, ProviderError,
+};
+use crate::contract::{ProviderKind, ProviderSpec, ToolChoice};
 
 /// A provider that could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +46,12 @@ pub enum ProviderFactoryError {
 /// The variables the hosted providers read their API keys from: what a program that
 /// records or prints anything should redact even when it built no provider itself
 /// (`io-harness audit`, `io-harness sandbox`).
-pub const KEY_VARIABLES: [&str; 3] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"];
+pub const KEY_VARIABLES: [&str; 4] = [
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OPENROUTER_API_KEY",
+    "OPENAI_COMPATIBLE_API_KEY",
+];
 
 /// The shortest API key taken (the store's redactor ignores shorter values too).
 pub const MIN_KEY_LEN: usize = 8;
@@ -53,7 +60,8 @@ struct EnvNames {
     key: &'static str,
     model: &'static str,
     base_url: &'static str,
-    default_base: &'static str,
+    /// `None`: no default endpoint, the operator names one (a local server).
+    default_base: Option<&'static str>,
 }
 
 fn env_names(kind: ProviderKind) -> Option<EnvNames> {
@@ -62,19 +70,26 @@ fn env_names(kind: ProviderKind) -> Option<EnvNames> {
             key: "OPENAI_API_KEY",
             model: "OPENAI_MODEL",
             base_url: "OPENAI_BASE_URL",
-            default_base: "https://api.openai.com/v1",
+            default_base: Some("https://api.openai.com/v1"),
+        }),
+        // Its own variables: OpenAI's key is never sent to a server that is not OpenAI.
+        ProviderKind::OpenaiCompatible => Some(EnvNames {
+            key: "OPENAI_COMPATIBLE_API_KEY",
+            model: "OPENAI_COMPATIBLE_MODEL",
+            base_url: "OPENAI_COMPATIBLE_BASE_URL",
+            default_base: None,
         }),
         ProviderKind::Anthropic => Some(EnvNames {
             key: "ANTHROPIC_API_KEY",
             model: "ANTHROPIC_MODEL",
             base_url: "ANTHROPIC_BASE_URL",
-            default_base: "https://api.anthropic.com",
+            default_base: Some("https://api.anthropic.com"),
         }),
         ProviderKind::Openrouter => Some(EnvNames {
             key: "OPENROUTER_API_KEY",
             model: "OPENROUTER_MODEL",
             base_url: "OPENROUTER_BASE_URL",
-            default_base: "https://openrouter.ai/api/v1",
+            default_base: Some("https://openrouter.ai/api/v1"),
         }),
         ProviderKind::Scripted => None,
     }
@@ -111,7 +126,16 @@ pub fn build_provider(
         },
     };
     let custom_base = base_url.is_some();
-    let base_url = base_url.unwrap_or_else(|| names.default_base.to_string());
+    let base_url = match (base_url, names.default_base) {
+        (Some(u), _) => u,
+        (None, Some(d)) => d.to_string(),
+        (None, None) => {
+            return Err(ProviderFactoryError::MissingEnv {
+                kind,
+                var: names.base_url,
+            });
+        }
+    };
     let model = nonempty(spec.model.clone())
         .or_else(|| nonempty(env(names.model)))
         .ok_or(ProviderFactoryError::MissingEnv {
@@ -137,10 +161,23 @@ pub fn build_provider(
     if let Some(t) = spec.stream_idle_timeout {
         cfg.idle_timeout = t;
     }
+    cfg.max_reply_bytes = spec
+        .max_reply_bytes
+        .unwrap_or(crate::contract::DEFAULT_MAX_REPLY_BYTES);
+    cfg.request_timeout = spec
+        .request_timeout
+        .unwrap_or(crate::contract::DEFAULT_REQUEST_TIMEOUT);
     cfg.prices = prices.clone();
     cfg.endpoint_source = Some(source);
     Ok(match spec.kind {
         ProviderKind::Openai => Box::new(OpenAi::new(cfg)?),
+        ProviderKind::OpenaiCompatible => {
+            let wire = CompatibleWire {
+                tool_choice: spec.tool_choice.unwrap_or(ToolChoice::Auto),
+                stream: spec.stream.unwrap_or(true),
+            };
+            Box::new(OpenAiCompatible::new(cfg, wire)?)
+        }
         ProviderKind::Anthropic => Box::new(Anthropic::new(cfg)?),
         ProviderKind::Openrouter => Box::new(OpenRouter::new(cfg)?),
         ProviderKind::Scripted => unreachable!("handled above"),

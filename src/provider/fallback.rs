@@ -60,7 +60,10 @@ pub async fn complete_chain(
         match complete_with_retry(*p, request, policy, deadline, &mut per_provider).await {
             Ok(c) => return Ok((c, i)),
             Err(RetryError::Deadline) => return Err(ChainError::Deadline),
-            Err(RetryError::Exhausted { error, attempts }) => {
+            Err(
+                RetryError::Exhausted { error, attempts }
+                | RetryError::WaitTooLong { error, attempts },
+            ) => {
                 if !error.kind.is_retryable() {
                     return Err(ChainError::Escalated {
                         error,
@@ -71,17 +74,7 @@ pub async fn complete_chain(
                 if i + 1 < providers.len() {
                     on_attempt(&ChainAttempt {
                         provider_index: i,
-                        attempt: RetryAttempt {
-                            attempt: attempts,
-                            kind: error.kind,
-                            status: error.status,
-                            code: error.code.clone(),
-                            delay_ms: 0,
-                            server_said: false,
-                            reply_lost: error.reply_lost,
-                            gives_up: false,
-                            message: super::retry::kept_message(&error.message),
-                        },
+                        attempt: super::retry::final_attempt(&error, attempts),
                         next: "fallback",
                     });
                 }

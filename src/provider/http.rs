@@ -13,6 +13,8 @@
 //!   (`Timeout`); `idle_timeout` bounds the silence between two body chunks
 //!   (`Timeout`: a stream may legitimately run for minutes, but not stall). No
 //!   overall deadline: the run's time budget owns that.
+//! * **A bounded reply.** At most `max_reply_bytes` of a reply's body are read; the
+//!   rest is never received, so a runaway reply costs that much memory and no more.
 //! * **No secret in an error.** Every message built from a server's words or a
 //!   transport error passes through [`HttpClient::redact`], which replaces the exact
 //!   API key wherever it appears.
@@ -50,10 +52,18 @@ pub struct HttpConfig {
     /// Where `base_url` came from (`task file or --base-url`, `env OPENAI_BASE_URL`,
     /// `default`), recorded with the policy decision that lets the harness dial it.
     pub endpoint_source: Option<String>,
+    /// The most bytes of a reply's body read: past it the reply is cut and the turn
+    /// says so ([`crate::provider::Completion::cut_at`]), so a runaway reply can
+    /// neither fill memory nor the store.
+    pub max_reply_bytes: u64,
+    /// The limit on a whole unstreamed call (an OpenAI-compatible server with
+    /// `stream = false`), where no chunk arrives to measure silence by.
+    pub request_timeout: Duration,
 }
 
 impl HttpConfig {
-    /// A config with default timeouts (connect 30 s, idle 120 s).
+    /// A config with default timeouts (connect 30 s, idle 120 s, whole unstreamed
+    /// request 10 min) and the default reply limit (8 MiB).
     pub fn new(
         base_url: impl Into<String>,
         model: impl Into<String>,
@@ -67,6 +77,8 @@ impl HttpConfig {
             idle_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(30),
             endpoint_source: None,
+            max_reply_bytes: crate::contract::DEFAULT_MAX_REPLY_BYTES,
+            request_timeout: crate::contract::DEFAULT_REQUEST_TIMEOUT,
         }
     }
 
@@ -174,11 +186,82 @@ impl HttpClient {
         url: &str,
         body: Vec<u8>,
     ) -> Result<EventReader, ProviderError> {
+        let response = self.send(url, body, "text/event-stream").await?;
+        let content_type = header_str(response.headers(), header::CONTENT_TYPE)
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if !content_type.is_empty() && !content_type.starts_with("text/event-stream") {
+            return Err(self.not_a_stream(response, content_type).await);
+        }
+        Ok(EventReader::new(
+            response,
+            self.cfg.idle_timeout,
+            self.cfg.max_reply_bytes,
+            self.provider,
+        ))
+    }
+
+    /// POSTs `body` and reads the whole JSON reply, at most `max_reply_bytes` of it
+    /// (`cut` says whether there was more), all under `request_timeout`: an unstreamed
+    /// call has no chunks to measure silence by, so the whole call is what is bounded.
+    pub(crate) async fn post_whole(
+        &self,
+        url: &str,
+        body: Vec<u8>,
+    ) -> Result<WholeReply, ProviderError> {
+        let call = async {
+            let mut response = self.send(url, body, "application/json").await?;
+            let limit = usize::try_from(self.cfg.max_reply_bytes).unwrap_or(usize::MAX);
+            let mut buf = Vec::new();
+            let mut cut = false;
+            loop {
+                match response.chunk().await {
+                    Ok(Some(chunk)) => {
+                        let room = limit - buf.len();
+                        if chunk.len() > room {
+                            buf.extend_from_slice(&chunk[..room]);
+                            cut = true;
+                            break;
+                        }
+                        buf.extend_from_slice(&chunk);
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let msg = format!("the reply broke: {}", error_chain(&e));
+                        return Err(super::error::lost(
+                            self.error(ProviderErrorKind::Transport, msg),
+                        ));
+                    }
+                }
+            }
+            Ok(WholeReply { body: buf, cut })
+        };
+        match tokio::time::timeout(self.cfg.request_timeout, call).await {
+            Ok(r) => r,
+            Err(_) => {
+                let msg = format!(
+                    "no complete reply within {:?} (request_timeout)",
+                    self.cfg.request_timeout
+                );
+                Err(super::error::lost(
+                    self.error(ProviderErrorKind::Timeout, msg),
+                ))
+            }
+        }
+    }
+
+    /// Sends the POST and returns a success response, or the classified failure.
+    async fn send(
+        &self,
+        url: &str,
+        body: Vec<u8>,
+        accept: &'static str,
+    ) -> Result<reqwest::Response, ProviderError> {
         let request = self
             .client
             .post(url)
             .header(header::CONTENT_TYPE, "application/json")
-            .header(header::ACCEPT, "text/event-stream")
+            .header(header::ACCEPT, accept)
             .body(body);
         let response = match tokio::time::timeout(self.cfg.connect_timeout, request.send()).await {
             Err(_) => {
@@ -212,17 +295,7 @@ impl HttpClient {
         if !status.is_success() {
             return Err(self.status_error(response).await);
         }
-        let content_type = header_str(response.headers(), header::CONTENT_TYPE)
-            .unwrap_or("")
-            .to_ascii_lowercase();
-        if !content_type.is_empty() && !content_type.starts_with("text/event-stream") {
-            return Err(self.not_a_stream(response, content_type).await);
-        }
-        Ok(EventReader::new(
-            response,
-            self.cfg.idle_timeout,
-            self.provider,
-        ))
+        Ok(response)
     }
 
     fn with_status(&self, kind: ProviderErrorKind, status: u16, message: String) -> ProviderError {
@@ -290,6 +363,15 @@ impl HttpClient {
         buf.truncate(ERROR_BODY_LIMIT);
         String::from_utf8_lossy(&buf).into_owned()
     }
+}
+
+/// An unstreamed reply's body, at most `max_reply_bytes` of it.
+#[derive(Debug)]
+pub(crate) struct WholeReply {
+    /// The bytes read.
+    pub body: Vec<u8>,
+    /// Whether the body went on past the limit (and was not read further).
+    pub cut: bool,
 }
 
 /// A header made from a configured value; `secret` keeps it out of debug output.

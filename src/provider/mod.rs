@@ -11,6 +11,7 @@
 //! (record, later retry and fallback) are providers themselves.
 
 mod anthropic;
+mod breaker;
 mod error;
 mod factory;
 mod fallback;
@@ -20,23 +21,25 @@ mod openai;
 mod openrouter;
 mod price;
 mod record;
+pub mod reply_cut;
 mod retry;
 mod scripted;
 mod sse;
 mod types;
 
 pub use anthropic::Anthropic;
+pub use breaker::{BreakerState, PROBE_FAILED, StepAt, complete_with_breaker};
 pub use error::{ProviderError, ProviderErrorKind};
 pub use factory::{KEY_VARIABLES, MIN_KEY_LEN, ProviderFactoryError, build_provider};
 pub use fallback::{ChainAttempt, ChainError, Fallback, complete_chain};
 pub use http::HttpConfig;
-pub use openai::OpenAi;
+pub use openai::{CompatibleWire, OpenAi, OpenAiCompatible};
 pub use openrouter::OpenRouter;
 pub use price::{ModelPrice, PriceTable};
 pub use record::Record;
 pub use retry::{
     MESSAGE_KEPT, RetryAttempt, RetryError, RetryPolicy, complete_with_retry, kept_message,
-    retry_after_from_text,
+    refused_wait, retry_after_from_text,
 };
 pub use scripted::{ScriptError, ScriptTurn, Scripted};
 pub use types::{

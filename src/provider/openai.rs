@@ -28,6 +28,19 @@ pub(crate) struct Flavor {
     /// Ask for usage accounting (`usage: {include: true}`, OpenRouter), which makes
     /// the server report the call's cost.
     pub usage_accounting: bool,
+    /// Send `content` on every assistant message, tool calls or not: llama.cpp's
+    /// server answers an assistant message without it with a 500.
+    pub assistant_content: bool,
+}
+
+/// How a request goes out on the wire: what a compatible server is told about tools,
+/// and whether it is asked for a stream. OpenAI and OpenRouter: `None` and a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompatibleWire {
+    /// Sent as `tool_choice` when tools are offered.
+    pub tool_choice: crate::contract::ToolChoice,
+    /// Ask for a stream (`false`: one JSON reply under the whole-request timeout).
+    pub stream: bool,
 }
 
 /// A Chat Completions client of one flavor.
@@ -35,6 +48,7 @@ pub(crate) struct Flavor {
 pub(crate) struct ChatClient {
     http: HttpClient,
     flavor: Flavor,
+    wire: Option<CompatibleWire>,
 }
 
 impl ChatClient {
@@ -51,7 +65,14 @@ impl ChatClient {
         Ok(Self {
             http: HttpClient::new(cfg, flavor.kind, headers)?,
             flavor,
+            wire: None,
         })
+    }
+
+    /// The same client sending `wire`'s `tool_choice` and stream setting.
+    pub(crate) fn with_wire(mut self, wire: CompatibleWire) -> Self {
+        self.wire = Some(wire);
+        self
     }
 
     /// Kind, model and endpoint.
@@ -98,31 +119,26 @@ impl ChatClient {
         } else {
             request.model.as_str()
         };
-        let body = request::body(request, model, &self.flavor).map_err(|e| {
+        let options = request::Options {
+            tool_choice: self.wire.map(|w| w.tool_choice),
+            stream: self.wire.is_none_or(|w| w.stream),
+        };
+        let body = request::body(request, model, &self.flavor, options).map_err(|e| {
             self.http.error(
                 super::ProviderErrorKind::Request,
                 format!("cannot encode the request: {e}"),
             )
         })?;
-        let mut events = self
-            .http
-            .post_sse(&cfg.url("/chat/completions"), body.clone())
-            .await?;
-        let mut assembler = stream::Assembler::new(self.http.provider());
-        // Past this point the server accepted the request: a failure loses its reply.
-        let turn = async {
-            loop {
-                let Some(event) = events.next().await? else {
-                    return Err(events.cut_short("`data: [DONE]`"));
-                };
-                if assembler.on_data(&event.data)? {
-                    break;
-                }
-            }
-            assembler.finish()
-        }
-        .await
-        .map_err(super::error::lost)?;
+        let url = cfg.url("/chat/completions");
+        let (turn, cut_at) = if options.stream {
+            self.streamed(&url, body.clone()).await?
+        } else {
+            self.whole(&url, body.clone()).await?
+        };
+        let (content, stop_reason) = match cut_at {
+            Some(limit) => super::reply_cut::cut_turn(turn.content, limit),
+            None => (turn.content, turn.stop_reason),
+        };
         let cost = match turn.reported_cost {
             Some(usd) => Cost {
                 usd: Some(usd),
@@ -131,15 +147,67 @@ impl ChatClient {
             None => cfg.price(turn.model.as_deref(), model, &turn.usage),
         };
         Ok(Completion {
-            content: turn.content,
-            stop_reason: turn.stop_reason,
+            content,
+            stop_reason,
             usage: turn.usage,
             cost,
             price: cfg.model_price(turn.model.as_deref(), model),
             model: turn.model.unwrap_or_else(|| model.to_string()),
             request_body: Some(body),
             model_call: None,
+            cut_at,
         })
+    }
+
+    /// A streamed call: the chunks assembled until `[DONE]`, or until the reply was
+    /// cut at `max_reply_bytes` (then the limit is returned beside the turn).
+    async fn streamed(
+        &self,
+        url: &str,
+        body: Vec<u8>,
+    ) -> Result<(stream::Assembled, Option<u64>), ProviderError> {
+        let mut events = self.http.post_sse(url, body).await?;
+        let mut assembler = stream::Assembler::new(self.http.provider());
+        // Past this point the server accepted the request: a failure loses its reply.
+        async {
+            loop {
+                let Some(event) = events.next().await? else {
+                    if events.was_cut() {
+                        return Ok((assembler.finish()?, Some(self.limit())));
+                    }
+                    return Err(events.cut_short("`data: [DONE]`"));
+                };
+                if assembler.on_data(&event.data)? {
+                    break;
+                }
+            }
+            Ok((assembler.finish()?, None))
+        }
+        .await
+        .map_err(super::error::lost)
+    }
+
+    /// An unstreamed call (`stream = false`): one `chat.completion` object, read as
+    /// the one chunk of a stream. A body cut at the limit is not JSON: the turn is
+    /// then empty, and cut.
+    async fn whole(
+        &self,
+        url: &str,
+        body: Vec<u8>,
+    ) -> Result<(stream::Assembled, Option<u64>), ProviderError> {
+        let reply = self.http.post_whole(url, body).await?;
+        let mut assembler = stream::Assembler::new(self.http.provider());
+        if reply.cut {
+            return Ok((assembler.finish()?, Some(self.limit())));
+        }
+        let text = String::from_utf8_lossy(&reply.body);
+        let chunk = stream::completion_as_chunk(&text).map_err(super::error::lost)?;
+        assembler.on_data(&chunk).map_err(super::error::lost)?;
+        Ok((assembler.finish()?, None))
+    }
+
+    fn limit(&self) -> u64 {
+        self.http.cfg().max_reply_bytes
     }
 }
 
@@ -163,6 +231,7 @@ impl OpenAi {
         kind: "openai",
         max_tokens: MaxTokensField::MaxCompletionTokens,
         usage_accounting: false,
+        assistant_content: false,
     };
 
     /// Builds the client. Fails only when the key cannot be sent as a header or the
@@ -175,6 +244,62 @@ impl OpenAi {
 }
 
 impl Provider for OpenAi {
+    fn identity(&self) -> ProviderIdentity {
+        self.chat.identity()
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        self.chat.secrets()
+    }
+
+    fn endpoint_source(&self) -> Option<String> {
+        self.chat.endpoint_source()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a CompletionRequest,
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>> {
+        Box::pin(self.chat.complete(request))
+    }
+}
+
+/// A server that speaks Chat Completions but is not OpenAI — llama.cpp's server, vLLM,
+/// Ollama, LM Studio (`kind = "openai-compatible"`). What sets it apart from
+/// [`OpenAi`], all named by the operator and nothing detected: the output cap as
+/// `max_tokens` (such servers ignore `max_completion_tokens`), `content` on every
+/// assistant message, `tool_choice` sent with the tools (llama.cpp produces no tool
+/// calls without it), and streaming optional.
+///
+/// ```
+/// use io_harness::contract::ToolChoice;
+/// use io_harness::provider::{CompatibleWire, HttpConfig, OpenAiCompatible, Provider};
+/// let wire = CompatibleWire { tool_choice: ToolChoice::Auto, stream: false };
+/// let p = OpenAiCompatible::new(HttpConfig::new("http://127.0.0.1:8080/v1", "local", None), wire).unwrap();
+/// assert_eq!(p.identity().kind, "openai-compatible");
+/// ```
+#[derive(Debug)]
+pub struct OpenAiCompatible {
+    chat: ChatClient,
+}
+
+impl OpenAiCompatible {
+    const FLAVOR: Flavor = Flavor {
+        kind: "openai-compatible",
+        max_tokens: MaxTokensField::MaxTokens,
+        usage_accounting: false,
+        assistant_content: true,
+    };
+
+    /// Builds the client.
+    pub fn new(cfg: HttpConfig, wire: CompatibleWire) -> Result<Self, ProviderError> {
+        Ok(Self {
+            chat: ChatClient::new(cfg, Self::FLAVOR, HeaderMap::new())?.with_wire(wire),
+        })
+    }
+}
+
+impl Provider for OpenAiCompatible {
     fn identity(&self) -> ProviderIdentity {
         self.chat.identity()
     }

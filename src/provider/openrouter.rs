@@ -47,6 +47,7 @@ impl OpenRouter {
         kind: "openrouter",
         max_tokens: MaxTokensField::MaxTokens,
         usage_accounting: true,
+        assistant_content: false,
     };
 
     /// Builds the client with the attribution headers.

@@ -1,9 +1,12 @@
 //! Retry with exponential backoff and full jitter (C5).
 //!
 //! Only retryable kinds are retried. A server's `Retry-After` (or a "try again in
-//! 1.5s" in its error text) wins over the computed delay. With a deadline, a retry
-//! whose wait would pass it is not attempted: the caller ends the run on its time
-//! budget instead of sleeping through it.
+//! 1.5s" in its error text) wins over the computed delay, up to `max_wait` and the time
+//! left: a server that asks for longer is not waited for at all ([`RetryError::WaitTooLong`]),
+//! so the chain moves on to a fallback or the run ends resumable, on record, instead of
+//! sleeping ten minutes in silence or ending on a budget it never used. A computed
+//! delay that would pass the deadline is waited out to it, and the run ends on its
+//! time budget there.
 
 use std::time::Duration;
 
@@ -57,6 +60,21 @@ pub fn kept_message(message: &str) -> String {
     format!("{}… ({} bytes in all)", &message[..end], message.len())
 }
 
+/// The record of the failure that ended a provider's attempts (no wait follows it).
+pub(crate) fn final_attempt(error: &ProviderError, attempts: u32) -> RetryAttempt {
+    RetryAttempt {
+        attempt: attempts,
+        kind: error.kind,
+        status: error.status,
+        code: error.code.clone(),
+        delay_ms: 0,
+        server_said: false,
+        reply_lost: error.reply_lost,
+        gives_up: false,
+        message: kept_message(&error.message),
+    }
+}
+
 /// Why retrying stopped without a completion.
 #[derive(Debug, thiserror::Error)]
 pub enum RetryError {
@@ -71,6 +89,31 @@ pub enum RetryError {
     /// The next wait would pass the deadline.
     #[error("the next retry would pass the time budget")]
     Deadline,
+    /// The server asked for a wait longer than `max_wait` or than the time left; the
+    /// error's message says how long and which limit.
+    #[error("{error} (after {attempts} attempts)")]
+    WaitTooLong {
+        /// The failure that asked for the wait.
+        error: ProviderError,
+        /// Attempts made.
+        attempts: u32,
+    },
+}
+
+/// Why a server's wait is not waited out, if it is not: longer than `max_wait`, or
+/// than the time the deadline leaves.
+pub fn refused_wait(asked: Duration, max_wait: Duration, left: Option<Duration>) -> Option<String> {
+    if asked > max_wait {
+        return Some(format!(
+            "the server asked to wait {asked:?}, longer than [retry] max_wait ({max_wait:?}): not waited"
+        ));
+    }
+    match left {
+        Some(left) if asked >= left => Some(format!(
+            "the server asked to wait {asked:?}, longer than the {left:?} left of the time budget: not waited"
+        )),
+        _ => None,
+    }
 }
 
 /// Parses "try again in 1.5s" / "retry after 20 seconds" / "in 250ms" from error text.
@@ -145,6 +188,15 @@ pub async fn complete_with_retry(
         let server = error
             .retry_after
             .or_else(|| retry_after_from_text(&error.message));
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if let Some(why) = server.and_then(|s| refused_wait(s, policy.max_wait, left)) {
+            let mut error = error;
+            error.message = format!("{} ({why})", error.message);
+            return Err(RetryError::WaitTooLong {
+                error,
+                attempts: attempt,
+            });
+        }
         let delay = policy.delay(attempt, server, unit_random());
         let gives_up = deadline.is_some_and(|d| Instant::now() + delay >= d);
         // A wait that would pass the deadline is cut to it: the budget is spent waiting
@@ -191,6 +243,62 @@ mod tests {
             Some(Duration::from_secs(20))
         );
         assert_eq!(retry_after_from_text("please wait"), None);
+    }
+
+    #[test]
+    fn a_server_wait_is_taken_up_to_max_wait_and_the_time_left() {
+        let s = Duration::from_secs;
+        assert_eq!(refused_wait(s(2), s(5), None), None);
+        assert_eq!(refused_wait(s(5), s(5), Some(s(10))), None);
+        assert!(
+            refused_wait(s(600), s(300), None)
+                .unwrap()
+                .contains("max_wait")
+        );
+        assert!(
+            refused_wait(s(3), s(300), Some(s(2)))
+                .unwrap()
+                .contains("time budget")
+        );
+    }
+
+    /// Issue 17.4: `Retry-After: 600` slept 600 s with nothing on record. Now the call
+    /// returns at once, the wait refused and said in the error.
+    #[tokio::test(start_paused = true)]
+    async fn retry_after_over_max_wait_returns_at_once_without_sleeping() {
+        struct Slow;
+        impl Provider for Slow {
+            fn identity(&self) -> crate::provider::ProviderIdentity {
+                crate::provider::ProviderIdentity {
+                    kind: "slow".into(),
+                    model: "m".into(),
+                    base_url: None,
+                }
+            }
+            fn complete<'a>(
+                &'a self,
+                _: &'a CompletionRequest,
+            ) -> futures_util::future::BoxFuture<'a, Result<Completion, ProviderError>>
+            {
+                let mut e = ProviderError::new(ProviderErrorKind::RateLimited, "slow", "429");
+                e.retry_after = Some(Duration::from_secs(600));
+                Box::pin(async move { Err(e) })
+            }
+        }
+        let request = CompletionRequest::new("m", vec![crate::provider::Message::user("hi")]);
+        let started = Instant::now();
+        let mut seen = 0;
+        let err = complete_with_retry(&Slow, &request, &RetryPolicy::default(), None, &mut |_| {
+            seen += 1
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        assert_eq!(seen, 0);
+        let RetryError::WaitTooLong { error, attempts: 1 } = err else {
+            panic!("{err:?}");
+        };
+        assert!(error.message.contains("max_wait"), "{}", error.message);
     }
 
     #[test]

@@ -300,6 +300,7 @@ impl Scripted {
             request_body: serde_json::to_vec(request).ok(),
             price: None,
             model_call: None,
+            cut_at: None,
         })
     }
 }
@@ -373,6 +374,7 @@ impl Provider for Scripted {
                 request_body: Some(body),
                 price: None,
                 model_call: None,
+                cut_at: None,
             })
         })
     }

@@ -390,6 +390,10 @@ pub struct Completion {
     /// commit that keeps the reply closes it; kept with a reply saved for replay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_call: Option<i64>,
+    /// The reply was cut at this many bytes (`[provider] max_reply_bytes`): its calls
+    /// are answered with a tool error instead of run ([`crate::provider::reply_cut`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_at: Option<u64>,
 }
 
 impl Completion {

@@ -292,6 +292,10 @@ pub struct RunOptions {
     /// Providers tried, in order, when the primary fails with a retryable kind after
     /// its retries.
     pub fallbacks: Vec<Arc<dyn Provider>>,
+    /// Where a new run's provider chain starts (its circuit breaker): a parent's,
+    /// passed to its sub-agents. `None`: at the primary. A resumed run uses its own,
+    /// as stored.
+    pub breaker: Option<crate::provider::BreakerState>,
 }
 
 impl Default for RunOptions {
@@ -305,6 +309,7 @@ impl Default for RunOptions {
             audit: crate::audit::AuditLog::default_location(),
             approver: None,
             fallbacks: Vec::new(),
+            breaker: None,
         }
     }
 }

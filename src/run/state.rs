@@ -20,4 +20,9 @@ pub(crate) struct LoopState {
     /// model for a step the run was never going to take.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided: Option<super::outcome::RunOutcome>,
+    /// The provider chain's circuit breaker: which provider serves, and since when the
+    /// primary is passed over. Kept with every commit, so a resumed run goes on with
+    /// the provider that served; a sub-agent starts from its parent's.
+    #[serde(default)]
+    pub breaker: crate::provider::BreakerState,
 }

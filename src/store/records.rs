@@ -148,7 +148,9 @@ pub struct StepRecord {
     pub request_body: Option<Vec<u8>>,
     /// SHA-256 hex of the request body, filled by the store.
     pub request_hash: Option<String>,
-    /// The model's reply: `Completion` content blocks, JSON.
+    /// The model's reply: `Completion` content blocks, JSON. Empty in the steps the run
+    /// loop commits, whose reply is the first message of `messages_json`: a reply is
+    /// stored once (a 50 MB reply was stored three times).
     pub reply_json: String,
     /// Messages this step appended to the conversation (reply, tool results,
     /// verification observation), JSON array of `Message` — replayed by resume.
@@ -213,8 +215,12 @@ pub struct ProviderAttempt {
     pub status: Option<u16>,
     /// Wait before the next attempt.
     pub delay_ms: u64,
-    /// `retry` (same provider again), `fallback` (the next provider) or `escalate`
-    /// (the run ends on this failure).
+    /// `retry` (same provider again), `fallback` (the next provider), `deadline` (the
+    /// wait is cut to the time budget, which ends the run), `escalate` (the run ends on
+    /// this failure), `probe-failed` (the circuit breaker's one-attempt probe of the
+    /// primary failed; the provider that served goes on serving) or `tool-error` (kind
+    /// `reply-too-large`: the reply was cut at `max_reply_bytes` and is answered with
+    /// a tool error, not retried).
     pub next: String,
     /// The provider's own error type or code, when it named one.
     #[serde(default)]

@@ -62,6 +62,12 @@ impl Store {
         for event in &step.policy_events {
             insert_policy_event(&tx, &red, event, at)?;
         }
+        // The step holds its reply now: the copy kept for a resume before the commit
+        // goes, so the reply is stored once.
+        tx.execute(
+            "DELETE FROM step_replies WHERE run_id = ?1 AND step = ?2",
+            params![step.run_id, step.step],
+        )?;
         // The reply's usage is now on record: its call is no longer in flight.
         if let Some(call) = step.model_call {
             tx.execute(

@@ -15,9 +15,9 @@ use super::raw::{
 use crate::contract::policy::TaskPolicy;
 use crate::contract::units::{parse_duration, parse_duration_field, parse_size};
 use crate::contract::{
-    AgentSettings, Budget, CommandTrust, ContextSettings, CriterionSet, OperatorFile, ProviderSpec,
-    REPORT_PLACEHOLDER, RetryPolicy, SandboxSettings, StallPolicy, TaskContract, TestReport,
-    Verification, VerifySettings, WorkspaceMode,
+    AgentSettings, Budget, CommandTrust, ContextSettings, CriterionSet, OperatorFile, ProviderKind,
+    ProviderSpec, REPORT_PLACEHOLDER, RetryPolicy, SandboxSettings, StallPolicy, TaskContract,
+    TestReport, Verification, VerifySettings, WorkspaceMode,
 };
 
 /// A key that cannot be converted: its dotted name, where it stands, what is wrong.
@@ -386,6 +386,7 @@ fn providers(
     spans.note("provider", p.span());
     let p = p.into_inner();
     let mut spec = ProviderSpec::new(p.kind);
+    compatible_settings(&p, &mut spec, spans)?;
     spec.model = p.model;
     spec.base_url = p.base_url;
     if let Some(s) = p.script {
@@ -407,6 +408,11 @@ fn providers(
         spec.stream_idle_timeout =
             Some(parse_duration(t.get_ref()).map_err(|m| (key, Some(t.span()), m))?);
     }
+    if let Some(v) = p.max_reply_bytes {
+        let key = "provider.max_reply_bytes";
+        spans.note(key, v.span());
+        spec.max_reply_bytes = Some(positive_size(key, v)?);
+    }
     let mut providers = Vec::with_capacity(1 + p.fallback.len());
     for f in p.fallback {
         let mut fb = ProviderSpec::new(f.kind);
@@ -424,10 +430,95 @@ fn providers(
         }
         fb.reasoning_effort = spec.reasoning_effort;
         fb.stream_idle_timeout = spec.stream_idle_timeout;
+        fb.max_reply_bytes = spec.max_reply_bytes;
+        if fb.kind == ProviderKind::OpenaiCompatible {
+            fb.tool_choice = spec.tool_choice;
+            fb.stream = spec.stream;
+            fb.request_timeout = spec.request_timeout;
+        }
         providers.push(fb);
     }
     providers.insert(0, spec);
     Ok(providers)
+}
+
+/// The settings only an `openai-compatible` provider has (`tool_choice`, `stream`,
+/// `request_timeout`): refused on another kind, where nothing would send them.
+fn compatible_settings(
+    p: &RawProvider,
+    spec: &mut ProviderSpec,
+    spans: &mut Spans,
+) -> Result<(), ConvertError> {
+    let compatible = p.kind == ProviderKind::OpenaiCompatible;
+    let refuse = |key: &str, span: Range<usize>| -> ConvertError {
+        let why = format!(
+            "applies only to kind = \"openai-compatible\" (this provider is {})",
+            p.kind.as_str()
+        );
+        (key.to_string(), Some(span), why)
+    };
+    if let Some(t) = &p.tool_choice {
+        spans.note("provider.tool_choice", t.span());
+        if !compatible {
+            return Err(refuse("provider.tool_choice", t.span()));
+        }
+        use crate::contract::ToolChoice;
+        spec.tool_choice = Some(match t.get_ref().as_str() {
+            "auto" => ToolChoice::Auto,
+            "required" => ToolChoice::Required,
+            "none" => ToolChoice::None,
+            other => {
+                let why = format!("{other:?} is not one of \"auto\", \"required\", \"none\"");
+                return Err(("provider.tool_choice".to_string(), Some(t.span()), why));
+            }
+        });
+    }
+    if let Some(b) = &p.stream {
+        spans.note("provider.stream", b.span());
+        if !compatible {
+            return Err(refuse("provider.stream", b.span()));
+        }
+        spec.stream = Some(*b.get_ref());
+    }
+    if let Some(t) = &p.request_timeout {
+        let key = "provider.request_timeout";
+        spans.note(key, t.span());
+        if !compatible {
+            return Err(refuse(key, t.span()));
+        }
+        if spec.stream != Some(false) {
+            let why = "applies only with stream = false (a stream is bounded by \
+                       stream_idle_timeout instead)"
+                .to_string();
+            return Err((key.to_string(), Some(t.span()), why));
+        }
+        spec.request_timeout =
+            Some(parse_duration(t.get_ref()).map_err(|m| (key.to_string(), Some(t.span()), m))?);
+    }
+    Ok(())
+}
+
+/// A size key: a positive number of bytes or a size such as `"8MiB"`.
+fn positive_size(key: &str, v: Spanned<toml::Value>) -> Result<u64, ConvertError> {
+    let span = v.span();
+    let n = match v.into_inner() {
+        toml::Value::Integer(n) if n > 0 => n as u64,
+        toml::Value::String(s) => {
+            crate::contract::parse_size(&s).map_err(|m| (key.to_string(), Some(span.clone()), m))?
+        }
+        _ => {
+            let why = "must be a positive number of bytes or a size such as \"8MiB\"";
+            return Err((key.to_string(), Some(span), why.to_string()));
+        }
+    };
+    if n == 0 {
+        return Err((
+            key.to_string(),
+            Some(span),
+            "must be more than zero".to_string(),
+        ));
+    }
+    Ok(n)
 }
 
 /// `[retry]`.
@@ -455,6 +546,21 @@ fn retry(r: Spanned<RawRetry>, spans: &mut Spans) -> Result<RetryPolicy, Convert
             return Err(("retry.malformed_attempts".to_string(), Some(n.span()), why));
         }
         retry.malformed_attempts = n.into_inner();
+    }
+    if let Some(w) = r.max_wait {
+        retry.max_wait = parse_duration(w.get_ref())
+            .map_err(|m| ("retry.max_wait".to_string(), Some(w.span()), m))?;
+    }
+    if let Some(n) = r.probe_steps {
+        if *n.get_ref() == 0 {
+            let why = "must be at least 1 (steps the fallback serves between probes)".to_string();
+            return Err(("retry.probe_steps".to_string(), Some(n.span()), why));
+        }
+        retry.probe_steps = n.into_inner();
+    }
+    if let Some(i) = r.probe_interval {
+        retry.probe_interval = parse_duration(i.get_ref())
+            .map_err(|m| ("retry.probe_interval".to_string(), Some(i.span()), m))?;
     }
     Ok(retry)
 }

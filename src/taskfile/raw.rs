@@ -145,6 +145,9 @@ pub(super) struct RawRetry {
     pub(super) cap: Option<Spanned<String>>,
     pub(super) jitter: Option<bool>,
     pub(super) malformed_attempts: Option<Spanned<u32>>,
+    pub(super) max_wait: Option<Spanned<String>>,
+    pub(super) probe_steps: Option<Spanned<u32>>,
+    pub(super) probe_interval: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -235,6 +238,10 @@ pub(super) struct RawProvider {
     pub(super) thinking_budget: Option<Spanned<u32>>,
     pub(super) reasoning_effort: Option<ReasoningEffort>,
     pub(super) stream_idle_timeout: Option<Spanned<String>>,
+    pub(super) max_reply_bytes: Option<Spanned<toml::Value>>,
+    pub(super) tool_choice: Option<Spanned<String>>,
+    pub(super) stream: Option<Spanned<bool>>,
+    pub(super) request_timeout: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) fallback: Vec<RawFallback>,
 }

@@ -472,3 +472,77 @@ fn workspace_check_keys_default_parse_and_refuse_impossible_values() {
     assert_eq!(line, 5, "{message}");
     assert!(message.contains("bool"), "{message}");
 }
+
+/// Issue 17.4, 17.5: the server's wait is bounded by `max_wait`; the breaker probes
+/// the primary every `probe_steps` steps and `probe_interval`, whichever comes later.
+#[test]
+fn retry_max_wait_and_probe_keys_default_parse_and_name_file_line_and_key() {
+    let d = load(OK).unwrap().retry;
+    assert_eq!(
+        (
+            d.max_wait.as_secs(),
+            d.probe_steps,
+            d.probe_interval.as_secs()
+        ),
+        (300, 10, 300)
+    );
+    let c = load(&format!(
+        "{OK}[retry]\nmax_wait = \"1s\"\nprobe_steps = 2\nprobe_interval = \"50ms\"\n"
+    ))
+    .unwrap()
+    .retry;
+    assert_eq!(
+        (
+            c.max_wait.as_millis(),
+            c.probe_steps,
+            c.probe_interval.as_millis()
+        ),
+        (1000, 2, 50)
+    );
+    for (text, key) in [
+        ("max_wait = \"soon\"", "retry.max_wait"),
+        ("probe_steps = 0", "retry.probe_steps"),
+        ("probe_interval = \"often\"", "retry.probe_interval"),
+    ] {
+        let (line, k, msg) = invalid(&format!("{OK}[retry]\n{text}\n"));
+        assert_eq!((line, k.as_str()), (5, key), "{msg}");
+    }
+}
+
+/// Issue 17.7, 17.8: the reply limit, and the settings only an OpenAI-compatible
+/// server has.
+#[test]
+fn provider_reply_limit_and_compatible_keys_parse_and_name_file_line_and_key() {
+    use crate::contract::{ProviderKind, ToolChoice};
+    let p = "goal = \"g\"\n[verify]\ncommand = [\"true\"]\n[provider]\nkind = \"openai-compatible\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:8080/v1\"\n";
+    let c = load(p).unwrap();
+    let s = &c.providers[0];
+    assert_eq!(s.kind, ProviderKind::OpenaiCompatible);
+    assert_eq!(
+        (s.max_reply_bytes, s.tool_choice, s.stream),
+        (None, None, None)
+    );
+    let c = load(&format!(
+        "{p}max_reply_bytes = \"1MiB\"\ntool_choice = \"required\"\nstream = false\nrequest_timeout = \"30s\"\n"
+    ))
+    .unwrap();
+    let s = &c.providers[0];
+    assert_eq!(s.max_reply_bytes, Some(1 << 20));
+    assert_eq!(s.tool_choice, Some(ToolChoice::Required));
+    assert_eq!(s.stream, Some(false));
+    assert_eq!(s.request_timeout.map(|d| d.as_secs()), Some(30));
+    for (text, key) in [
+        ("max_reply_bytes = 0", "provider.max_reply_bytes"),
+        ("max_reply_bytes = \"lots\"", "provider.max_reply_bytes"),
+        ("tool_choice = \"always\"", "provider.tool_choice"),
+        ("request_timeout = \"30s\"", "provider.request_timeout"),
+    ] {
+        let (line, k, msg) = invalid(&format!("{p}{text}\n"));
+        assert_eq!(line, 8, "{text}: {msg}");
+        assert_eq!(k, key, "{text}: {msg}");
+    }
+    let openai = p.replace("openai-compatible", "openai");
+    let (line, k, msg) = invalid(&format!("{openai}stream = false\n"));
+    assert_eq!((line, k.as_str()), (8, "provider.stream"), "{msg}");
+    assert!(msg.contains("openai-compatible"), "{msg}");
+}

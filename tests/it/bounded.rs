@@ -12,17 +12,17 @@ use std::time::{Duration, Instant};
 const MAX_RSS_KIB: i64 = 256 * 1024;
 
 /// A run's exit code, its peak resident memory (KiB) and its wall time.
-struct Measured {
-    code: Option<i32>,
-    max_rss_kib: i64,
-    took: Duration,
-    stdout: String,
+pub(crate) struct Measured {
+    pub(crate) code: Option<i32>,
+    pub(crate) max_rss_kib: i64,
+    pub(crate) took: Duration,
+    pub(crate) stdout: String,
 }
 
 /// Runs `io-harness run task.toml --json` in `dir` and measures the process alone.
 // The child is reaped by `wait4` (for its own rusage), not by `Child::wait`.
 #[allow(clippy::zombie_processes)]
-fn run_measured(dir: &Path) -> Measured {
+pub(crate) fn run_measured(dir: &Path) -> Measured {
     let started = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_io-harness"))
         .args(["run", "task.toml", "--json"])

@@ -5,11 +5,14 @@
 //! SDKs' request types, so the bodies these tests send are the ones validated.
 
 mod anthropic;
+mod breaker;
+mod compatible;
 mod errors;
 pub(crate) mod fake_server;
 mod openai;
 mod openrouter;
 mod record;
+mod reply_size;
 mod retrying;
 mod sdk;
 

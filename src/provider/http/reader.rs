@@ -20,10 +20,19 @@ pub(crate) struct EventReader {
     provider: &'static str,
     tail: Option<&'static str>,
     ended: bool,
+    /// Body bytes still allowed (`max_reply_bytes` less what was read).
+    room: u64,
+    /// Whether the body was cut at the limit.
+    cut: bool,
 }
 
 impl EventReader {
-    pub(super) fn new(response: reqwest::Response, idle: Duration, provider: &'static str) -> Self {
+    pub(super) fn new(
+        response: reqwest::Response,
+        idle: Duration,
+        max_bytes: u64,
+        provider: &'static str,
+    ) -> Self {
         Self {
             response,
             parser: SseParser::new(),
@@ -33,6 +42,8 @@ impl EventReader {
             provider,
             tail: None,
             ended: false,
+            room: max_bytes,
+            cut: false,
         }
     }
 
@@ -76,7 +87,16 @@ impl EventReader {
                     self.ended = true;
                     self.tail = self.parser.finish();
                 }
-                Ok(Ok(Some(chunk))) => {
+                Ok(Ok(Some(mut chunk))) => {
+                    let len = chunk.len() as u64;
+                    if len > self.room {
+                        // Past the limit nothing more is read: what arrived up to it is
+                        // parsed, and the body ends here, marked cut.
+                        chunk.truncate(usize::try_from(self.room).unwrap_or(usize::MAX));
+                        self.cut = true;
+                        self.ended = true;
+                    }
+                    self.room = self.room.saturating_sub(len);
                     let before = self.parser.content_seen();
                     let mut events = Vec::new();
                     self.parser.push(&chunk, &mut events).map_err(|e| {
@@ -90,9 +110,18 @@ impl EventReader {
                         self.quiet_since = tokio::time::Instant::now();
                     }
                     self.queue.extend(events);
+                    if self.cut {
+                        self.tail = self.parser.finish();
+                    }
                 }
             }
         }
+    }
+
+    /// Whether the body was cut at `max_reply_bytes` (then [`EventReader::next`] has
+    /// returned `None` without the protocol's terminator).
+    pub(crate) fn was_cut(&self) -> bool {
+        self.cut
     }
 
     /// The error for a body that ended before the protocol's `terminator`.

@@ -257,6 +257,32 @@ impl Assembler {
     }
 }
 
+/// An unstreamed `chat.completion` object as the one chunk of a stream: each choice's
+/// `message` is its `delta`, each tool call numbered by its place. The assembler then
+/// reads it like any chunk, so both paths share every rule of assembly.
+pub(crate) fn completion_as_chunk(body: &str) -> Result<String, ProviderError> {
+    let malformed = |why: String| ProviderError::new(ProviderErrorKind::Malformed, "openai", why);
+    let mut v: serde_json::Value = serde_json::from_str(body)
+        .map_err(|e| malformed(format!("bad reply ({e}): {}", cut(body))))?;
+    if let Some(choices) = v.get_mut("choices").and_then(|c| c.as_array_mut()) {
+        for choice in choices {
+            let Some(obj) = choice.as_object_mut() else {
+                continue;
+            };
+            let mut message = obj.remove("message").unwrap_or(serde_json::Value::Null);
+            if let Some(calls) = message.get_mut("tool_calls").and_then(|c| c.as_array_mut()) {
+                for (i, call) in calls.iter_mut().enumerate() {
+                    if let Some(c) = call.as_object_mut() {
+                        c.entry("index").or_insert(i.into());
+                    }
+                }
+            }
+            obj.insert("delta".into(), message);
+        }
+    }
+    Ok(v.to_string())
+}
+
 /// Adds a name piece: a repeat of the whole name (or of what we have) is ignored, a
 /// resend of the full name replaces, anything else continues it.
 fn merge_name(name: &mut String, piece: &str) {
@@ -362,6 +388,26 @@ mod tests {
                 .unwrap()
                 .contains("no tool name")
         );
+    }
+
+    #[test]
+    fn an_unstreamed_completion_assembles_like_a_stream() {
+        let body = r#"{"id":"x","object":"chat.completion","model":"smol","choices":[{"index":0,"message":{"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"list_dir","arguments":"{\"path\":\".\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":3}}"#;
+        let chunk = completion_as_chunk(body).unwrap();
+        let done = run(&[chunk.as_str()]).unwrap();
+        assert_eq!(
+            done.content,
+            [ContentBlock::ToolUse {
+                id: "call_1".into(),
+                name: "list_dir".into(),
+                input: serde_json::json!({"path": "."})
+            }]
+        );
+        assert_eq!(done.stop_reason, StopReason::ToolUse);
+        assert_eq!(done.usage.output_tokens, Some(3));
+        assert_eq!(done.model.as_deref(), Some("smol"));
+        let e = completion_as_chunk("{\"choices\": [").err().unwrap();
+        assert_eq!(e.kind, ProviderErrorKind::Malformed);
     }
 
     #[test]

@@ -65,6 +65,7 @@ impl Session<'_> {
     fn child_options(&self, gate: Arc<dyn PolicyGate>) -> RunOptions {
         let mut o = self.opts.clone();
         o.policy = Some(gate);
+        o.breaker = Some(self.progress.state.breaker);
         o
     }
 

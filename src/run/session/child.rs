@@ -83,6 +83,9 @@ pub(in crate::run) async fn spawn_from_record(
     let child_provider: &dyn Provider = owned.as_deref().unwrap_or(provider);
     let mut opts = options;
     opts.policy = Some(prepared.gate);
+    if opts.breaker.is_none() {
+        opts.breaker = parent.state().ok().map(|s| s.breaker);
+    }
     let kind = SessionKind::Child {
         contract: &prepared.contract,
         link,

@@ -41,7 +41,8 @@ impl Session<'_> {
             model_ms: turn.model_ms,
             request_body: reply.request_body.clone(),
             request_hash: None,
-            reply_json: serde_json::to_string(&reply.content).unwrap_or_default(),
+            // The reply is the first of `added`: stored there, once.
+            reply_json: String::new(),
             messages_json: serde_json::to_string(&added).unwrap_or_default(),
             usage_json: serde_json::to_string(&reply.usage).unwrap_or_default(),
             input_tokens: reply.usage.effective_uncached_input(),

@@ -15,8 +15,8 @@ use super::{Session, StepEnd};
 use crate::context::ContextRunner;
 use crate::contract::TaskContract;
 use crate::provider::{
-    ChainAttempt, ChainError, Completion, CompletionRequest, Provider, ProviderError,
-    TokenEstimate, complete_chain,
+    ChainAttempt, ChainError, Completion, CompletionRequest, Provider, ProviderError, StepAt,
+    TokenEstimate, complete_with_breaker,
 };
 use crate::run::events::RunEvent;
 use crate::run::outcome::RunOutcome;
@@ -129,15 +129,24 @@ impl Session<'_> {
         // Each failed attempt goes on record as it happens (its own time, and a crash
         // before the step commits keeps it), written beside the call while it waits.
         let (sent, mut failed) = tokio::sync::mpsc::unbounded_channel::<ChainAttempt>();
+        // The breaker is taken out for the call and put back after it, whatever the
+        // call's end: a failed probe counts even when the step goes no further.
+        let mut breaker = self.progress.state.breaker;
+        let breaker_ref = &mut breaker;
         let call = async {
             let mut on_attempt = move |a: &ChainAttempt| {
                 let _ = sent.send(a.clone());
             };
-            let call = complete_chain(
+            let call = complete_with_breaker(
                 &chain,
                 request,
                 &self.run.contract.retry,
                 deadline,
+                breaker_ref,
+                StepAt {
+                    step,
+                    now_ms: u64::try_from(super::now_ms()).unwrap_or(0),
+                },
                 &mut on_attempt,
             );
             // The chain sleeps no retry past the deadline; the halt ends the call itself.
@@ -152,6 +161,7 @@ impl Session<'_> {
             attempts
         };
         let (outcome, attempts) = tokio::join!(call, writer);
+        self.progress.state.breaker = breaker;
         for a in attempts.iter().filter(|a| a.attempt.reply_lost) {
             let i = a.provider_index.min(lost_by.len() - 1);
             self.count_lost(step, &names[i], &lost_by[i]).await;
@@ -191,6 +201,15 @@ impl Session<'_> {
         };
         reply.model_call = call_row;
         let served_by = names.get(served).cloned();
+        if let Some(limit) = reply.cut_at {
+            self.record_cut(
+                step,
+                served_by.clone().unwrap_or_default(),
+                limit,
+                estimated_input,
+            )
+            .await;
+        }
         Ok((reply, served_by))
     }
 
@@ -315,6 +334,33 @@ impl Session<'_> {
         }
     }
 
+    /// A reply cut at `max_reply_bytes`: on record as an attempt of its own (kind
+    /// `reply-too-large`, next `tool-error`: its calls are answered with a tool error,
+    /// the request is not sent again).
+    async fn record_cut(&self, step: u32, provider: String, limit: u64, estimated_input: u64) {
+        let message = format!(
+            "the reply was cut at {limit} bytes ([provider] max_reply_bytes); its calls are \
+             answered with a tool error and the request is not retried"
+        );
+        let cut = ProviderAttempt {
+            run_id: self.run.id,
+            step,
+            provider,
+            attempt: 1,
+            kind: REPLY_TOO_LARGE.into(),
+            status: None,
+            delay_ms: 0,
+            next: TOOL_ERROR.into(),
+            code: None,
+            request_bytes: None,
+            estimated_input_tokens: Some(estimated_input),
+            reply_lost: false,
+            message: Some(message),
+            at_ms: 0,
+        };
+        self.store.record_provider_attempts(vec![cut]).await;
+    }
+
     /// A redirect the provider client refused: a `net` decision, recorded and told to
     /// the observer like every other (best effort).
     async fn record_refused_redirect(&self, step: u32, target: &str) {
@@ -364,6 +410,11 @@ impl Session<'_> {
         });
     }
 }
+
+/// `kind` of the attempt that records a reply cut at `max_reply_bytes`.
+pub(crate) const REPLY_TOO_LARGE: &str = "reply-too-large";
+/// `next` of that attempt: the reply is answered with a tool error.
+pub(crate) const TOOL_ERROR: &str = "tool-error";
 
 /// The failure a chain escalated, with the number of its last attempt.
 struct Failed<'a> {

@@ -382,7 +382,14 @@ impl<'a> Session<'a> {
             }
             None => {
                 let gate = policy.gate.as_ref();
-                first_session(&db, run_id, &contract, &ctx.workspace, gate, context).await?
+                let mut fresh =
+                    first_session(&db, run_id, &contract, &ctx.workspace, gate, context).await?;
+                // A sub-agent starts where its parent's chain stands: a primary the
+                // parent found dead is not retried in full by every child.
+                if let Some(b) = opts.breaker {
+                    fresh.progress.state.breaker = b;
+                }
+                fresh
             }
         };
         let halt = Halt::new(

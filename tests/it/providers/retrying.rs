@@ -220,3 +220,79 @@ async fn a_malformed_reply_is_retried_within_its_own_bound_then_falls_back() {
         assert_eq!(next, ["retry", "fallback"]);
     }
 }
+
+/// Issue 17.4: `Retry-After: 600` slept 600 s with nothing on record. A server wait
+/// over `[retry] max_wait` is not waited: the chain moves to the fallback at once, and
+/// with none left escalates retryable; either way the decision is an attempt. Real
+/// time: a 2 s Retry-After against a max_wait of 1 s.
+#[tokio::test]
+async fn a_retry_after_over_max_wait_falls_back_or_escalates_at_once() {
+    use io_harness::provider::{ChainError, complete_chain};
+    let policy = RetryPolicy {
+        max_wait: Duration::from_secs(1),
+        ..fast()
+    };
+    let limited =
+        || Reply::json(429, r#"{"error":{"message":"slow down"}}"#).header("Retry-After", "2");
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let primary = FakeServer::start(vec![limited(), ok(api)]).await;
+        let live = FakeServer::start(vec![ok(api)]).await;
+        let (a, b) = (client(api, &primary.url()), client(api, &live.url()));
+        let mut seen = Vec::new();
+        let started = Instant::now();
+        let (c, i) = complete_chain(
+            &[a.as_ref(), b.as_ref()],
+            &fixtures::hello(),
+            &policy,
+            None,
+            &mut |at| seen.push((at.next, at.attempt.message.clone())),
+        )
+        .await
+        .unwrap_or_else(|e: ChainError| panic!("{api:?}: {e}"));
+        assert!(started.elapsed() < Duration::from_millis(900), "{api:?}");
+        assert_eq!((c.text().as_str(), i), ("recovered", 1));
+        assert_eq!(primary.requests().len(), 1, "{api:?}: not retried");
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].0, "fallback");
+        assert!(seen[0].1.contains("max_wait"), "{}", seen[0].1);
+
+        let alone = FakeServer::start(vec![limited(), ok(api)]).await;
+        let a = client(api, &alone.url());
+        let started = Instant::now();
+        let err = complete_chain(
+            &[a.as_ref()],
+            &fixtures::hello(),
+            &policy,
+            None,
+            &mut |_| {},
+        )
+        .await
+        .unwrap_err();
+        assert!(started.elapsed() < Duration::from_millis(900), "{api:?}");
+        match err {
+            ChainError::Escalated {
+                error,
+                retryable: true,
+                attempts: 1,
+            } => assert_eq!(error.kind, K::RateLimited),
+            other => panic!("{api:?}: {other:?}"),
+        }
+        // Within max_wait the server's wait is taken, over the computed backoff.
+        let ok_wait = FakeServer::start(vec![
+            Reply::json(429, r#"{"error":{"message":"slow down"}}"#).header("Retry-After", "1"),
+            ok(api),
+        ])
+        .await;
+        let a = client(api, &ok_wait.url());
+        let policy = RetryPolicy {
+            max_wait: Duration::from_millis(1500),
+            ..fast()
+        };
+        let started = Instant::now();
+        let c = complete_with_retry(a.as_ref(), &fixtures::hello(), &policy, None, &mut |_| {})
+            .await
+            .unwrap();
+        assert_eq!(c.text(), "recovered");
+        assert!(started.elapsed() >= Duration::from_secs(1), "{api:?}");
+    }
+}

@@ -626,15 +626,25 @@ fn floor_dir() -> Result<PathBuf, SandboxError> {
     use std::os::unix::fs::DirBuilderExt;
     use std::sync::atomic::{AtomicU64, Ordering};
     static SEQ: AtomicU64 = AtomicU64::new(0);
-    let base = std::env::temp_dir().join(format!(
-        "io-harness-floor-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
     let mut b = fs::DirBuilder::new();
     b.mode(0o700);
-    b.create(&base)
-        .map_err(SandboxError::spawn("create private dir"))?;
+    // A directory of the same name may be left by an earlier process with this pid
+    // (killed before its teardown): take the next name, never someone else's.
+    let mut attempt = 0;
+    let base = loop {
+        let base = std::env::temp_dir().join(format!(
+            "io-harness-floor-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        match b.create(&base) {
+            Ok(()) => break base,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 1000 => {
+                attempt += 1;
+            }
+            Err(e) => return Err(SandboxError::spawn("create private dir")(e)),
+        }
+    };
     for sub in ["home", "tmp"] {
         b.create(base.join(sub))
             .map_err(SandboxError::spawn("create private dir"))?;

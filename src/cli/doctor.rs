@@ -33,15 +33,49 @@ fn tried(probed: &Found, backend: sandbox::Backend) -> Found {
     Ok(layers)
 }
 
-pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
-    let mcp_warnings = match &args.task {
-        Some(task) => {
-            let contract = io_harness::TaskContract::from_file(task)
-                .map_err(|e| CliError::Usage(e.to_string()))?;
-            super::mcp::unsandboxed_warnings(&contract)
-        }
-        None => Vec::new(),
+/// The process layers, the network postures and what holds the caps.
+fn print_process_and_limits(l: &sandbox::LayerReport) {
+    outln!(
+        "  seccomp {}, no_new_privs {}, new session {}, capabilities dropped {}, fds closed {}",
+        l.seccomp,
+        l.no_new_privs,
+        l.new_session,
+        l.capabilities_dropped,
+        l.fds_closed
+    );
+    outln!(
+        "  network: none by default; allowlist {}; open only by explicit choice",
+        allowlist_support(l)
+    );
+    let cg: Vec<&str> = l.limits.cgroup.iter().map(|c| c.label()).collect();
+    let caps: Vec<&str> = l.limits.enforced.iter().map(|c| c.label()).collect();
+    let td: Vec<&str> = l.limits.teardown.iter().map(|t| t.label()).collect();
+    outln!(
+        "  caps enforced: {}; cgroup: {}; rlimits: {}; memory monitor {}; teardown: {}",
+        caps.join(", "),
+        if cg.is_empty() {
+            "none".into()
+        } else {
+            cg.join(", ")
+        },
+        l.limits.rlimits.join(", "),
+        l.limits.memory_monitor,
+        td.join(", ")
+    );
+}
+
+/// The warnings `--task`'s MCP servers earn (each run outside the sandbox).
+fn task_warnings(args: &DoctorArgs) -> Result<Vec<String>, CliError> {
+    let Some(task) = &args.task else {
+        return Ok(Vec::new());
     };
+    let contract =
+        io_harness::TaskContract::from_file(task).map_err(|e| CliError::Usage(e.to_string()))?;
+    Ok(super::mcp::unsandboxed_warnings(&contract))
+}
+
+pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
+    let mcp_warnings = task_warnings(&args)?;
     let probe = sandbox::probe();
     let native = tried(&probe.native, sandbox::Backend::LinuxNamespaces);
     let floor = tried(&probe.floor, sandbox::Backend::PortableFloor);
@@ -109,33 +143,7 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
                     l.landlock.tcp_denied,
                     l.landlock.scoped
                 );
-                outln!(
-                    "  seccomp {}, no_new_privs {}, new session {}, capabilities dropped {}, fds closed {}",
-                    l.seccomp,
-                    l.no_new_privs,
-                    l.new_session,
-                    l.capabilities_dropped,
-                    l.fds_closed
-                );
-                outln!(
-                    "  network: none by default; allowlist {}; open only by explicit choice",
-                    allowlist_support(l)
-                );
-                let cg: Vec<&str> = l.limits.cgroup.iter().map(|c| c.label()).collect();
-                let caps: Vec<&str> = l.limits.enforced.iter().map(|c| c.label()).collect();
-                let td: Vec<&str> = l.limits.teardown.iter().map(|t| t.label()).collect();
-                outln!(
-                    "  caps enforced: {}; cgroup: {}; rlimits: {}; memory monitor {}; teardown: {}",
-                    caps.join(", "),
-                    if cg.is_empty() {
-                        "none".into()
-                    } else {
-                        cg.join(", ")
-                    },
-                    l.limits.rlimits.join(", "),
-                    l.limits.memory_monitor,
-                    td.join(", ")
-                );
+                print_process_and_limits(l);
                 print_claims(l);
             }
             Err(e) => outln!("\n{name}: unavailable: {e}"),

@@ -238,9 +238,12 @@ mod tests {
     use crate::policy::Policy;
 
     fn gate_with_deny(root: &Path, target: &str) -> FollowDenied {
-        let contract =
-            crate::TaskContract::workspace("g", root, crate::Verification::command(["true"]))
-                .policy_rule(crate::policy::Rule::deny(Act::Read, target));
+        let contract = crate::contract::TaskContract::workspace(
+            "g",
+            root,
+            crate::contract::Verification::command(["true"]),
+        )
+        .policy_rule(crate::policy::Rule::deny(Act::Read, target));
         let p = Policy::for_contract(&contract).unwrap();
         FollowDenied::new(Arc::new(p), root, 10)
     }

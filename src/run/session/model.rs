@@ -105,21 +105,7 @@ impl Session<'_> {
         estimated_input: u64,
     ) -> Result<(Completion, Option<String>), StepEnd> {
         let deadline = self.halt.deadline();
-        let chain: Vec<&dyn Provider> = std::iter::once(self.provider)
-            .chain(
-                self.opts
-                    .fallbacks
-                    .iter()
-                    .map(|p| p.as_ref() as &dyn Provider),
-            )
-            .collect();
-        let names: Vec<String> = chain
-            .iter()
-            .map(|p| {
-                let id = p.identity();
-                format!("{}/{}", id.kind, id.model)
-            })
-            .collect();
+        let (chain, names) = self.chain();
         // What each provider's call adds if its reply is lost.
         let lost_by: Vec<LostCall> = (0..chain.len())
             .map(|i| self.lost_call(&chain, i, estimated_input))
@@ -211,6 +197,27 @@ impl Session<'_> {
             .await;
         }
         Ok((reply, served_by))
+    }
+
+    /// The providers in the order the chain tries them before the breaker reorders
+    /// them (the primary, then the fallbacks), and their `kind/model` names.
+    fn chain(&self) -> (Vec<&dyn Provider>, Vec<String>) {
+        let chain: Vec<&dyn Provider> = std::iter::once(self.provider)
+            .chain(
+                self.opts
+                    .fallbacks
+                    .iter()
+                    .map(|p| p.as_ref() as &dyn Provider),
+            )
+            .collect();
+        let names = chain
+            .iter()
+            .map(|p| {
+                let id = p.identity();
+                format!("{}/{}", id.kind, id.model)
+            })
+            .collect();
+        (chain, names)
     }
 
     /// What a call to provider `index` of `chain` adds when its reply is lost: the

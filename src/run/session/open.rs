@@ -306,17 +306,7 @@ impl<'a> Session<'a> {
         let db = AsyncStore::new(store.clone());
         let origin = Origin::establish(kind, &db, &opts).await?;
         let contract = &origin.contract;
-        crate::run::mcp_start::require_available(contract)?;
-        check_price(contract, &provider.identity())?;
-        check_exact_tokens(contract, &provider.identity())?;
-        super::environment::check_record_outside(contract, store, opts.audit.as_ref())?;
-        store.redact_secrets(&provider.secrets());
-        store.redact_secrets(&crate::run::credentials_of(contract));
-        // The audit log hides what the store hides, tokens registered later included.
-        opts.audit = opts
-            .audit
-            .take()
-            .map(|a| a.sharing_secrets(store.secrets()));
+        admit(contract, provider, store, &mut opts)?;
         // A sub-agent's tree: a workspace lock held by it covers the sub-agent.
         let tree = match origin.link.as_ref().map(|l| l.parent_run_id) {
             Some(parent) => Some(db.call(move |s| subagent::root_of(s, parent)).await?),
@@ -333,13 +323,11 @@ impl<'a> Session<'a> {
         let run_id = origin.record(&db, &dirs, provider).await?;
         lock.name_run(run_id, tree.unwrap_or(run_id));
         // The endpoint decisions are the run's first policy events (step 0).
-        db.record_policy_events(
-            endpoints
-                .iter()
-                .map(|d| policy_event(run_id, 0, d))
-                .collect(),
-        )
-        .await;
+        let first: Vec<_> = endpoints
+            .iter()
+            .map(|d| policy_event(run_id, 0, d))
+            .collect();
+        db.record_policy_events(first).await;
         let ctx = tool_context(
             ws,
             sandbox.clone(),
@@ -368,20 +356,10 @@ impl<'a> Session<'a> {
             stored,
         } = origin;
         let resumed = stored.is_some();
+        let gate = policy.gate.as_ref();
         let restored = match stored {
-            Some(stored) => {
-                restore(
-                    &db,
-                    stored,
-                    &contract,
-                    &ctx.workspace,
-                    policy.gate.as_ref(),
-                    context,
-                )
-                .await?
-            }
+            Some(stored) => restore(&db, stored, &contract, &ctx.workspace, gate, context).await?,
             None => {
-                let gate = policy.gate.as_ref();
                 let mut fresh =
                     first_session(&db, run_id, &contract, &ctx.workspace, gate, context).await?;
                 // A sub-agent starts where its parent's chain stands: a primary the
@@ -418,6 +396,30 @@ impl<'a> Session<'a> {
             halt,
         })
     }
+}
+
+/// What a run must pass before anything is recorded — its MCP servers buildable, its
+/// prices and token counting known, its records outside the workspace — and the
+/// credentials its records redact from now on (the provider's, the contract's), which
+/// the audit log shares with the store.
+fn admit(
+    contract: &TaskContract,
+    provider: &dyn Provider,
+    store: &Store,
+    opts: &mut RunOptions,
+) -> Result<(), RunError> {
+    crate::run::mcp_start::require_available(contract)?;
+    check_price(contract, &provider.identity())?;
+    check_exact_tokens(contract, &provider.identity())?;
+    super::environment::check_record_outside(contract, store, opts.audit.as_ref())?;
+    store.redact_secrets(&provider.secrets());
+    store.redact_secrets(&crate::run::credentials_of(contract));
+    // The audit log hides what the store hides, tokens registered later included.
+    opts.audit = opts
+        .audit
+        .take()
+        .map(|a| a.sharing_secrets(store.secrets()));
+    Ok(())
 }
 
 /// A new run's conversation: the first message, with the memory notes it offers,

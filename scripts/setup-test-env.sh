@@ -6,6 +6,7 @@
 # 2. the reference MCP servers the MCP client tests run against (tests/it/mcp.rs):
 #    `@modelcontextprotocol/server-everything` and `server-filesystem` from npm, into
 #    `.mcp-servers/` (git-ignored). Needs node and npm.
+# 3. aimock from npm, a mock of the providers' APIs with chaos modes, into `.aimock/`.
 # Safe to run again: what is complete is left as it is; a broken or partial install is
 # repaired.
 set -euo pipefail
@@ -57,4 +58,23 @@ JSON
         "@modelcontextprotocol/server-filesystem@$mcp_filesystem"
     touch "$mcp_stamp"
     echo "setup-test-env: MCP servers everything $mcp_everything, filesystem $mcp_filesystem in $mcp_dir"
+fi
+
+# aimock, a mock of the providers' APIs with chaos modes (tests/it/providers/aimock.rs),
+# pinned, into `.aimock/` (git-ignored). It has no dependencies of its own.
+aimock_dir="$root/.aimock"
+aimock_version="1.43.0"
+aimock_stamp="$aimock_dir/.installed-$aimock_version"
+if [ -f "$aimock_stamp" ] && [ -f "$aimock_dir/node_modules/@copilotkit/aimock/dist/cli.js" ]; then
+    echo "setup-test-env: $aimock_dir is ready"
+else
+    rm -rf "$aimock_dir"
+    mkdir -p "$aimock_dir"
+    cat >"$aimock_dir/package.json" <<'JSON'
+{ "name": "io-harness-aimock", "private": true }
+JSON
+    npm install --prefix "$aimock_dir" --no-audit --no-fund --ignore-scripts --save-exact --loglevel=error \
+        "@copilotkit/aimock@$aimock_version"
+    touch "$aimock_stamp"
+    echo "setup-test-env: aimock $aimock_version in $aimock_dir"
 fi

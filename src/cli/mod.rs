@@ -30,6 +30,7 @@ macro_rules! err {
     };
 }
 
+mod allocator;
 mod approve;
 mod audit;
 mod doctor;
@@ -402,6 +403,7 @@ pub fn main() -> ExitCode {
     // with `sandbox = false`) must not read the provider keys from our environ block
     // or our memory.
     let _ = io_harness::conceal::conceal_process();
+    allocator::bound_large_allocations();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -91,7 +91,7 @@ impl Anthropic {
             Ok((assembler.finish()?, None))
         }
         .await
-        .map_err(super::error::lost)?;
+        .map_err(|e| super::error::lost(events.answered(e)))?;
         let (content, stop_reason) = match cut_at {
             Some(limit) => super::reply_cut::cut_turn(turn.content, limit),
             None => (turn.content, turn.stop_reason),

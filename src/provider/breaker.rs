@@ -94,6 +94,10 @@ pub async fn complete_with_breaker(
     on_attempt: &mut (dyn FnMut(&ChainAttempt) + Send),
 ) -> Result<(Completion, usize), ChainError> {
     let StepAt { step, now_ms } = at;
+    // The interval runs from when the primary failed or was probed, not from the
+    // start of the call (the primary's retries come in between).
+    let called = std::time::Instant::now();
+    let then = || now_ms.saturating_add(u64::try_from(called.elapsed().as_millis()).unwrap_or(0));
     let start = breaker.serving.min(providers.len().saturating_sub(1));
     if start > 0 && breaker.probe_due(step, now_ms, policy) {
         let once = RetryPolicy {
@@ -102,7 +106,7 @@ pub async fn complete_with_breaker(
         };
         match complete_with_retry(providers[0], request, &once, deadline, &mut |_| {}).await {
             Ok(c) => {
-                breaker.served(0, step, now_ms);
+                breaker.served(0, step, then());
                 return Ok((c, 0));
             }
             Err(RetryError::Deadline) => return Err(ChainError::Deadline),
@@ -115,7 +119,7 @@ pub async fn complete_with_breaker(
                     attempt: final_attempt(&error, attempts),
                     next: PROBE_FAILED,
                 });
-                breaker.probe_failed(step, now_ms);
+                breaker.probe_failed(step, then());
             }
         }
     }
@@ -132,7 +136,7 @@ pub async fn complete_with_breaker(
     let (c, i) = complete_chain(&chain, request, policy, deadline, &mut shifted).await?;
     let served = order[i];
     if served == 0 || served != breaker.serving {
-        breaker.served(served, step, now_ms);
+        breaker.served(served, step, then());
     }
     Ok((c, served))
 }

@@ -184,7 +184,7 @@ impl ChatClient {
             Ok((assembler.finish()?, None))
         }
         .await
-        .map_err(super::error::lost)
+        .map_err(|e| super::error::lost(events.answered(e)))
     }
 
     /// An unstreamed call (`stream = false`): one `chat.completion` object, read as

@@ -168,6 +168,19 @@ pub async fn complete_with_retry(
     deadline: Option<Instant>,
     on_retry: &mut (dyn FnMut(&RetryAttempt) + Send),
 ) -> Result<Completion, RetryError> {
+    // The request names the model of the chain's first provider; a fallback is asked
+    // for its own (a fallback configured with another model was sent the primary's).
+    let own = provider.identity().model;
+    let retargeted;
+    let request = if own.is_empty() || request.model == own {
+        request
+    } else {
+        retargeted = CompletionRequest {
+            model: own,
+            ..request.clone()
+        };
+        &retargeted
+    };
     let mut attempt = 1;
     let mut malformed = 0;
     loop {

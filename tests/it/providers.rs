@@ -4,6 +4,7 @@
 //! through each client and validates the bodies on the wire against the official
 //! SDKs' request types, so the bodies these tests send are the ones validated.
 
+mod aimock;
 mod anthropic;
 mod breaker;
 mod compatible;

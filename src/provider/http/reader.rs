@@ -69,19 +69,11 @@ impl EventReader {
                         "no content for {:?} (idle timeout; keep-alive comments do not count)",
                         self.idle
                     );
-                    return Err(ProviderError::new(
-                        ProviderErrorKind::Timeout,
-                        self.provider,
-                        msg,
-                    ));
+                    return Err(self.failed(ProviderErrorKind::Timeout, msg));
                 }
                 Ok(Err(e)) => {
                     let msg = format!("the stream broke: {}", error_chain(&e));
-                    return Err(ProviderError::new(
-                        ProviderErrorKind::Transport,
-                        self.provider,
-                        msg,
-                    ));
+                    return Err(self.failed(ProviderErrorKind::Transport, msg));
                 }
                 Ok(Ok(None)) => {
                     self.ended = true;
@@ -99,13 +91,9 @@ impl EventReader {
                     self.room = self.room.saturating_sub(len);
                     let before = self.parser.content_seen();
                     let mut events = Vec::new();
-                    self.parser.push(&chunk, &mut events).map_err(|e| {
-                        ProviderError::new(
-                            ProviderErrorKind::Malformed,
-                            self.provider,
-                            e.to_string(),
-                        )
-                    })?;
+                    if let Err(e) = self.parser.push(&chunk, &mut events) {
+                        return Err(self.failed(ProviderErrorKind::Malformed, e.to_string()));
+                    }
                     if self.parser.content_seen() > before || !events.is_empty() {
                         self.quiet_since = tokio::time::Instant::now();
                     }
@@ -136,6 +124,21 @@ impl EventReader {
             .map(|t| format!(", leaving {t}"))
             .unwrap_or_default();
         let msg = format!("the stream ended before {terminator}{tail}");
-        ProviderError::new(ProviderErrorKind::Transport, self.provider, msg)
+        self.failed(ProviderErrorKind::Transport, msg)
+    }
+
+    /// `e`, raised while this stream was read (by a decoder of its events), with the
+    /// status its headers came with when it names none.
+    pub(crate) fn answered(&self, mut e: ProviderError) -> ProviderError {
+        e.status = e.status.or(Some(self.response.status().as_u16()));
+        e
+    }
+
+    /// An error of this stream, carrying the status its headers came with (a `200`
+    /// whose body then broke is recorded as the 200 it was, not as no answer at all).
+    pub(crate) fn failed(&self, kind: ProviderErrorKind, msg: String) -> ProviderError {
+        let mut e = ProviderError::new(kind, self.provider, msg);
+        e.status = Some(self.response.status().as_u16());
+        e
     }
 }

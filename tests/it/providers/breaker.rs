@@ -226,3 +226,45 @@ async fn every_documented_attempt_next_value_is_produced() {
         documented.iter().map(|s| s.to_string()).collect();
     assert_eq!(seen, documented);
 }
+
+/// Found by the aimock chaos runs: the request names the model of the chain's first
+/// provider, and a fallback configured with another model was sent that name (a real
+/// fallback from one model to another would have been refused as an unknown model,
+/// or served by the wrong one). Each provider is asked for its own model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fallback_is_asked_for_its_own_model_not_the_primarys() {
+    let primary = FakeServer::start((0..3).map(|_| dead()).collect()).await;
+    let live = FakeServer::start(vec![Reply::sse(whole(&openai_text("done")))]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let c = contract(dir.path(), policy(100, Duration::from_secs(3600)), 1);
+    let primary_client: Arc<dyn Provider> = Arc::new(
+        OpenAi::new(config(
+            &format!("{}/v1", primary.url()),
+            "model-of-the-primary",
+        ))
+        .unwrap(),
+    );
+    let fallback: Arc<dyn Provider> = Arc::new(
+        OpenAi::new(config(
+            &format!("{}/v1", live.url()),
+            "model-of-the-fallback",
+        ))
+        .unwrap(),
+    );
+    let opts = RunOptions::default().fallback(fallback);
+    io_harness::run_with(&c, primary_client.as_ref(), &store, opts)
+        .await
+        .unwrap();
+    let asked = |s: &FakeServer| -> Vec<String> {
+        s.requests()
+            .iter()
+            .map(|r| {
+                let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+                v["model"].as_str().unwrap_or_default().to_string()
+            })
+            .collect()
+    };
+    assert_eq!(asked(&primary), ["model-of-the-primary"; 2]);
+    assert_eq!(asked(&live), ["model-of-the-fallback"]);
+}

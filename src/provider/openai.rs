@@ -175,6 +175,12 @@ impl ChatClient {
                     if events.was_cut() {
                         return Ok((assembler.finish()?, Some(self.limit())));
                     }
+                    // A server that closes the body cleanly after the choice's
+                    // `finish_reason`, without `data: [DONE]` (llama-cpp-python does,
+                    // with tools offered), has sent its whole reply.
+                    if events.ended_between_events() && assembler.has_finished() {
+                        break;
+                    }
                     return Err(events.cut_short("`data: [DONE]`"));
                 };
                 if assembler.on_data(&event.data)? {

@@ -112,6 +112,11 @@ impl EventReader {
         self.cut
     }
 
+    /// Whether the body ended cleanly between two events (nothing half-sent left over).
+    pub(crate) fn ended_between_events(&self) -> bool {
+        self.ended && self.tail.is_none()
+    }
+
     /// The error for a body that ended before the protocol's `terminator`.
     ///
     /// Kind `Transport`, not `Malformed`: everything received parsed, the reply is

@@ -204,6 +204,12 @@ impl Assembler {
     }
 
     /// The assembled turn.
+    /// Whether the choice has said why it ended (`finish_reason`): the reply itself is
+    /// complete, whatever follows (the usage chunk, `data: [DONE]`).
+    pub(crate) fn has_finished(&self) -> bool {
+        self.finish_reason.is_some()
+    }
+
     pub(crate) fn finish(self) -> Result<Assembled, ProviderError> {
         let mut content = Vec::new();
         if !self.text.is_empty() {

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use io_harness::provider::{Anthropic, OpenAi, Provider, ProviderError, ProviderErrorKind as K};
 
 use super::fake_server::{End, FakeServer, Reply, whole};
-use super::{KEY, anthropic_text, config, fixtures, openai_text};
+use super::{KEY, anthropic_text, config, delta, fixtures, openai_stream, openai_text};
+use serde_json::json;
 
 #[derive(Clone, Copy, Debug)]
 enum Api {
@@ -184,10 +185,16 @@ async fn redirects_are_not_followed() {
 
 #[tokio::test]
 async fn a_stream_without_its_terminator_is_transport() {
-    let openai = openai_text("hi").replace("data: [DONE]\n\n", "");
+    // Cut before the choice said why it ended: incomplete.
+    let openai = openai_stream(&[
+        delta(json!({"role": "assistant", "content": ""}), None),
+        delta(json!({"content": "hi"}), None),
+    ])
+    .replace("data: [DONE]\n\n", "");
     let e = fail(Api::OpenAi, Reply::sse(whole(&openai))).await;
     assert_eq!(e.kind, K::Transport, "{e}");
     assert!(e.message.contains("[DONE]"), "{e}");
+    let openai = openai_text("hi").replace("data: [DONE]\n\n", "");
     let anthropic = anthropic_text("hi").replace(
         "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
         "",
@@ -352,4 +359,27 @@ async fn no_listener_is_transport_and_no_headers_is_timeout() {
         .unwrap_err();
     assert_eq!(e.kind, K::Timeout, "{e}");
     hold.abort();
+}
+
+/// llama-cpp-python's server (chatml-function-calling, tools offered) closes a streamed
+/// reply cleanly after the chunk carrying `finish_reason`, without `data: [DONE]`: the
+/// reply is whole, and was reported as a cut stream. It is taken; the same body cut
+/// inside an event, or reset, is still a transport failure.
+#[tokio::test]
+async fn a_stream_closed_cleanly_after_its_finish_reason_is_a_whole_reply() {
+    let call = json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+        "function": {"name": "list_dir", "arguments": "{\"path\": \".\"}"}}]});
+    let body = openai_stream(&[
+        delta(json!({"role": "assistant", "content": null}), None),
+        delta(call, None),
+        delta(json!({}), Some("tool_calls")),
+    ])
+    .replace("data: [DONE]\n\n", "");
+    let server = FakeServer::start(vec![Reply::sse(whole(&body))]).await;
+    let client = OpenAi::new(config(&format!("{}/v1", server.url()), "m")).unwrap();
+    let turn = client.complete(&fixtures::with_tools()).await.unwrap();
+    let calls: Vec<_> = turn.tool_calls().map(|(_, name, _)| name).collect();
+    assert_eq!(calls, ["list_dir"], "{turn:?}");
+    let e = fail(Api::OpenAi, Reply::sse(whole(&body)).end(End::Cut)).await;
+    assert_eq!(e.kind, K::Transport, "{e}");
 }

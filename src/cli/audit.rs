@@ -24,8 +24,8 @@ pub fn execute(args: AuditArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::Internal(format!("{}: {e}", dir.display())))?;
     if args.json {
         for r in &records {
-            let line = serde_json::to_string(r).map_err(|e| CliError::Internal(e.to_string()))?;
-            outln!("{}", output::redact(&line, &secrets));
+            let v = serde_json::to_value(r).map_err(|e| CliError::Internal(e.to_string()))?;
+            super::json_out::print("audit_session", v, &secrets);
         }
         return Ok(0);
     }

@@ -106,7 +106,7 @@ pub fn execute(args: DoctorArgs) -> Result<i32, CliError> {
         if args.task.is_some() {
             obj["mcp_warnings"] = serde_json::json!(mcp_warnings);
         }
-        outln!("{obj}");
+        super::json_out::print("doctor", obj, &Default::default());
         return Ok(code);
     }
     for w in &mcp_warnings {

@@ -175,7 +175,7 @@ fn report(
         if let Some(f) = failure {
             obj["provider_error"] = serde_json::to_value(f).unwrap_or_default();
         }
-        outln!("{}", output::redact(&obj.to_string(), secrets));
+        super::json_out::print("result", obj, secrets);
         return;
     }
     let c = |t: &str| output::clean(t, secrets);

@@ -93,8 +93,11 @@ fn print_json(
             })
         })
         .collect();
-    let line = serde_json::json!({ "servers": servers }).to_string();
-    outln!("{}", super::output::redact(&line, secrets));
+    super::json_out::print(
+        "mcp_list",
+        serde_json::json!({ "servers": servers }),
+        secrets,
+    );
 }
 
 #[cfg(feature = "mcp")]

@@ -43,9 +43,11 @@ pub fn execute(args: MemoryArgs) -> Result<i32, CliError> {
 fn list(store: &io_harness::Store, key: &str, json: bool) -> Result<(), CliError> {
     let notes = store.memory_list(key)?;
     if json {
-        outln!(
-            "{}",
-            serde_json::to_string(&notes).map_err(|e| CliError::Internal(e.to_string()))?
+        let v = serde_json::to_value(&notes).map_err(|e| CliError::Internal(e.to_string()))?;
+        super::json_out::print(
+            "memory",
+            serde_json::json!({ "notes": v }),
+            &Default::default(),
         );
     } else if notes.is_empty() {
         outln!("no notes for {key}");

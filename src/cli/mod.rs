@@ -36,6 +36,7 @@ mod audit;
 mod doctor;
 mod doctor_caps;
 mod drive;
+mod json_out;
 mod mcp;
 mod memory;
 mod output;

@@ -64,6 +64,7 @@ impl Observer for Progress {
             Self::Json { secrets } => {
                 if let Ok(mut v) = serde_json::to_value(event) {
                     v["at"] = now().into();
+                    let v = super::json_out::document("event", v);
                     let line = output::redact(&v.to_string(), secrets);
                     let mut out = std::io::stdout().lock();
                     let _ = writeln!(out, "{line}");
@@ -106,6 +107,30 @@ impl Observer for Progress {
                     } => {
                         s.tokens = *total_tokens;
                         s.cost = *cost_usd;
+                    }
+                    RunEvent::ProviderRetry {
+                        provider,
+                        kind,
+                        delay_ms,
+                        next,
+                        ..
+                    } => {
+                        s.tool = match next.as_str() {
+                            "fallback" => {
+                                format!("{provider} failed ({kind}): trying the fallback")
+                            }
+                            _ => format!(
+                                "{provider} failed ({kind}): {next} in {:.1} s",
+                                *delay_ms as f64 / 1000.0
+                            ),
+                        };
+                    }
+                    RunEvent::ToolFinished {
+                        name,
+                        status: Some(status),
+                        ..
+                    } => {
+                        s.tool = format!("{name}: {status}");
                     }
                     RunEvent::Verified { passed, .. } => {
                         s.tool = if *passed {
@@ -156,8 +181,22 @@ fn log_line(event: &RunEvent) -> Option<String> {
             step, max_steps, ..
         } => format!("step {step}/{max_steps} started"),
         RunEvent::ModelReplied {
-            step, tool_calls, ..
-        } => format!("step {step}: the model replied with {tool_calls} tool call(s)"),
+            step,
+            tool_calls,
+            text,
+            ..
+        } => {
+            let said = text.trim();
+            let said = match said.lines().next() {
+                Some(first) if !first.is_empty() => {
+                    let first: String = first.chars().take(160).collect();
+                    let more = first.len() < said.len();
+                    format!(": {first}{}", if more { " …" } else { "" })
+                }
+                _ => String::new(),
+            };
+            format!("step {step}: the model replied with {tool_calls} tool call(s){said}")
+        }
         RunEvent::ProviderRetry {
             provider,
             attempt,
@@ -176,11 +215,15 @@ fn log_line(event: &RunEvent) -> Option<String> {
             name,
             is_error,
             duration_ms,
+            status,
             ..
-        } => {
-            let how = if *is_error { "failed" } else { "done" };
-            format!("tool {name} {how} in {duration_ms} ms")
-        }
+        } => match status {
+            Some(s) => format!("tool {name}: {s} in {duration_ms} ms"),
+            None => {
+                let how = if *is_error { "failed" } else { "done" };
+                format!("tool {name} {how} in {duration_ms} ms")
+            }
+        },
         RunEvent::PolicyDecision {
             act,
             target,

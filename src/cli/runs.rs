@@ -27,8 +27,11 @@ pub fn execute(args: ListArgs) -> Result<i32, CliError> {
                 v
             })
             .collect();
-        let text = serde_json::to_string(&listed).map_err(|e| CliError::Internal(e.to_string()))?;
-        outln!("{text}");
+        super::json_out::print(
+            "runs",
+            serde_json::json!({ "runs": listed }),
+            &Default::default(),
+        );
         return Ok(0);
     }
     if runs.is_empty() {

@@ -104,7 +104,7 @@ fn print_json(store: &io_harness::Store, run_id: i64, t: Trace) -> Result<(), Cl
         "mcp_events": t.mcp,
         "context_events": t.context,
     });
-    outln!("{obj}");
+    super::json_out::print("show", obj, &Default::default());
     Ok(())
 }
 

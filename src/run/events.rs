@@ -43,6 +43,9 @@ pub enum RunEvent {
         cost: Cost,
         /// Tool calls requested.
         tool_calls: usize,
+        /// What the model wrote besides its calls (untrusted: the model's words), its
+        /// first [`MODEL_TEXT_SHOWN`] bytes; the store keeps all of it.
+        text: String,
     },
     /// A provider call failed and will be retried, or the next provider tried.
     ProviderRetry {
@@ -99,6 +102,9 @@ pub enum RunEvent {
         is_error: bool,
         /// Wall time.
         duration_ms: u64,
+        /// For `run_command`, the harness's status line of the command (`exit code 1
+        /// [native …]`, `killed by signal 9`…); `None` for other tools and refusals.
+        status: Option<String>,
     },
     /// Verification ran.
     Verified {
@@ -131,6 +137,21 @@ pub enum RunEvent {
         /// Outcome.
         outcome: RunOutcome,
     },
+}
+
+/// How much of a reply's text [`RunEvent::ModelReplied`] carries.
+pub const MODEL_TEXT_SHOWN: usize = 16 << 10;
+
+/// `text` cut to at most `max` bytes at a character boundary, saying so.
+pub(crate) fn shown_text(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &text[..end], text.len())
 }
 
 /// What an observer wants after seeing an event.

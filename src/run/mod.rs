@@ -36,7 +36,7 @@ use crate::tools::ToolRegistry;
 
 mod failure;
 
-pub use events::{CancelToken, Flow, Observer, RunEvent};
+pub use events::{CancelToken, Flow, MODEL_TEXT_SHOWN, Observer, RunEvent};
 pub use failure::{PolicyFailure, SandboxFailure};
 pub use liveness::is_live;
 #[cfg(feature = "mcp")]

@@ -29,14 +29,20 @@ impl Fixture {
     fn store(&self) -> PathBuf {
         self.path().join("store.db")
     }
+    /// Runs the binary; with `--json`, every line it printed is checked against the
+    /// committed schema.
     fn cmd(&self, args: &[&str]) -> Output {
-        bin()
+        let out = bin()
             .args(args)
             .env("XDG_CACHE_HOME", self.path().join("cache"))
             .env("XDG_DATA_HOME", self.path().join("data"))
             .env("IO_HARNESS_STORE", self.store())
             .output()
-            .unwrap()
+            .unwrap();
+        if args.contains(&"--json") {
+            crate::json_schema::documents(&out.stdout);
+        }
+        out
     }
     fn write(&self, rel: &str, text: &str) -> PathBuf {
         let p = self.path().join(rel);
@@ -118,10 +124,10 @@ fn quickstart_runs_offline_to_success_and_show_tells_the_story() {
         assert!(s.contains(needle), "show lacks {needle:?}:\n{s}");
     }
     let runs = f.cmd(&["runs", "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap();
+    let v = crate::json_schema::runs(&runs.stdout);
     assert_eq!(v[0]["outcome"], "success");
     let show_json = f.cmd(&["show", &run_id, "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&show_json.stdout).unwrap();
+    let v: serde_json::Value = crate::json_schema::last(&show_json.stdout);
     assert_eq!(v["steps"].as_array().unwrap().len(), 6);
 }
 
@@ -217,8 +223,7 @@ fn killed_mid_step_resumes_without_double_applying() {
         "count = 2\n"
     );
 
-    let runs: serde_json::Value =
-        serde_json::from_slice(&f.cmd(&["runs", "--json"]).stdout).unwrap();
+    let runs = crate::json_schema::runs(&f.cmd(&["runs", "--json"]).stdout);
     assert_eq!(runs[0]["status"], "interrupted");
     assert_eq!(runs[0]["steps"], 1);
     let id = runs[0]["id"].as_i64().unwrap().to_string();
@@ -235,8 +240,7 @@ fn killed_mid_step_resumes_without_double_applying() {
         std::fs::read_to_string(f.path().join("t/ws/counter.txt")).unwrap(),
         "count = 2\n"
     );
-    let show: serde_json::Value =
-        serde_json::from_slice(&f.cmd(&["show", &id, "--json"]).stdout).unwrap();
+    let show: serde_json::Value = crate::json_schema::last(&f.cmd(&["show", &id, "--json"]).stdout);
     let step2 = &show["steps"][1]["tool_calls"][0];
     assert_eq!(step2["is_error"], false, "{step2}");
     // Answered from the journal with the result it had, not applied again.
@@ -257,7 +261,7 @@ fn doctor_reports_what_the_probe_found() {
     let f = Fixture::new();
     let out = f.cmd(&["doctor", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = crate::json_schema::last(&out.stdout);
     assert_eq!(v["selected"], "linux-namespaces", "{v}");
     assert_eq!(v["native"]["available"], true);
     assert!(v["native"]["layers"]["seccomp"].as_bool().unwrap());
@@ -304,10 +308,7 @@ fn sandbox_command_passes_output_and_exit_code_and_is_audited() {
     let out = run(&["sandbox", "--workdir", ws_arg, "--", "no-such-program-here"]);
     assert_eq!(out.status.code(), Some(127));
     let out = run(&["audit", "--json"]);
-    let lines: Vec<serde_json::Value> = text(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<serde_json::Value> = crate::json_schema::documents(&out.stdout);
     assert_eq!(lines.len(), 2, "a failed launch writes no line: {lines:?}");
     assert_eq!(lines[0]["exit_code"], 7);
     assert_eq!(lines[1]["cap_hit"], "wall");
@@ -369,8 +370,7 @@ fn ctrl_c_stops_the_running_command_and_the_run_resumes() {
         !f.path().join("t/ws/b.txt").exists(),
         "stopped before step 2"
     );
-    let runs: serde_json::Value =
-        serde_json::from_slice(&f.cmd(&["runs", "--json"]).stdout).unwrap();
+    let runs = crate::json_schema::runs(&f.cmd(&["runs", "--json"]).stdout);
     assert_eq!(runs[0]["outcome"], "cancelled");
     assert_eq!(runs[0]["steps"], 0, "the interrupted step is not committed");
     let id = runs[0]["id"].to_string();
@@ -380,8 +380,7 @@ fn ctrl_c_stops_the_running_command_and_the_run_resumes() {
         std::fs::read_to_string(f.path().join("t/ws/b.txt")).unwrap(),
         "b\n"
     );
-    let show: serde_json::Value =
-        serde_json::from_slice(&f.cmd(&["show", &id, "--json"]).stdout).unwrap();
+    let show: serde_json::Value = crate::json_schema::last(&f.cmd(&["show", &id, "--json"]).stdout);
     let told = show["steps"][0]["tool_calls"][0]["output"]
         .as_str()
         .unwrap();
@@ -412,8 +411,7 @@ fn a_deferred_approval_round_trips_through_the_cli() {
         text(&out.stdout),
         text(&out.stderr)
     );
-    let result: serde_json::Value =
-        serde_json::from_str(text(&out.stdout).lines().last().unwrap()).unwrap();
+    let result: serde_json::Value = crate::json_schema::last(&out.stdout);
     let outcome = &result["result"]["outcome"];
     assert_eq!(outcome["outcome"], "awaiting_approval");
     let request = outcome["request_id"].as_str().unwrap().to_string();
@@ -455,8 +453,7 @@ fn a_deferred_approval_round_trips_through_the_cli() {
         std::fs::read_to_string(f.path().join("t/ws/b.txt")).unwrap(),
         "b\n"
     );
-    let show: serde_json::Value =
-        serde_json::from_slice(&f.cmd(&["show", &id, "--json"]).stdout).unwrap();
+    let show: serde_json::Value = crate::json_schema::last(&f.cmd(&["show", &id, "--json"]).stdout);
     let calls = &show["steps"][0]["tool_calls"];
     // The write before the ask ran once; its result comes from the journal.
     assert_eq!(calls[0]["output"], "created b.txt (2 bytes)", "{calls}");
@@ -584,9 +581,9 @@ fn memory_command_lists_and_forgets_and_show_prints_the_exact_request() {
     );
     let ws = f.path().join("t/ws");
     let out = f.cmd(&["memory", ws.to_str().unwrap(), "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v[0]["key"], "hint");
-    assert_eq!(v[0]["source_run"], 1);
+    let v: serde_json::Value = crate::json_schema::last(&out.stdout);
+    assert_eq!(v["notes"][0]["key"], "hint");
+    assert_eq!(v["notes"][0]["source_run"], 1);
     let out = f.cmd(&["show", "1", "--prompt", "2"]);
     let body = text(&out.stdout);
     assert!(
@@ -694,13 +691,8 @@ fn a_closed_pipe_ends_read_only_commands_quietly_and_a_run_keeps_its_outcome() {
     let out = with_closed_stdout(&f, &["run", task, "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let runs = f.cmd(&["runs", "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap();
-    let outcomes: Vec<&str> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["outcome"].as_str().unwrap())
-        .collect();
+    let v = crate::json_schema::runs(&runs.stdout);
+    let outcomes: Vec<&str> = v.iter().map(|r| r["outcome"].as_str().unwrap()).collect();
     assert_eq!(outcomes, ["success", "success"]);
 }
 
@@ -716,9 +708,7 @@ fn runs_takes_a_limit_and_a_since() {
     let ids = |args: &[&str]| -> Vec<i64> {
         let out = f.cmd(args);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v.as_array()
-            .unwrap()
+        crate::json_schema::runs(&out.stdout)
             .iter()
             .map(|r| r["id"].as_i64().unwrap())
             .collect()
@@ -794,7 +784,7 @@ fn a_ci_log_gets_one_timestamped_line_per_event_while_the_run_goes() {
     for needle in [
         "step 1/",
         "tool run_command",
-        "tool run_command done in ",
+        "tool run_command: exit code 0",
         "tool write_file a.txt",
         "verification passed",
         "outcome: ",
@@ -810,10 +800,7 @@ fn json_event_lines_carry_their_time() {
     let task = quick_task(&f);
     let out = f.cmd(&["run", task.to_str().unwrap(), "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let lines: Vec<serde_json::Value> = text(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<serde_json::Value> = crate::json_schema::documents(&out.stdout);
     let events: Vec<&serde_json::Value> =
         lines.iter().filter(|v| v.get("event").is_some()).collect();
     assert!(events.len() >= 5, "{lines:?}");
@@ -882,4 +869,116 @@ fn a_pending_approval_shows_exactly_the_bytes_it_would_run() {
     let shown = text(&out.stdout);
     assert!(shown.contains("x\\u{200b}y"), "{shown}");
     assert!(!shown.contains('\u{200b}'), "{shown}");
+}
+
+/// Issue 19.2: every kind of `--json` document the schema names is printed by some
+/// command, and each one printed is valid: run's events and result, runs, show, doctor,
+/// memory, audit (one session a line) and mcp list.
+#[test]
+fn every_json_document_kind_is_produced_and_matches_the_schema() {
+    let f = Fixture::new();
+    let task = quick_task(&f);
+    let task = task.to_str().unwrap();
+    let cmd = |args: &[&str]| -> Vec<serde_json::Value> {
+        let out = bin()
+            .args(args)
+            .env("XDG_CACHE_HOME", f.path().join("cache"))
+            .env("XDG_DATA_HOME", f.path().join("data"))
+            .env("XDG_CONFIG_HOME", f.path().join("config"))
+            .env("IO_HARNESS_STORE", f.store())
+            .output()
+            .unwrap();
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        crate::json_schema::documents(&out.stdout)
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let ws = f.path().join("t/ws");
+    // A server that cannot start is still listed (with its failure).
+    let with_mcp = f.write(
+        "t/mcp.toml",
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\ncommand = [\"true\"]\n[[mcp]]\nname = \"absent\"\ncommand = \"/nonexistent/mcp\"\n",
+    );
+    for args in [
+        vec!["run", task, "--json"],
+        vec!["runs", "--json"],
+        vec!["show", "1", "--json"],
+        vec!["doctor", "--json"],
+        vec!["memory", ws.to_str().unwrap(), "--json"],
+        vec!["sandbox", "--workdir", ws.to_str().unwrap(), "--", "true"],
+        vec!["audit", "--json"],
+        vec!["mcp", "list", with_mcp.to_str().unwrap(), "--json"],
+    ] {
+        for doc in cmd(&args) {
+            seen.insert(doc["object"].as_str().unwrap().to_string());
+        }
+    }
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema/output.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let named: std::collections::BTreeSet<String> = schema["properties"]["object"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(seen, named);
+}
+
+/// Issue 19.1: on a terminal the progress line is live and shows a retry and its wait
+/// (it showed neither), under a real pty (`script`), against a server that answers 429
+/// with `Retry-After: 1` once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_terminal_progress_line_shows_a_retry_and_its_wait() {
+    use crate::providers::fake_server::{FakeServer, Reply, whole};
+    let server = FakeServer::start(vec![
+        Reply::json(429, r#"{"error":{"message":"slow down"}}"#).header("Retry-After", "1"),
+        Reply::sse(whole(&crate::providers::openai_text("done"))),
+    ])
+    .await;
+    let f = Fixture::new();
+    f.write("t/ws/a.txt", "a\n");
+    let task = f.write(
+        "t/task.toml",
+        &format!(
+            "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = {{ file = \"a.txt\", needle = \"a\" }}\n[provider]\nkind = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\n",
+            server.url()
+        ),
+    );
+    let line = format!(
+        "{} run {}",
+        env!("CARGO_BIN_EXE_io-harness"),
+        task.display()
+    );
+    let store = f.store();
+    let root = f.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("script")
+            .args(["-q", "-e", "-c", &line, "/dev/null"])
+            .env("IO_HARNESS_STORE", store)
+            .env("XDG_CACHE_HOME", root.join("cache"))
+            .env("XDG_CONFIG_HOME", root.join("config"))
+            .env("OPENAI_API_KEY", crate::providers::KEY)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let screen = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{screen}");
+    assert!(
+        screen.contains("failed (rate-limited): retry in 1.0 s"),
+        "{screen:?}"
+    );
+    assert!(screen.contains("verified"), "{screen:?}");
+    // Redrawn in place: carriage returns and erase-line, not one line per event.
+    assert!(screen.contains("\r\u{1b}[2K"), "{screen:?}");
 }

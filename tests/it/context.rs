@@ -788,6 +788,7 @@ async fn show_prompt_prints_the_assembled_request_of_any_step() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // The request as it went out: the provider's wire body, not a --json document.
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
     assert_eq!(

@@ -51,7 +51,7 @@ impl Case {
 
     fn run_id(&self) -> String {
         let out = self.cmd(&["runs", "--json"]).output().unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = crate::json_schema::runs(&out.stdout);
         v[0]["id"].as_i64().unwrap().to_string()
     }
 
@@ -94,7 +94,7 @@ fn crash_then_resume(point: &str) {
     // No tool call of the resumed session failed: nothing was applied twice (a second
     // edit would find its text already replaced and fail).
     let show = case.cmd(&["show", &id, "--json"]).output().unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let v: serde_json::Value = crate::json_schema::last(&show.stdout);
     for s in v["steps"].as_array().unwrap() {
         for c in s["tool_calls"].as_array().unwrap() {
             assert_eq!(c["is_error"], false, "{point}: {c}");
@@ -162,8 +162,12 @@ fn sigkill_at_a_random_moment() {
     let _ = child.kill();
     let status = child.wait().unwrap();
     let runs = case.cmd(&["runs", "--json"]).output().unwrap();
-    let listed: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap_or_default();
-    if listed.as_array().is_none_or(|a| a.is_empty()) {
+    let listed = if runs.stdout.is_empty() {
+        Vec::new()
+    } else {
+        crate::json_schema::runs(&runs.stdout)
+    };
+    if listed.is_empty() {
         // Killed before the run was recorded: nothing happened, nothing to resume.
         assert_eq!(
             std::fs::read_to_string(case.path().join("t/ws/log.txt")).unwrap(),
@@ -232,7 +236,7 @@ fn an_interrupted_command_is_uncertain_and_the_model_is_told() {
         String::from_utf8_lossy(&out.stderr)
     );
     let show = cmd(&["show", "1", "--json"]).output().unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let v: serde_json::Value = crate::json_schema::last(&show.stdout);
     // The reply was on record: the same call is answered, not asked for again, and
     // not run again.
     let first = v["steps"][0]["tool_calls"][0]["output"].as_str().unwrap();

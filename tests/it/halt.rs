@@ -341,7 +341,7 @@ fn ctrl_c_during_a_command_exits_130_within_a_second_and_resumes() {
     );
     // The cut-off command was not run again: the model was told.
     let show = binary(p, &["show", "1", "--json"]).output().unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let v: serde_json::Value = crate::json_schema::last(&show.stdout);
     let first = v["steps"][0]["tool_calls"][0]["output"].as_str().unwrap();
     assert!(first.starts_with("interrupted: "), "{first}");
 }
@@ -541,6 +541,6 @@ fn ctrl_c_during_the_terminal_approval_prompt_exits_130_at_once() {
     assert!(latency < Duration::from_secs(2), "exit took {latency:?}");
     assert_eq!(status.code(), Some(130), "{text}");
     let runs = binary(p, &["runs", "--json"]).output().unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap();
+    let v = serde_json::Value::from(crate::json_schema::runs(&runs.stdout));
     assert_eq!(v[0]["outcome"], "cancelled", "{v}");
 }

@@ -81,10 +81,10 @@ impl Case {
             .stdout(Stdio::piped())
             .output()
             .unwrap();
-        serde_json::from_slice::<serde_json::Value>(&out.stdout)
-            .ok()
-            .and_then(|v| v.as_array().cloned())
-            .unwrap_or_default()
+        if out.stdout.is_empty() {
+            return Vec::new();
+        }
+        crate::json_schema::runs(&out.stdout)
     }
 }
 

@@ -12,6 +12,7 @@ mod gates_command;
 mod gates_report;
 mod gates_workspace;
 mod halt;
+mod json_schema;
 mod kill;
 mod lock;
 #[cfg(feature = "mcp")]

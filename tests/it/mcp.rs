@@ -968,7 +968,7 @@ fn cli_mcp_list_prints_the_tools_and_run_then_show_lists_the_mcp_events() {
     );
 
     let out = cli(&d, &["mcp", "list", task, "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = crate::json_schema::last(&out.stdout);
     assert_eq!(v["servers"].as_array().unwrap().len(), 3);
     assert_eq!(v["servers"][0]["tools"].as_array().unwrap().len(), 2);
 
@@ -992,7 +992,7 @@ fn cli_mcp_list_prints_the_tools_and_run_then_show_lists_the_mcp_events() {
     );
     assert!(shown.contains("step 0 absent: failed "), "{shown}");
     let out = cli(&d, &["show", "1", "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = crate::json_schema::last(&out.stdout);
     assert!(v["mcp_events"].as_array().unwrap().len() >= 7);
 
     // A bad entry is refused naming file, line and key, before anything runs.
@@ -1715,7 +1715,7 @@ fn mcp_list_and_doctor_warn_for_unsandboxed_servers_only() {
     let boxed = stdout.split("loose (stdio)").next().unwrap_or_default();
     assert!(!boxed.contains("outside the sandbox"), "{stdout}");
     let out = cli(&d, &["mcp", "list", task, "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = crate::json_schema::last(&out.stdout);
     assert!(v["servers"][0]["unsandboxed_warning"].is_null(), "{v}");
     assert!(v["servers"][1]["unsandboxed_warning"].is_string(), "{v}");
 
@@ -1727,7 +1727,7 @@ fn mcp_list_and_doctor_warn_for_unsandboxed_servers_only() {
     );
     assert!(!stdout.contains("MCP server boxed"), "{stdout}");
     let out = cli(&d, &["doctor", "--json", "--task", task]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = crate::json_schema::last(&out.stdout);
     assert_eq!(v["mcp_warnings"].as_array().unwrap().len(), 1, "{v}");
     let out = cli(&d, &["doctor"]);
     assert!(!text(&out.stdout).contains("sandbox = false"));

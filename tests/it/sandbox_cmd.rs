@@ -46,10 +46,7 @@ impl Fx {
     }
     fn audit(&self) -> Vec<serde_json::Value> {
         let out = self.run(&["audit", "--json"]);
-        text(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        crate::json_schema::documents(&out.stdout)
     }
 }
 
@@ -230,7 +227,7 @@ fn doctor_inside_a_sandbox_names_only_a_backend_a_command_really_gets() {
     let inner = fx.ws().join("io-harness");
     std::fs::copy(env!("CARGO_BIN_EXE_io-harness"), &inner).unwrap();
     let out = fx.run(&["sandbox", "--", "./io-harness", "doctor", "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = crate::json_schema::last(&out.stdout);
     assert_eq!(v["native"]["available"], false, "{v}");
     let nested = fx.run(&[
         "sandbox",
@@ -257,7 +254,7 @@ fn doctor_inside_a_sandbox_names_only_a_backend_a_command_really_gets() {
     // On the host it still finds the native backend.
     let out = fx.run(&["doctor", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", say(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = crate::json_schema::last(&out.stdout);
     assert_eq!(
         (v["usable"].as_bool(), v["selected"].as_str()),
         (Some(true), Some("linux-namespaces"))

@@ -293,7 +293,7 @@ async fn a_call_cut_off_by_a_kill_counts_its_estimated_input_on_resume() {
     assert!(text.contains("1 model call(s) lost their reply"), "{text}");
     // `runs` counts what the result counted: the lost call's estimated input too.
     let runs = cmd(&["runs", "--json"]).output().unwrap();
-    let listed: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap();
+    let listed = serde_json::Value::from(crate::json_schema::runs(&runs.stdout));
     assert_eq!(listed[0]["lost_calls"], 1, "{listed}");
     assert_eq!(
         listed[0]["input_tokens"], result["input_tokens"],

@@ -299,11 +299,7 @@ async fn the_cli_prints_the_servers_reason_for_an_escalation() {
             && stdout.contains("The model `gpt-nope` does not exist"),
         "{stdout}"
     );
-    let last: serde_json::Value = String::from_utf8_lossy(&json.stdout)
-        .lines()
-        .last()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .unwrap();
+    let last = crate::json_schema::last(&json.stdout);
     assert!(
         last["provider_error"]["message"]
             .as_str()

@@ -254,6 +254,10 @@ impl Session<'_> {
             usage: reply.usage,
             cost: reply.cost,
             tool_calls: calls.len(),
+            text: super::super::events::shown_text(
+                &reply.text(),
+                super::super::events::MODEL_TEXT_SHOWN,
+            ),
         });
         Ok(ModelTurn {
             reply,

@@ -70,6 +70,17 @@ impl Session<'_> {
             name: name.to_string(),
             is_error: dispatched.is_error,
             duration_ms: dispatched.duration_ms,
+            status: (name == "run_command"
+                && dispatched
+                    .decisions
+                    .iter()
+                    .all(|d| d.decision == Decision::Allow))
+            .then(|| dispatched.content.lines().next().unwrap_or("").to_string())
+            .filter(|s| {
+                s.starts_with("exit code")
+                    || s.starts_with("killed by")
+                    || s.starts_with("ended without")
+            }),
         });
         let record = ToolCallRecord {
             call_id: id.to_string(),

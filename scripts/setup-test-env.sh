@@ -3,10 +3,14 @@
 # 1. the Python environment the provider tests validate request bodies with:
 #    `.venv` at the repository root holding the official `openai` and `anthropic` SDKs
 #    and pydantic (tests/sdk/validate.py);
-# 2. the reference MCP servers the MCP client tests run against (tests/it/mcp.rs):
+# 2. Debian's `chromium`, which renders the HTML report in the report tests
+#    (tests/it/report.rs), installed with apt-get when it is missing and we are root
+#    (CI); otherwise named as missing (the tests fail, or skip with
+#    IO_HARNESS_SKIP_CHROMIUM=1);
+# 3. the reference MCP servers the MCP client tests run against (tests/it/mcp.rs):
 #    `@modelcontextprotocol/server-everything` and `server-filesystem` from npm, into
 #    `.mcp-servers/` (git-ignored). Needs node and npm.
-# 3. aimock from npm, a mock of the providers' APIs with chaos modes, into `.aimock/`.
+# 4. aimock from npm, a mock of the providers' APIs with chaos modes, into `.aimock/`.
 # Safe to run again: what is complete is left as it is; a broken or partial install is
 # repaired.
 set -euo pipefail
@@ -77,4 +81,15 @@ JSON
         "@copilotkit/aimock@$aimock_version"
     touch "$aimock_stamp"
     echo "setup-test-env: aimock $aimock_version in $aimock_dir"
+fi
+
+# Chromium for the report tests: only if missing, only as root (CI runs as root here).
+if command -v chromium >/dev/null 2>&1; then
+    echo "setup-test-env: chromium is ready"
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null
+    echo "setup-test-env: installed $(chromium --version 2>/dev/null | head -1)"
+else
+    echo "setup-test-env: chromium not found and not root: install Debian's chromium for the report tests (or set IO_HARNESS_SKIP_CHROMIUM=1)" >&2
 fi

@@ -100,6 +100,7 @@ pub mod mcp;
 pub mod policy;
 pub mod provider;
 pub mod redact;
+pub mod report;
 pub mod run;
 pub use io_harness_sandbox as sandbox;
 pub mod store;

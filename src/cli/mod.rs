@@ -43,6 +43,7 @@ mod output;
 mod progress;
 mod prompt;
 mod provider_args;
+mod report;
 mod resume;
 mod run;
 mod runs;
@@ -74,6 +75,8 @@ enum Command {
     Runs(ListArgs),
     /// Show one run's trace: steps, tool calls, tokens, cost, outcome, diff.
     Show(ShowArgs),
+    /// Write one run's report: a self-contained HTML page, readable offline.
+    Report(ReportArgs),
     /// Answer a deferred approval request of a run.
     Approve(ApproveArgs),
     /// Read the audit log of sandbox sessions (every generation).
@@ -336,6 +339,17 @@ struct ShowArgs {
 }
 
 #[derive(Debug, Args)]
+struct ReportArgs {
+    /// The run (its sub-agents are on the same page).
+    run_id: i64,
+    /// Where to write the page (default: run-<id>.html in the current directory).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreArg,
+}
+
+#[derive(Debug, Args)]
 struct AuditArgs {
     /// Audit directory (default: $XDG_CONFIG_HOME/io-harness/audit).
     #[arg(long, value_name = "DIR")]
@@ -443,6 +457,7 @@ pub fn main() -> ExitCode {
             Command::Resume(a) => resume::execute(a).await,
             Command::Runs(a) => runs::execute(a),
             Command::Show(a) => show::execute(a),
+            Command::Report(a) => report::execute(a),
             Command::Approve(a) => approve::execute(a),
             Command::Audit(a) => audit::execute(a),
             Command::Doctor(a) => doctor::execute(a),

@@ -1,6 +1,7 @@
 //! The integration suite: one binary, a module per topic.
 
 mod bounded;
+mod chromium;
 mod cli;
 mod context;
 #[cfg(feature = "failpoints")]
@@ -20,6 +21,7 @@ mod mcp;
 mod memory;
 mod policy;
 mod providers;
+mod report;
 mod resume_anywhere;
 mod run;
 mod sandbox_cmd;

@@ -37,53 +37,20 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, CliError> {
     Ok(config::resolve(&req)?)
 }
 
+fn flag_error(flag: &str, key: &str, message: String) -> CliError {
+    CliError::from(ConfigError::Invalid {
+        at: config::Source::Flag { flag: flag.into() },
+        key: key.into(),
+        message,
+    })
+}
+
 fn request(inputs: &Inputs<'_>) -> Result<Request, CliError> {
-    let flag_error = |flag: &str, key: &str, message: String| {
-        CliError::from(ConfigError::Invalid {
-            at: config::Source::Flag { flag: flag.into() },
-            key: key.into(),
-            message,
-        })
-    };
     let mut flags = Vec::new();
     let mut builtins = Vec::new();
     let mut project = inputs.project.map(Path::to_path_buf);
     if let Some(g) = &inputs.goal_run {
-        let argv = shlex::split(g.verify)
-            .ok_or_else(|| {
-                flag_error(
-                    "--verify",
-                    "verify.command",
-                    format!(
-                        "{:?} has an unclosed quote or a trailing backslash",
-                        g.verify
-                    ),
-                )
-            })?
-            .into_iter()
-            .map(Value::String)
-            .collect::<Vec<_>>();
-        if argv.is_empty() {
-            return Err(flag_error(
-                "--verify",
-                "verify.command",
-                "names no command".into(),
-            ));
-        }
-        let root = absolute(g.root.unwrap_or(Path::new(".")))?;
-        flags.push(Given::new("goal", Value::String(g.goal.into()), "--goal"));
-        flags.push(Given::new("verify.command", Value::Array(argv), "--verify"));
-        let root_value = Value::String(root.display().to_string());
-        if g.root.is_some() {
-            flags.push(Given::new("root", root_value, "--root"));
-        } else {
-            // The current directory is the built-in root of a run without a task file.
-            builtins.push(("root".into(), root_value));
-        }
-        builtins.push(("workspace".into(), Value::String("copy".into())));
-        builtins.push(("budget.max_steps".into(), Value::Integer(40)));
-        builtins.push(("budget.max_duration".into(), Value::String("15m".into())));
-        project = Some(root);
+        project = Some(goal_run(g, &mut flags, &mut builtins)?);
     } else if inputs.task.is_none() {
         // `config` without a task file: a stand-in goal and criterion, so the files
         // are loaded and checked as a run would; neither is printed.
@@ -93,29 +60,7 @@ fn request(inputs: &Inputs<'_>) -> Result<Request, CliError> {
             Value::Array(vec![Value::String("true".into())]),
         ));
     }
-    if let Some(p) = &inputs.provider.provider {
-        let pairs =
-            config::provider_value(p).map_err(|m| flag_error("--provider", "provider.kind", m))?;
-        flags.extend(
-            pairs
-                .into_iter()
-                .map(|(k, v)| Given::new(&k, v, "--provider")),
-        );
-    }
-    if let Some(m) = &inputs.provider.model {
-        flags.push(Given::new(
-            "provider.model",
-            Value::String(m.clone()),
-            "--model",
-        ));
-    }
-    if let Some(u) = &inputs.provider.base_url {
-        flags.push(Given::new(
-            "provider.base_url",
-            Value::String(u.clone()),
-            "--base-url",
-        ));
-    }
+    provider_flags(inputs.provider, &mut flags)?;
     if let Some(b) = inputs.require_sandbox {
         flags.push(Given::new(
             "sandbox.require",
@@ -123,7 +68,89 @@ fn request(inputs: &Inputs<'_>) -> Result<Request, CliError> {
             "--require-sandbox",
         ));
     }
-    let b = inputs.budget;
+    budget_flags(inputs.budget, &mut flags);
+    Ok(Request {
+        task: inputs.task.map(Path::to_path_buf),
+        project,
+        user_config: config::user_config_path(),
+        env: config::env_layer(&|k| std::env::var(k).ok())?,
+        flags,
+        builtins,
+    })
+}
+
+/// `--goal`, `--verify` (split into words as a POSIX shell would), `--root`, and the
+/// built-in copy mode, 40 steps and 15 minutes. Returns the workspace, the project.
+fn goal_run(
+    g: &GoalRun<'_>,
+    flags: &mut Vec<Given>,
+    builtins: &mut Vec<(String, Value)>,
+) -> Result<PathBuf, CliError> {
+    let argv = shlex::split(g.verify)
+        .ok_or_else(|| {
+            flag_error(
+                "--verify",
+                "verify.command",
+                format!(
+                    "{:?} has an unclosed quote or a trailing backslash",
+                    g.verify
+                ),
+            )
+        })?
+        .into_iter()
+        .map(Value::String)
+        .collect::<Vec<_>>();
+    if argv.is_empty() {
+        return Err(flag_error(
+            "--verify",
+            "verify.command",
+            "names no command".into(),
+        ));
+    }
+    let root = absolute(g.root.unwrap_or(Path::new(".")))?;
+    flags.push(Given::new("goal", Value::String(g.goal.into()), "--goal"));
+    flags.push(Given::new("verify.command", Value::Array(argv), "--verify"));
+    let root_value = Value::String(root.display().to_string());
+    if g.root.is_some() {
+        flags.push(Given::new("root", root_value, "--root"));
+    } else {
+        // The current directory is the built-in root of a run without a task file.
+        builtins.push(("root".into(), root_value));
+    }
+    builtins.push(("workspace".into(), Value::String("copy".into())));
+    builtins.push(("budget.max_steps".into(), Value::Integer(40)));
+    builtins.push(("budget.max_duration".into(), Value::String("15m".into())));
+    Ok(root)
+}
+
+fn provider_flags(p: &ProviderArgs, flags: &mut Vec<Given>) -> Result<(), CliError> {
+    if let Some(kind) = &p.provider {
+        let pairs = config::provider_value(kind)
+            .map_err(|m| flag_error("--provider", "provider.kind", m))?;
+        flags.extend(
+            pairs
+                .into_iter()
+                .map(|(k, v)| Given::new(&k, v, "--provider")),
+        );
+    }
+    if let Some(m) = &p.model {
+        flags.push(Given::new(
+            "provider.model",
+            Value::String(m.clone()),
+            "--model",
+        ));
+    }
+    if let Some(u) = &p.base_url {
+        flags.push(Given::new(
+            "provider.base_url",
+            Value::String(u.clone()),
+            "--base-url",
+        ));
+    }
+    Ok(())
+}
+
+fn budget_flags(b: &BudgetArgs, flags: &mut Vec<Given>) {
     if let Some(n) = b.max_steps {
         flags.push(Given::new(
             "budget.max_steps",
@@ -145,14 +172,6 @@ fn request(inputs: &Inputs<'_>) -> Result<Request, CliError> {
             "--max-duration",
         ));
     }
-    Ok(Request {
-        task: inputs.task.map(Path::to_path_buf),
-        project,
-        user_config: config::user_config_path(),
-        env: config::env_layer(&|k| std::env::var(k).ok())?,
-        flags,
-        builtins,
-    })
 }
 
 fn absolute(p: &Path) -> Result<PathBuf, CliError> {

@@ -95,7 +95,16 @@ impl ConfigFile {
 pub(super) fn read(path: &Path, trusted: Option<bool>) -> Result<Option<ConfigFile>, ConfigError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // No file, or a directory on the way that is not one (XDG_CONFIG_HOME naming a
+        // file): there is no config there, which is no error.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(None);
+        }
         Err(source) => {
             return Err(ConfigError::Read {
                 path: path.to_path_buf(),

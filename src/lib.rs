@@ -87,6 +87,7 @@
 
 pub mod audit;
 pub mod conceal;
+pub mod config;
 pub mod context;
 pub mod contract;
 mod digest;

@@ -35,11 +35,13 @@ pub fn chain(contract: &TaskContract, spec: &ProviderSpec) -> Result<Chain, CliE
 }
 
 /// Runs `call` with progress, Ctrl-C handling and the fallbacks in its options, then
-/// reports. Returns the exit code of the outcome.
+/// reports. `settings` (the resolved configuration of a new run) are stored with the
+/// run as soon as it has an id. Returns the exit code of the outcome.
 pub async fn drive<'a, F, Fut>(
     chain: &'a Chain,
     store: &io_harness::Store,
     json: bool,
+    settings: Vec<io_harness::store::RunSetting>,
     call: F,
 ) -> Result<i32, CliError>
 where
@@ -49,8 +51,17 @@ where
     let progress = Arc::new(Progress::new(json, chain.secrets.clone()));
     let cancel = CancelToken::new();
     watch_ctrl_c(cancel.clone());
+    let observer: Arc<dyn io_harness::run::Observer> = if settings.is_empty() {
+        progress.clone()
+    } else {
+        Arc::new(super::settings_observer::RecordSettings::new(
+            progress.clone(),
+            store.clone(),
+            settings,
+        ))
+    };
     let mut options = RunOptions::default()
-        .observer(progress.clone())
+        .observer(observer)
         .cancel_token(cancel);
     options.fallbacks = chain.fallbacks.clone();
     if let Some(t) = super::prompt::TerminalApprover::if_interactive(json) {

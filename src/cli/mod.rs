@@ -33,10 +33,14 @@ macro_rules! err {
 mod allocator;
 mod approve;
 mod audit;
+mod completions;
+mod config_cmd;
 mod doctor;
 mod doctor_caps;
 mod drive;
+mod init;
 mod json_out;
+mod layered;
 mod mcp;
 mod memory;
 mod output;
@@ -48,7 +52,9 @@ mod resume;
 mod run;
 mod runs;
 mod sandbox_cmd;
+mod settings_observer;
 mod show;
+mod show_settings;
 mod store_path;
 
 use std::path::PathBuf;
@@ -60,7 +66,7 @@ use io_harness::sandbox::Backend;
 /// Runs an AI coding agent from a typed task contract to a verified result.
 #[derive(Debug, Parser)]
 #[command(name = "io-harness", version, about)]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -89,6 +95,65 @@ enum Command {
     Sandbox(SandboxArgs),
     /// MCP servers of a task file.
     Mcp(McpArgs),
+    /// Write a commented task.toml for the project in this directory.
+    Init(InitArgs),
+    /// Print each resolved setting and where it came from (secrets redacted).
+    Config(ConfigArgs),
+    /// Print a shell completion script.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff).
+    Man,
+}
+
+#[derive(Debug, Args)]
+struct InitArgs {
+    /// The project directory (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Replace an existing task.toml.
+    #[arg(long)]
+    force: bool,
+    /// The verification command instead of the detected one ("cargo test --offline").
+    #[arg(long, value_name = "COMMAND")]
+    verify: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct ConfigArgs {
+    /// Resolve with this task file as a run of it would.
+    #[arg(long, value_name = "FILE")]
+    task: Option<PathBuf>,
+    /// The project directory without a task file (default: the current one).
+    #[arg(long, value_name = "DIR", conflicts_with = "task")]
+    root: Option<PathBuf>,
+    #[command(flatten)]
+    provider: ProviderArgs,
+    #[command(flatten)]
+    budget: BudgetArgs,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct CompletionsArgs {
+    /// The shell.
+    shell: clap_complete::Shell,
+}
+
+/// Budget flags, over every other layer.
+#[derive(Debug, Args, Clone, Default)]
+struct BudgetArgs {
+    /// Most model calls (default 40).
+    #[arg(long, value_name = "N")]
+    max_steps: Option<u32>,
+    /// Most USD spent; needed with a priced provider for a run without a task file,
+    /// unless the user config sets [budget] max_cost_usd.
+    #[arg(long, value_name = "USD")]
+    max_cost: Option<f64>,
+    /// Longest wall time (`15m`, `1h`); 15 minutes for a run without a task file.
+    #[arg(long, value_name = "DURATION")]
+    max_duration: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -262,8 +327,21 @@ struct ProviderArgs {
 
 #[derive(Debug, Args)]
 struct RunArgs {
-    /// The task file (TOML).
-    task: PathBuf,
+    /// The task file (TOML); or --goal with --verify for a run without one.
+    #[arg(required_unless_present = "goal", conflicts_with = "goal")]
+    task: Option<PathBuf>,
+    /// The goal of a run without a task file (with --verify): a copy-mode run of the
+    /// current directory or --root.
+    #[arg(long, requires = "verify")]
+    goal: Option<String>,
+    /// Its verification command, split as a POSIX shell splits words (no shell runs).
+    #[arg(long, value_name = "COMMAND", requires = "goal")]
+    verify: Option<String>,
+    /// The workspace of a --goal run (default: the current directory).
+    #[arg(long, value_name = "DIR", requires = "goal")]
+    root: Option<PathBuf>,
+    #[command(flatten)]
+    budget: BudgetArgs,
     /// Fail instead of running weaker than this sandbox backend (overrides
     /// `[sandbox] require`).
     #[arg(long = "require-sandbox", value_name = "BACKEND", value_parser = backend_parser())]
@@ -404,6 +482,12 @@ impl From<io_harness::run::RunError> for CliError {
     }
 }
 
+impl From<io_harness::config::ConfigError> for CliError {
+    fn from(e: io_harness::config::ConfigError) -> Self {
+        Self::Usage(e.to_string())
+    }
+}
+
 impl From<io_harness::store::StoreError> for CliError {
     fn from(e: io_harness::store::StoreError) -> Self {
         match e {
@@ -464,6 +548,10 @@ pub fn main() -> ExitCode {
             Command::Memory(a) => memory::execute(a),
             Command::Sandbox(a) => sandbox_cmd::execute(a).await,
             Command::Mcp(a) => mcp::execute(a).await,
+            Command::Init(a) => init::execute(a),
+            Command::Config(a) => config_cmd::execute(a),
+            Command::Completions(a) => completions::completions(a),
+            Command::Man => completions::man(),
         }
     });
     // The run's outcome is recorded: nothing still on the blocking pool (a record of

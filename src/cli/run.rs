@@ -1,33 +1,55 @@
-//! `io-harness run <task.toml>`: the main job.
+//! `io-harness run <task.toml>` (the main job) and `io-harness run --goal … --verify …`
+//! (a run without a task file). Both resolve the layered configuration — flags,
+//! environment, task file, project and user config, defaults — and store every
+//! resolved value with its source.
 
 use io_harness::TaskContract;
 
-use super::{CliError, RunArgs, drive, provider_args, store_path};
+use super::layered::{self, GoalRun, Inputs};
+use super::{CliError, RunArgs, drive, store_path};
 
 pub async fn execute(args: RunArgs) -> Result<i32, CliError> {
-    let mut contract =
-        TaskContract::from_file(&args.task).map_err(|e| CliError::Usage(e.to_string()))?;
-    say_default_root(&args.task, &contract);
-    let spec = provider_args::merge(contract.providers.first(), &args.provider)?;
-    // The loader validated the file; flags that change it are checked here, and the run
-    // checks once more (a contract from code gets no other check).
-    let flags_changed = contract.providers.first() != Some(&spec) || args.require_sandbox.is_some();
-    if contract.providers.is_empty() {
-        contract.providers.push(spec.clone());
-    } else {
-        contract.providers[0] = spec.clone();
+    let goal_run = args.goal.as_deref().map(|goal| GoalRun {
+        goal,
+        verify: args.verify.as_deref().unwrap_or_default(),
+        root: args.root.as_deref(),
+    });
+    let is_goal_run = goal_run.is_some();
+    let resolved = layered::resolve(&Inputs {
+        task: args.task.as_deref(),
+        project: None,
+        provider: &args.provider,
+        budget: &args.budget,
+        require_sandbox: args.require_sandbox,
+        goal_run,
+    })?;
+    if let Some(task) = &args.task {
+        say_default_root(task, &resolved.contract);
     }
-    if let Some(b) = args.require_sandbox {
-        contract.sandbox.require = Some(b.label().to_string());
+    let contract = resolved.contract;
+    let Some(spec) = contract.providers.first().cloned() else {
+        return Err(CliError::Usage(
+            "no provider: pass --provider, set IO_HARNESS_PROVIDER, or add a [provider] \
+             section to the task file or the user config"
+                .into(),
+        ));
+    };
+    if is_goal_run {
+        layered::require_cost_budget(&contract)?;
     }
-    if flags_changed {
-        contract
-            .validate()
-            .map_err(|e| CliError::Usage(e.to_string()))?;
-    }
-    let chain = drive::chain(&contract, &spec)?;
+    go(contract, &spec, &args, &resolved.settings).await
+}
+
+async fn go(
+    contract: TaskContract,
+    spec: &io_harness::contract::ProviderSpec,
+    args: &RunArgs,
+    settings: &[io_harness::config::Setting],
+) -> Result<i32, CliError> {
+    let chain = drive::chain(&contract, spec)?;
     let store = store_path::open(&args.store)?;
-    drive::drive(&chain, &store, args.json, |provider, options| {
+    let settings = layered::to_store(settings);
+    drive::drive(&chain, &store, args.json, settings, |provider, options| {
         io_harness::run_with(&contract, provider, &store, options)
     })
     .await

@@ -103,6 +103,7 @@ fn print_json(store: &io_harness::Store, run_id: i64, t: Trace) -> Result<(), Cl
         "model_calls": t.calls,
         "mcp_events": t.mcp,
         "context_events": t.context,
+        "settings": store.settings(run_id)?,
     });
     super::json_out::print("show", obj, &Default::default());
     Ok(())
@@ -112,6 +113,7 @@ fn print_json(store: &io_harness::Store, run_id: i64, t: Trace) -> Result<(), Cl
 fn print_text(store: &io_harness::Store, run_id: i64, t: &Trace) -> Result<(), CliError> {
     print_header(&t.run, t.link.as_ref());
     print_estimates(t);
+    super::show_settings::print(store, run_id)?;
     for st in &t.steps {
         print_step(t, st);
     }

@@ -60,6 +60,7 @@ mod runs;
 mod sandbox_event;
 mod schema;
 mod sessions;
+mod settings;
 mod steps;
 
 pub use async_store::AsyncStore;
@@ -75,6 +76,7 @@ pub use replies::StoredReply;
 pub use runs::{AgentLink, ChildRun};
 pub use sandbox_event::SandboxEvent;
 pub use schema::SCHEMA_VERSION;
+pub use settings::RunSetting;
 
 use crate::redact::{Redactor, SecretSet};
 

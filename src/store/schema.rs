@@ -36,7 +36,22 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_AUDIT_FAILURES,
     V_RUN_ELAPSED,
     V_ATTEMPT_MESSAGES,
+    V_RUN_SETTINGS,
 ];
+
+/// Every resolved configuration value of a run with its source (issue 19.3: flags,
+/// environment, task file, project and user config, defaults).
+const V_RUN_SETTINGS: &str = "
+CREATE TABLE run_settings (
+    run_id  INTEGER NOT NULL REFERENCES runs(id),
+    seq     INTEGER NOT NULL,
+    key     TEXT NOT NULL,
+    value   TEXT NOT NULL,
+    source  TEXT NOT NULL,
+    layer   TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+";
 
 /// What the server said of each failed attempt (issue #17: a wrong model or base URL
 /// ended a run with the reason stored nowhere).

@@ -27,6 +27,7 @@ mod run;
 mod sandbox_cmd;
 mod sandboxed;
 mod secrets;
+mod start;
 mod store;
 mod store_truth;
 mod subagents;

@@ -133,7 +133,22 @@ pub async fn complete_with_breaker(
             ..a.clone()
         });
     };
-    let (c, i) = complete_chain(&chain, request, policy, deadline, &mut shifted).await?;
+    let (c, i) = complete_chain(&chain, request, policy, deadline, &mut shifted)
+        .await
+        .map_err(|e| match e {
+            ChainError::Escalated {
+                error,
+                retryable,
+                attempts,
+                provider_index,
+            } => ChainError::Escalated {
+                error,
+                retryable,
+                attempts,
+                provider_index: order[provider_index],
+            },
+            other => other,
+        })?;
     let served = order[i];
     if served == 0 || served != breaker.serving {
         breaker.served(served, step, then());

@@ -22,6 +22,8 @@ pub enum ChainError {
         retryable: bool,
         /// The number of the attempt that failed last, with its provider (1-based).
         attempts: u32,
+        /// Which provider of the chain failed last (its index in the chain as given).
+        provider_index: usize,
     },
     /// The next retry would pass the deadline.
     #[error("the next retry would pass the time budget")]
@@ -69,6 +71,7 @@ pub async fn complete_chain(
                         error,
                         retryable: false,
                         attempts,
+                        provider_index: i,
                     });
                 }
                 if i + 1 < providers.len() {
@@ -78,22 +81,23 @@ pub async fn complete_chain(
                         next: "fallback",
                     });
                 }
-                last = Some((error, attempts));
+                last = Some((error, attempts, i));
             }
         }
     }
-    let (error, attempts) = last.unwrap_or_else(|| {
+    let (error, attempts, provider_index) = last.unwrap_or_else(|| {
         let none = ProviderError::new(
             ProviderErrorKind::Request,
             "fallback",
             "no provider in the chain",
         );
-        (none, 0)
+        (none, 0, 0)
     });
     Err(ChainError::Escalated {
         error,
         retryable: true,
         attempts,
+        provider_index,
     })
 }
 
@@ -223,7 +227,7 @@ mod tests {
         .await
         .unwrap_err();
         assert!(
-            matches!(err, ChainError::Escalated { retryable: false, ref error, attempts: 1 } if error.kind == ProviderErrorKind::Auth)
+            matches!(err, ChainError::Escalated { retryable: false, ref error, attempts: 1, provider_index: 0 } if error.kind == ProviderErrorKind::Auth)
         );
         assert_eq!(dead.1.load(Ordering::SeqCst), 1);
     }

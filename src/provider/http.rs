@@ -114,7 +114,9 @@ impl HttpConfig {
 /// How much of an error body is read and echoed: enough for any provider's error
 /// object, not enough for a misbehaving server to fill memory or the trace.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
-const ERROR_ECHO_CHARS: usize = 2000;
+/// How much of an error body a message echoes, in bytes: the record keeps 4 KiB of a
+/// message, and the status prefix and the size note fit beside this much.
+const ERROR_ECHO_BYTES: usize = 4000;
 
 /// A reqwest client set up for one provider.
 #[derive(Debug)]
@@ -166,15 +168,28 @@ impl HttpClient {
         ProviderError::new(kind, self.provider, message)
     }
 
+    /// What a message echoes of an error body: the key replaced in the whole body
+    /// first, then cut (cut first, a key across the cut would keep its first part).
+    fn echo(&self, body: &str) -> String {
+        match self.cfg.key() {
+            Some(key) if key.chars().count() >= super::factory::MIN_KEY_LEN => {
+                excerpt(&body.replace(key, "[REDACTED]"))
+            }
+            _ => excerpt(body),
+        }
+    }
+
     /// `e` with the API key replaced wherever it appears in the message.
     pub(crate) fn redact(&self, mut e: ProviderError) -> ProviderError {
         // A value this short is no key (the factory refuses one); replacing it would
         // rewrite the message wherever its letters occur.
         if let Some(key) = self.cfg.key()
             && key.chars().count() >= super::factory::MIN_KEY_LEN
-            && e.message.contains(key)
         {
-            e.message = e.message.replace(key, "[REDACTED]");
+            if e.message.contains(key) {
+                e.message = e.message.replace(key, "[REDACTED]");
+            }
+            e.message = redact_cut_prefixes(&e.message, key);
         }
         e
     }
@@ -316,7 +331,7 @@ impl HttpClient {
         let mut e = self.with_status(
             classify_status(status, &body),
             status,
-            format!("HTTP {status}: {}", excerpt(&body)),
+            format!("HTTP {status}: {}", self.echo(&body)),
         );
         e.retry_after = wait;
         e.code = status::body_error_code(&body);
@@ -338,14 +353,14 @@ impl HttpClient {
             .and_then(|v| v.get("error"))
             .filter(|e| e.is_object())
         {
-            let msg = format!("error reported with HTTP {status}: {}", excerpt(&body));
+            let msg = format!("error reported with HTTP {status}: {}", self.echo(&body));
             let mut e = self.with_status(classify_error_object(err), status, msg);
             e.code = error_code(err);
             return e;
         }
         let msg = format!(
             "expected an event stream, got {content_type}: {}",
-            excerpt(&body)
+            self.echo(&body)
         );
         self.with_status(ProviderErrorKind::Malformed, status, msg)
     }
@@ -397,18 +412,53 @@ fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// The first [`ERROR_ECHO_CHARS`] characters of `body`, trimmed.
-fn excerpt(body: &str) -> String {
-    let body = body.trim();
-    match body.char_indices().nth(ERROR_ECHO_CHARS) {
-        Some((cut, _)) => format!("{}…", &body[..cut]),
-        None => body.to_string(),
+/// `message` with every beginning of `key` that ends just before a cut (`…`, where an
+/// excerpt of a server's text stops) replaced: a key the cut split keeps none of its
+/// first part. Four characters or fewer are left (too short to say anything).
+fn redact_cut_prefixes(message: &str, key: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find('…') {
+        let before = &rest[..at];
+        let longest = (5..key.len())
+            .rev()
+            .filter(|&n| key.is_char_boundary(n))
+            .find(|&n| before.ends_with(&key[..n]));
+        match longest {
+            Some(n) => {
+                out.push_str(&before[..before.len() - n]);
+                out.push_str("[REDACTED]");
+            }
+            None => out.push_str(before),
+        }
+        out.push('…');
+        rest = &rest[at + '…'.len_utf8()..];
     }
+    out.push_str(rest);
+    out
 }
 
-/// At most 500 characters of `s`, for the stream parsers' error messages.
-pub(crate) fn cut(s: &str) -> &str {
-    s.char_indices().nth(500).map_or(s, |(i, _)| &s[..i])
+/// The first [`ERROR_ECHO_BYTES`] bytes of `body` (trimmed, cut on a character
+/// boundary), saying how long the whole body was.
+fn excerpt(body: &str) -> String {
+    let body = body.trim();
+    if body.len() <= ERROR_ECHO_BYTES {
+        return body.to_string();
+    }
+    let mut end = ERROR_ECHO_BYTES;
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &body[..end], body.len())
+}
+
+/// At most 500 characters of `s`, for the stream parsers' error messages, ending in
+/// `…` where it was cut (so a key the cut split is still found: `redact_cut_prefixes`).
+pub(crate) fn cut(s: &str) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(500) {
+        Some((i, _)) => format!("{}…", &s[..i]).into(),
+        None => s.into(),
+    }
 }
 
 /// An error with its causes, which is where reqwest says what really failed
@@ -489,8 +539,33 @@ mod tests {
         .unwrap();
         let e = short.redact(short.error(ProviderErrorKind::Request, "model does not exist"));
         assert_eq!(e.message, "model does not exist");
-        let long = "é".repeat(ERROR_ECHO_CHARS + 5);
-        assert_eq!(excerpt(&long).chars().count(), ERROR_ECHO_CHARS + 1);
+        let long = "é".repeat(ERROR_ECHO_BYTES);
+        let cut = excerpt(&long);
+        assert!(
+            cut.ends_with(&format!("… ({} bytes in all)", long.len())),
+            "{cut}"
+        );
+        assert!(cut.len() < ERROR_ECHO_BYTES + 40);
+        // Adversary A10h/A10i: a key straddling the cut kept its first part; the body
+        // is redacted whole before it is cut.
+        let key_client = HttpClient::new(
+            HttpConfig::new("http://h", "m", Some("sk-SECRETKEY-a0123456789".into())),
+            "openai",
+            HeaderMap::new(),
+        )
+        .unwrap();
+        let body = format!(
+            "{}sk-SECRETKEY-a0123456789 tail",
+            "E".repeat(ERROR_ECHO_BYTES - 10)
+        );
+        let echoed = key_client.echo(&body);
+        assert!(!echoed.contains("sk-SECRET"), "{echoed}");
+        // Any other excerpt cut inside the key (a stream parser's 500 characters).
+        let e = key_client.redact(key_client.error(
+            ProviderErrorKind::Malformed,
+            "bad chunk: {\"k\": \"sk-SECRETKEY-a01…",
+        ));
+        assert_eq!(e.message, "bad chunk: {\"k\": \"[REDACTED]…");
         assert!(
             header_value("openai", "authorization", "Bearer a\nb", true)
                 .unwrap_err()

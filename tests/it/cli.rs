@@ -873,7 +873,7 @@ fn a_pending_approval_shows_exactly_the_bytes_it_would_run() {
 
 /// Issue 19.2: every kind of `--json` document the schema names is printed by some
 /// command, and each one printed is valid: run's events and result, runs, show, doctor,
-/// memory, audit (one session a line) and mcp list.
+/// memory, audit (one session a line), mcp list and config.
 #[test]
 fn every_json_document_kind_is_produced_and_matches_the_schema() {
     let f = Fixture::new();
@@ -911,6 +911,7 @@ fn every_json_document_kind_is_produced_and_matches_the_schema() {
         vec!["sandbox", "--workdir", ws.to_str().unwrap(), "--", "true"],
         vec!["audit", "--json"],
         vec!["mcp", "list", with_mcp.to_str().unwrap(), "--json"],
+        vec!["config", "--task", task, "--json"],
     ] {
         for doc in cmd(&args) {
             seen.insert(doc["object"].as_str().unwrap().to_string());

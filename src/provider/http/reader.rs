@@ -94,7 +94,11 @@ impl EventReader {
                     if let Err(e) = self.parser.push(&chunk, &mut events) {
                         return Err(self.failed(ProviderErrorKind::Malformed, e.to_string()));
                     }
-                    if self.parser.content_seen() > before || !events.is_empty() {
+                    // Anthropic's `ping` events are keep-alives as much as comments are
+                    // (adversary A13g: a stream of pings alone never went idle).
+                    let real = events.iter().any(|e| e.event != "ping");
+                    let partial = events.is_empty() && self.parser.content_seen() > before;
+                    if real || partial {
                         self.quiet_since = tokio::time::Instant::now();
                     }
                     self.queue.extend(events);

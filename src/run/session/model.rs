@@ -166,21 +166,20 @@ impl Session<'_> {
                 error,
                 retryable,
                 attempts,
+                provider_index,
             })) => {
-                let last = names
-                    .iter()
-                    .position(|n| n.starts_with(&format!("{}/", error.provider)))
-                    .unwrap_or(names.len().saturating_sub(1));
+                // The provider that failed last, by its place in the chain (by kind, a
+                // fallback of the primary's kind was recorded under the primary's name).
+                let last = provider_index.min(names.len().saturating_sub(1));
                 self.close_call(call_row, error.reply_lost.then_some(&lost_by[last]))
                     .await;
                 let failed = Failed {
                     error: &error,
                     retryable,
                     attempt: attempts,
+                    provider: names.get(last).cloned().unwrap_or_default(),
                 };
-                let outcome = self
-                    .escalated(step, &names, request, failed, estimated_input)
-                    .await;
+                let outcome = self.escalated(step, request, failed, estimated_input).await;
                 return Err(StepEnd::Outcome(outcome));
             }
             Ok(Ok(r)) => r,
@@ -294,7 +293,6 @@ impl Session<'_> {
     async fn escalated(
         &self,
         step: u32,
-        names: &[String],
         request: &CompletionRequest,
         failed: Failed<'_>,
         estimated_input: u64,
@@ -303,17 +301,12 @@ impl Session<'_> {
             error,
             retryable,
             attempt,
+            provider,
         } = failed;
         tracing::warn!(run_id = self.run.id, step, error = %error, "provider call failed");
         if let Some(target) = &error.redirect {
             self.record_refused_redirect(step, target).await;
         }
-        let provider = names
-            .iter()
-            .find(|n| n.starts_with(&format!("{}/", error.provider)))
-            .or(names.last())
-            .cloned()
-            .unwrap_or_default();
         let escalated = ProviderAttempt {
             run_id: self.run.id,
             step,
@@ -428,4 +421,6 @@ struct Failed<'a> {
     error: &'a ProviderError,
     retryable: bool,
     attempt: u32,
+    /// `kind/model` of the provider that failed last.
+    provider: String,
 }

@@ -268,3 +268,35 @@ async fn a_fallback_is_asked_for_its_own_model_not_the_primarys() {
     assert_eq!(asked(&primary), ["model-of-the-primary"; 2]);
     assert_eq!(asked(&live), ["model-of-the-fallback"]);
 }
+
+/// Adversary A23: when the fallback, of the same kind as the primary, failed last, its
+/// `escalate` row named the primary (the provider was found by kind). The chain says
+/// which provider failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_escalate_row_names_the_provider_that_failed_last() {
+    let primary = FakeServer::start((0..4).map(|_| dead()).collect()).await;
+    let fallback = FakeServer::start((0..4).map(|_| dead()).collect()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::memory().unwrap();
+    let c = contract(dir.path(), policy(100, Duration::from_secs(3600)), 1);
+    let p: Arc<dyn Provider> =
+        Arc::new(OpenAi::new(config(&format!("{}/v1", primary.url()), "first")).unwrap());
+    let f: Arc<dyn Provider> =
+        Arc::new(OpenAi::new(config(&format!("{}/v1", fallback.url()), "second")).unwrap());
+    let r = io_harness::run_with(&c, p.as_ref(), &store, RunOptions::default().fallback(f))
+        .await
+        .unwrap();
+    assert!(matches!(r.outcome, RunOutcome::Escalated { .. }), "{r:?}");
+    let rows: Vec<(String, String)> = store
+        .provider_attempts(r.run_id)
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.provider, a.next))
+        .collect();
+    let last = rows.last().unwrap();
+    assert_eq!(
+        (last.0.as_str(), last.1.as_str()),
+        ("openai/second", "escalate"),
+        "{rows:?}"
+    );
+}

@@ -383,3 +383,30 @@ async fn a_stream_closed_cleanly_after_its_finish_reason_is_a_whole_reply() {
     let e = fail(Api::OpenAi, Reply::sse(whole(&body)).end(End::Cut)).await;
     assert_eq!(e.kind, K::Transport, "{e}");
 }
+
+/// Adversary A13g: Anthropic's `ping` events are its keep-alives; a stream of pings
+/// alone ran 60 s past a 2 s idle timeout. They count as idle, like comments.
+#[tokio::test]
+async fn anthropic_ping_events_alone_are_idle() {
+    let first = anthropic_text("x");
+    let head: String = first.split_inclusive("\n\n").take(1).collect();
+    let mut pieces = vec![head.into_bytes()];
+    pieces.extend((0..60).map(|_| b"event: ping\ndata: {\"type\": \"ping\"}\n\n".to_vec()));
+    let server = FakeServer::start(vec![
+        Reply::sse(pieces)
+            .paced(Duration::from_millis(100))
+            .end(End::Hang),
+    ])
+    .await;
+    let started = Instant::now();
+    let e = client(Api::Anthropic, &server.url(), Duration::from_millis(400))
+        .complete(&fixtures::hello())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, K::Timeout, "{e}");
+    assert!(
+        started.elapsed() < Duration::from_millis(1_500),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -274,6 +274,7 @@ async fn a_retry_after_over_max_wait_falls_back_or_escalates_at_once() {
                 error,
                 retryable: true,
                 attempts: 1,
+                provider_index: 0,
             } => assert_eq!(error.kind, K::RateLimited),
             other => panic!("{api:?}: {other:?}"),
         }

@@ -30,17 +30,22 @@ macro_rules! err {
     };
 }
 
+mod apply;
+mod apply_git;
 mod approve;
 mod audit;
 mod doctor;
 mod doctor_caps;
+mod diff;
 mod drive;
+mod keep;
 mod mcp;
 mod memory;
 mod output;
 mod progress;
 mod prompt;
 mod provider_args;
+mod prune;
 mod resume;
 mod run;
 mod runs;
@@ -72,6 +77,11 @@ enum Command {
     Runs(ListArgs),
     /// Show one run's trace: steps, tool calls, tokens, cost, outcome, diff.
     Show(ShowArgs),
+    /// Print a finished run's final diff, as stored.
+    Diff(DiffArgs),
+    /// Apply a copy run's final diff to its original workspace (three-way), or commit
+    /// it on a new branch with --branch.
+    Apply(ApplyArgs),
     /// Answer a deferred approval request of a run.
     Approve(ApproveArgs),
     /// Read the audit log of sandbox sessions (every generation).
@@ -270,6 +280,10 @@ struct RunArgs {
     /// Print one JSON event per line and a final result object.
     #[arg(long)]
     json: bool,
+    /// Keep the workspace copy of a successful run (by default it is removed; the diff
+    /// stays in the store).
+    #[arg(long)]
+    keep: bool,
 }
 
 #[derive(Debug, Args)]
@@ -283,10 +297,64 @@ struct ResumeArgs {
     /// Print one JSON event per line and a final result object.
     #[arg(long)]
     json: bool,
+    /// Keep the workspace copy of a successful run (by default it is removed).
+    #[arg(long)]
+    keep: bool,
 }
 
 #[derive(Debug, Args)]
+struct DiffArgs {
+    /// The run.
+    run_id: i64,
+    #[command(flatten)]
+    store: StoreArg,
+}
+
+#[derive(Debug, Args)]
+struct ApplyArgs {
+    /// The run (one that worked on a copy and finished).
+    run_id: i64,
+    /// Commit the result on this new branch of the workspace's git repository instead
+    /// (HEAD, the index and the working tree stay as they are).
+    #[arg(long, value_name = "NAME")]
+    branch: Option<String>,
+    #[command(flatten)]
+    store: StoreArg,
+}
+
+/// `runs`'s subcommands.
+#[derive(Debug, Subcommand)]
+enum RunsCommand {
+    /// Remove old runs' workspace copies and scratch directories (and, with --rows,
+    /// their rows in the store).
+    Prune(PruneArgs),
+}
+
+#[derive(Debug, Args)]
+struct PruneArgs {
+    /// Only runs finished (or started, when unfinished) longer ago than this: `7d`,
+    /// `12h`.
+    #[arg(long, value_name = "AGE", value_parser = humantime::parse_duration)]
+    older_than: std::time::Duration,
+    /// Keep runs that did not succeed.
+    #[arg(long)]
+    keep_failed: bool,
+    /// Also delete the runs' rows from the store, then VACUUM it.
+    #[arg(long)]
+    rows: bool,
+    /// Also prune runs that could still be resumed (interrupted, awaiting approval,
+    /// cancelled…): they cannot be resumed afterwards.
+    #[arg(long)]
+    include_resumable: bool,
+    #[command(flatten)]
+    store: StoreArg,
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 struct ListArgs {
+    #[command(subcommand)]
+    command: Option<RunsCommand>,
     #[command(flatten)]
     store: StoreArg,
     /// JSON output.
@@ -440,6 +508,8 @@ pub fn main() -> ExitCode {
             Command::Resume(a) => resume::execute(a).await,
             Command::Runs(a) => runs::execute(a),
             Command::Show(a) => show::execute(a),
+            Command::Diff(a) => diff::execute(a),
+            Command::Apply(a) => apply::execute(a),
             Command::Approve(a) => approve::execute(a),
             Command::Audit(a) => audit::execute(a),
             Command::Doctor(a) => doctor::execute(a),

@@ -27,7 +27,7 @@ pub async fn execute(args: RunArgs) -> Result<i32, CliError> {
     }
     let chain = drive::chain(&contract, &spec)?;
     let store = store_path::open(&args.store)?;
-    drive::drive(&chain, &store, args.json, |provider, options| {
+    drive::drive(&chain, &store, args.json, args.keep, |provider, options| {
         io_harness::run_with(&contract, provider, &store, options)
     })
     .await

@@ -87,6 +87,7 @@ pub fn print_done(plan: &ApplyPlan, run_id: i64, target: &str) {
         let (mark, note) = match (&w.content, w.merged) {
             (None, _) => ("D", ""),
             (Some(_), true) => ("M", " (merged with changes made since the run started)"),
+            (Some(_), false) if w.added => ("A", ""),
             (Some(_), false) => ("M", ""),
         };
         outln!("  {mark} {}{note}", s(&w.path));

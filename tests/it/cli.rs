@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn bin() -> Command {
+pub(crate) fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_io-harness"));
     c.env_remove("IO_HARNESS_STORE")
         .env_remove("IO_HARNESS_FAILPOINT")
@@ -13,23 +13,23 @@ fn bin() -> Command {
     c
 }
 
-struct Fixture {
+pub(crate) struct Fixture {
     dir: tempfile::TempDir,
 }
 
 impl Fixture {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             dir: tempfile::tempdir().unwrap(),
         }
     }
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
-    fn store(&self) -> PathBuf {
+    pub(crate) fn store(&self) -> PathBuf {
         self.path().join("store.db")
     }
-    fn cmd(&self, args: &[&str]) -> Output {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Output {
         bin()
             .args(args)
             .env("XDG_CACHE_HOME", self.path().join("cache"))
@@ -38,7 +38,7 @@ impl Fixture {
             .output()
             .unwrap()
     }
-    fn write(&self, rel: &str, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, rel: &str, text: &str) -> PathBuf {
         let p = self.path().join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, text).unwrap();
@@ -46,7 +46,7 @@ impl Fixture {
     }
 }
 
-fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 

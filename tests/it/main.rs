@@ -27,6 +27,7 @@ mod secrets;
 mod store;
 mod store_truth;
 mod subagents;
+mod take_result;
 mod timing;
 mod tokens;
 mod tools;

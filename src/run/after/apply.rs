@@ -114,6 +114,8 @@ pub struct Write {
     pub content: Option<Vec<u8>>,
     /// Whether the operator's changes since the run started were merged in.
     pub merged: bool,
+    /// Whether the file is new to the target.
+    pub added: bool,
 }
 
 /// A path of the diff left as it is, and why.
@@ -293,6 +295,7 @@ impl RunChanges {
             path: path.clone(),
             content: new_exists.then(|| new.into_bytes()),
             merged: false,
+            added: !old_exists,
         })
     }
 
@@ -338,11 +341,13 @@ fn three_way(
         Current::Missing => None,
         Current::File(b) => Some(b),
     };
+    let added = ours.is_none();
     let write = |content: Option<Vec<u8>>, merged: bool| {
         Ok(Some(Write {
             path: path.to_string(),
             content,
             merged,
+            added,
         }))
     };
     if ours == theirs {
@@ -362,6 +367,8 @@ fn three_way(
                 return Err("changed on both sides and not text".into());
             };
             match merge3(&b, &o, &t) {
+                // Already merged (an apply run twice): nothing to write.
+                Some(m) if m == o => Ok(None),
                 Some(m) => write(Some(m.into_bytes()), true),
                 None => Err("changed since the run started where the run changed it too".into()),
             }

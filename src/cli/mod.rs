@@ -52,6 +52,7 @@ mod runs;
 mod sandbox_cmd;
 mod show;
 mod store_path;
+mod tools_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -94,6 +95,15 @@ enum Command {
     Sandbox(SandboxArgs),
     /// MCP servers of a task file.
     Mcp(McpArgs),
+    /// The tools a run offers the model, with their argument schemas.
+    Tools(ToolsArgs),
+}
+
+#[derive(Debug, Args)]
+struct ToolsArgs {
+    /// One JSON object (`schema_version`, `tools`) instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -516,6 +526,7 @@ pub fn main() -> ExitCode {
             Command::Memory(a) => memory::execute(a),
             Command::Sandbox(a) => sandbox_cmd::execute(a).await,
             Command::Mcp(a) => mcp::execute(a).await,
+            Command::Tools(a) => tools_cmd::execute(a),
         }
     });
     // The run's outcome is recorded: nothing still on the blocking pool (a record of

@@ -2,6 +2,7 @@
 
 mod bounded;
 mod cli;
+mod docs_env;
 mod context;
 #[cfg(feature = "failpoints")]
 mod crash;

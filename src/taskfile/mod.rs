@@ -17,6 +17,7 @@ mod mcp;
 mod preflight;
 mod raw;
 mod sandbox;
+mod verify_program;
 #[cfg(test)]
 mod tests;
 

@@ -55,6 +55,7 @@ fn preflight(c: &TaskContract) -> Result<(), ContractError> {
         }
         Err(e) => return Err(field("root", format!("{}: {e}", c.root.display()))),
     }
+    super::verify_program::check(c)?;
     for v in &c.verify.criteria {
         if let Verification::Rust { criterion, .. } = v {
             if !criterion.is_file() {

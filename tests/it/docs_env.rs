@@ -90,6 +90,10 @@ fn dynamic(file: &str, arg: &str) -> Option<(Names, &'static str)> {
             Names::Fixed(&["PATH", "HOME", "LANG", "TERM"]),
             "src/mcp/client/stdio.rs",
         ),
+        ("src/taskfile/verify_program.rs", "var") => (
+            Names::Fixed(&["CARGO_HOME", "RUSTUP_HOME"]),
+            "src/taskfile/verify_program.rs",
+        ),
         ("crates/io-harness-sandbox/src/linux/host.rs", "var") => (
             Names::Fixed(&["CARGO_HOME", "RUSTUP_HOME"]),
             "crates/io-harness-sandbox/src/linux/host.rs",

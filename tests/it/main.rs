@@ -33,5 +33,6 @@ mod timing;
 mod tokens;
 mod tools;
 mod untrusted;
+mod upfront;
 mod weak_replies;
 mod workspace_guard;

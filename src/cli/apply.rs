@@ -42,11 +42,15 @@ fn into_workspace(changes: &RunChanges) -> Result<i32, CliError> {
     let plan = changes
         .plan(&|p| read_workspace(&ws, p))
         .map_err(take_error)?;
-    let target = format!("workspace {}", output::sanitize(&root.display().to_string()));
+    let target = format!(
+        "workspace {}",
+        output::sanitize(&root.display().to_string())
+    );
     if refuse_conflicts(&plan, changes.run_id, &target) {
         return Ok(1);
     }
-    plan.write_into(&ws).map_err(|e| CliError::Internal(e.to_string()))?;
+    plan.write_into(&ws)
+        .map_err(|e| CliError::Internal(e.to_string()))?;
     print_done(&plan, changes.run_id, &target);
     Ok(0)
 }
@@ -57,9 +61,7 @@ pub fn refuse_conflicts(plan: &ApplyPlan, run_id: i64, target: &str) -> bool {
         return false;
     }
     let s = output::escape;
-    errln!(
-        "refused: run {run_id}'s changes conflict with {target}; nothing was applied"
-    );
+    errln!("refused: run {run_id}'s changes conflict with {target}; nothing was applied");
     for c in &plan.conflicts {
         errln!("  conflict: {} {}", s(&c.path), c.reason);
     }
@@ -93,7 +95,10 @@ pub fn print_done(plan: &ApplyPlan, run_id: i64, target: &str) {
         outln!("  {mark} {}{note}", s(&w.path));
     }
     if !plan.not_applied.is_empty() {
-        errln!("{} path(s) of the diff not applied:", plan.not_applied.len());
+        errln!(
+            "{} path(s) of the diff not applied:",
+            plan.not_applied.len()
+        );
         print_not_applied(plan);
     }
 }

@@ -25,7 +25,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use io_harness::run::after::{Current, RunChanges};
+use io_harness::run::after::{ApplyPlan, Current, RunChanges};
 
 use super::CliError;
 use super::apply::{print_done, refuse_conflicts, take_error};
@@ -138,37 +138,15 @@ struct Entry {
 /// Commits `changes` on the new branch `name`. Exit 0 when committed, 1 on a
 /// conflict (nothing made).
 pub fn commit(changes: &RunChanges, name: &str) -> Result<i32, CliError> {
-    let usage = |m: String| CliError::Usage(m);
-    let probe = Git {
-        top: changes.root.clone(),
-        index: None,
-    };
-    let top = probe
-        .line(&["rev-parse", "--show-toplevel"], None)
-        .map_err(|e| usage(format!("{} is not in a git repository ({e})", changes.root.display())))?;
-    let git = Git {
-        top: PathBuf::from(&top),
-        index: None,
-    };
-    let prefix = prefix_of(&changes.root, Path::new(&top))?;
-    let head = git
-        .line(&["rev-parse", "--verify", "-q", "HEAD^{commit}"], None)
-        .map_err(|_| usage(format!("the repository {top} has no commit at HEAD to branch from")))?;
-    git.line(&["check-ref-format", "--branch", name], None)
-        .map_err(|_| usage(format!("{name:?} is not a valid branch name")))?;
-    let refname = format!("refs/heads/{name}");
-    if git.run(&["rev-parse", "--verify", "-q", &refname], None).is_ok() {
-        return Err(usage(format!("branch {name} exists already; name a new one")));
-    }
+    let repo = Repo::open(changes, name)?;
     let entries: RefCell<HashMap<String, Option<Entry>>> = RefCell::default();
     let at_head = |rel: &str| -> Current {
-        let full = format!("{prefix}{rel}");
-        let entry = head_entry(&git, &full);
+        let entry = head_entry(&repo.git, &format!("{}{rel}", repo.prefix));
         entries.borrow_mut().insert(rel.to_string(), entry.clone());
         match entry {
             None => Current::Missing,
             Some(e) if e.kind == "blob" && e.mode.starts_with("100") => {
-                match git.run(&["cat-file", "blob", &e.id], None) {
+                match repo.git.run(&["cat-file", "blob", &e.id], None) {
                     Ok(bytes) => Current::File(bytes),
                     Err(m) => Current::Other(format!("unreadable at HEAD ({m})")),
                 }
@@ -178,55 +156,136 @@ pub fn commit(changes: &RunChanges, name: &str) -> Result<i32, CliError> {
         }
     };
     let plan = changes.plan(&at_head).map_err(take_error)?;
-    let target = format!("HEAD of {top}");
-    if refuse_conflicts(&plan, changes.run_id, &target) {
+    if refuse_conflicts(&plan, changes.run_id, &format!("HEAD of {}", repo.top)) {
         return Ok(1);
     }
-    let scratch = tempfile::tempdir().map_err(|e| CliError::Internal(e.to_string()))?;
-    let git = Git {
-        top: PathBuf::from(&top),
-        index: Some(scratch.path().join("index")),
-    };
-    let internal = CliError::Internal;
-    git.run(&["read-tree", &head], None).map_err(internal)?;
-    let mut info = Vec::new();
-    let entries = entries.into_inner();
-    for w in &plan.writes {
-        let full = format!("{prefix}{}", w.path);
-        match &w.content {
-            Some(bytes) => {
-                let id = git
-                    .line(&["hash-object", "-w", "--no-filters", "--stdin"], Some(bytes))
-                    .map_err(internal)?;
-                let mode = match entries.get(&w.path) {
-                    Some(Some(e)) if e.mode == "100755" => "100755",
-                    _ => "100644",
-                };
-                info.extend_from_slice(format!("{mode} {id}\t{full}\0").as_bytes());
-            }
-            None => info.extend_from_slice(format!("0 {}\t{full}\0", "0".repeat(head.len())).as_bytes()),
-        }
-    }
-    git.run(&["update-index", "-z", "--index-info"], Some(&info))
-        .map_err(internal)?;
-    let tree = git.line(&["write-tree"], None).map_err(internal)?;
-    let message = format!(
-        "{}\n\nApplied from io-harness run {} (io-harness apply {} --branch {name}).\n",
-        one_line(&changes.goal),
-        changes.run_id,
-        changes.run_id
+    let commit = repo.commit(changes, &plan, &entries.into_inner())?;
+    let target = format!("new branch {name} of {}", repo.top);
+    print_done(&plan, changes.run_id, &target);
+    outln!(
+        "committed {commit} on branch {name} (from {}); HEAD and the working tree are unchanged",
+        repo.head
     );
-    let commit = git
-        .line(
-            &["commit-tree", &tree, "-p", &head, "--no-gpg-sign", "-F", "-"],
-            Some(message.as_bytes()),
-        )
-        .map_err(|e| usage(format!("{e} (is user.name and user.email set?)")))?;
-    git.run(&["update-ref", &refname, &commit, ""], None)
-        .map_err(internal)?;
-    print_done(&plan, changes.run_id, &format!("new branch {name} of {top}"));
-    outln!("committed {commit} on branch {name} (from {head}); HEAD and the working tree are unchanged");
     Ok(0)
+}
+
+/// The repository a branch is made in, checked before anything is planned.
+struct Repo {
+    git: Git,
+    top: String,
+    /// The workspace's path in it (see [`prefix_of`]).
+    prefix: String,
+    head: String,
+    name: String,
+}
+
+impl Repo {
+    /// The workspace's repository, its HEAD commit, and `name` checked as a new branch.
+    fn open(changes: &RunChanges, name: &str) -> Result<Self, CliError> {
+        let usage = CliError::Usage;
+        let probe = Git {
+            top: changes.root.clone(),
+            index: None,
+        };
+        let top = probe
+            .line(&["rev-parse", "--show-toplevel"], None)
+            .map_err(|e| {
+                usage(format!(
+                    "{} is not in a git repository ({e})",
+                    changes.root.display()
+                ))
+            })?;
+        let git = Git {
+            top: PathBuf::from(&top),
+            index: None,
+        };
+        let prefix = prefix_of(&changes.root, Path::new(&top))?;
+        let head = git
+            .line(&["rev-parse", "--verify", "-q", "HEAD^{commit}"], None)
+            .map_err(|_| {
+                usage(format!(
+                    "the repository {top} has no commit at HEAD to branch from"
+                ))
+            })?;
+        git.line(&["check-ref-format", "--branch", name], None)
+            .map_err(|_| usage(format!("{name:?} is not a valid branch name")))?;
+        let refname = format!("refs/heads/{name}");
+        if git
+            .run(&["rev-parse", "--verify", "-q", &refname], None)
+            .is_ok()
+        {
+            return Err(usage(format!(
+                "branch {name} exists already; name a new one"
+            )));
+        }
+        Ok(Self {
+            git,
+            top,
+            prefix,
+            head,
+            name: name.to_string(),
+        })
+    }
+
+    /// Builds the plan's tree on HEAD's in a temporary index, commits it and creates
+    /// the branch (which must still not exist). Returns the commit.
+    fn commit(
+        &self,
+        changes: &RunChanges,
+        plan: &ApplyPlan,
+        entries: &HashMap<String, Option<Entry>>,
+    ) -> Result<String, CliError> {
+        let scratch = tempfile::tempdir().map_err(|e| CliError::Internal(e.to_string()))?;
+        let git = Git {
+            top: PathBuf::from(&self.top),
+            index: Some(scratch.path().join("index")),
+        };
+        let internal = CliError::Internal;
+        git.run(&["read-tree", &self.head], None)
+            .map_err(internal)?;
+        let mut info = Vec::new();
+        for w in &plan.writes {
+            let full = format!("{}{}", self.prefix, w.path);
+            let line = match &w.content {
+                Some(bytes) => {
+                    let args = ["hash-object", "-w", "--no-filters", "--stdin"];
+                    let id = git.line(&args, Some(bytes)).map_err(internal)?;
+                    let mode = match entries.get(&w.path) {
+                        Some(Some(e)) if e.mode == "100755" => "100755",
+                        _ => "100644",
+                    };
+                    format!("{mode} {id}\t{full}\0")
+                }
+                None => format!("0 {}\t{full}\0", "0".repeat(self.head.len())),
+            };
+            info.extend_from_slice(line.as_bytes());
+        }
+        git.run(&["update-index", "-z", "--index-info"], Some(&info))
+            .map_err(internal)?;
+        let tree = git.line(&["write-tree"], None).map_err(internal)?;
+        let message = format!(
+            "{}\n\nApplied from io-harness run {id} (io-harness apply {id} --branch {}).\n",
+            one_line(&changes.goal),
+            self.name,
+            id = changes.run_id,
+        );
+        let args = [
+            "commit-tree",
+            &tree,
+            "-p",
+            &self.head,
+            "--no-gpg-sign",
+            "-F",
+            "-",
+        ];
+        let commit = git
+            .line(&args, Some(message.as_bytes()))
+            .map_err(|e| CliError::Usage(format!("{e} (are user.name and user.email set?)")))?;
+        let refname = format!("refs/heads/{}", self.name);
+        git.run(&["update-ref", &refname, &commit, ""], None)
+            .map_err(internal)?;
+        Ok(commit)
+    }
 }
 
 /// The workspace's path inside the repository, `/`-terminated (empty at the top).
@@ -238,10 +297,18 @@ fn prefix_of(root: &Path, top: &Path) -> Result<String, CliError> {
         .canonicalize()
         .map_err(|e| CliError::Usage(format!("{}: {e}", top.display())))?;
     let rel = root.strip_prefix(&top).map_err(|_| {
-        CliError::Usage(format!("{} is not inside {}", root.display(), top.display()))
+        CliError::Usage(format!(
+            "{} is not inside {}",
+            root.display(),
+            top.display()
+        ))
     })?;
     let rel = rel.to_string_lossy().replace('\\', "/");
-    Ok(if rel.is_empty() { rel } else { format!("{rel}/") })
+    Ok(if rel.is_empty() {
+        rel
+    } else {
+        format!("{rel}/")
+    })
 }
 
 /// The entry `full` names in HEAD's tree, if any.

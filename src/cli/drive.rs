@@ -63,7 +63,13 @@ where
     let result = result?;
     let failure = last_provider_error(store, &result);
     let copy = super::keep::settle(store, result.run_id, &result.outcome, keep);
-    report(&result, failure.as_ref(), json, &chain.secrets, copy.as_deref());
+    report(
+        &result,
+        failure.as_ref(),
+        json,
+        &chain.secrets,
+        copy.as_deref(),
+    );
     if !json {
         print_pending_action(store, &result, &chain.secrets);
     }

@@ -69,11 +69,7 @@ pub fn execute(args: PruneArgs) -> Result<i32, CliError> {
                 Err(e) => {
                     clean = false;
                     t.errors += 1;
-                    errln!(
-                        "warning: run {}: {} left: {e}",
-                        r.id,
-                        output::sanitize(dir)
-                    );
+                    errln!("warning: run {}: {} left: {e}", r.id, output::sanitize(dir));
                 }
             }
         }
@@ -122,7 +118,8 @@ fn verdict(tree: &[&RunRecord], args: &PruneArgs) -> Verdict {
         .outcome_json
         .as_deref()
         .and_then(|j| serde_json::from_str(j).ok());
-    let resumable = root.status != "finished" || outcome.as_ref().is_some_and(RunOutcome::is_resumable);
+    let resumable =
+        root.status != "finished" || outcome.as_ref().is_some_and(RunOutcome::is_resumable);
     if resumable && !args.include_resumable {
         return Verdict::Keep(Keep::Resumable);
     }

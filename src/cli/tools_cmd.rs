@@ -27,12 +27,22 @@ pub fn execute(args: ToolsArgs) -> Result<i32, CliError> {
     for t in &tools {
         let schema = serde_json::to_string_pretty(&t.input_schema)
             .map_err(|e| CliError::Internal(e.to_string()))?;
-        outln!("{}\n  {}\n{}\n", t.name, output::sanitize(&t.description), indent(&schema));
+        outln!(
+            "{}\n  {}\n{}\n",
+            t.name,
+            output::sanitize(&t.description),
+            indent(&schema)
+        );
     }
-    outln!("(spawn_agent is offered while a run's depth is under [agents] max_depth; MCP tools: io-harness mcp list <task>)");
+    outln!(
+        "(spawn_agent is offered while a run's depth is under [agents] max_depth; MCP tools: io-harness mcp list <task>)"
+    );
     Ok(0)
 }
 
 fn indent(text: &str) -> String {
-    text.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+    text.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -17,9 +17,9 @@ mod mcp;
 mod preflight;
 mod raw;
 mod sandbox;
-mod verify_program;
 #[cfg(test)]
 mod tests;
+mod verify_program;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};

@@ -37,8 +37,14 @@ fn every_documented_variable_is_registered_and_every_registered_one_documented()
     let documented = documented();
     let undocumented: Vec<_> = registered.difference(&documented).collect();
     let unregistered: Vec<_> = documented.difference(&registered).collect();
-    assert!(undocumented.is_empty(), "registered, not in the README: {undocumented:?}");
-    assert!(unregistered.is_empty(), "in the README, not registered: {unregistered:?}");
+    assert!(
+        undocumented.is_empty(),
+        "registered, not in the README: {undocumented:?}"
+    );
+    assert!(
+        unregistered.is_empty(),
+        "in the README, not registered: {unregistered:?}"
+    );
     assert!(ENV_VARS.iter().all(|v| !v.meaning.trim().is_empty()));
 }
 
@@ -81,8 +87,16 @@ fn dynamic(file: &str, arg: &str) -> Option<(Names, &'static str)> {
         }
         ("src/verify/command.rs", "name") => (
             Names::Fixed(&[
-                "PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER", "TMPDIR", "CARGO_HOME",
-                "RUSTUP_HOME", "RUSTUP_TOOLCHAIN",
+                "PATH",
+                "HOME",
+                "LANG",
+                "LC_ALL",
+                "TERM",
+                "USER",
+                "TMPDIR",
+                "CARGO_HOME",
+                "RUSTUP_HOME",
+                "RUSTUP_TOOLCHAIN",
             ]),
             "src/verify/command.rs",
         ),
@@ -113,7 +127,9 @@ fn sources() -> Vec<PathBuf> {
         stack.push(c.path().join("src"));
     }
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries.flatten() {
             let p = e.path();
             if p.is_dir() {
@@ -164,7 +180,11 @@ fn every_environment_read_in_the_sources_names_a_registered_variable() {
     let mut problems = Vec::new();
     let mut reads = 0;
     for path in sources() {
-        let rel = path.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
+        let rel = path
+            .strip_prefix(root())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         let text = std::fs::read_to_string(&path).unwrap();
         let calls = ["env::var(", "env::var_os("];
         for call in calls {
@@ -230,26 +250,50 @@ fn tools_prints_what_a_run_offers_and_docs_tools_md_agrees() {
         "t/task.toml",
         "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"a.txt\", needle = \"a\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
     );
-    assert_eq!(f.cmd(&["run", task.to_str().unwrap()]).status.code(), Some(0));
+    assert_eq!(
+        f.cmd(&["run", task.to_str().unwrap()]).status.code(),
+        Some(0)
+    );
     let body: serde_json::Value =
         serde_json::from_slice(&f.cmd(&["show", "1", "--prompt", "1"]).stdout).unwrap();
-    assert_eq!(body["tools"].as_array().unwrap(), &printed, "tools drifted from the request");
+    assert_eq!(
+        body["tools"].as_array().unwrap(),
+        &printed,
+        "tools drifted from the request"
+    );
     // The docs page: a section per tool with its schema.
     let doc = std::fs::read_to_string(root().join("docs/tools.md")).unwrap();
     let sections: Vec<&str> = doc.split("\n## `").skip(1).collect();
-    assert_eq!(sections.len(), printed.len(), "docs/tools.md has a section per tool");
+    assert_eq!(
+        sections.len(),
+        printed.len(),
+        "docs/tools.md has a section per tool"
+    );
     for (section, tool) in sections.iter().zip(&printed) {
         let name = tool["name"].as_str().unwrap();
-        assert!(section.starts_with(&format!("{name}`")), "{name}: {section:.40}");
+        assert!(
+            section.starts_with(&format!("{name}`")),
+            "{name}: {section:.40}"
+        );
         let json = section
             .split("```json\n")
             .nth(1)
             .and_then(|s| s.split("\n```").next())
             .unwrap_or_else(|| panic!("{name}: no schema block"));
         let schema: serde_json::Value = serde_json::from_str(json).unwrap();
-        assert_eq!(schema, tool["input_schema"], "docs/tools.md's {name} schema drifted");
-        assert!(section.contains(tool["description"].as_str().unwrap()), "{name}'s description");
+        assert_eq!(
+            schema, tool["input_schema"],
+            "docs/tools.md's {name} schema drifted"
+        );
+        assert!(
+            section.contains(tool["description"].as_str().unwrap()),
+            "{name}'s description"
+        );
     }
     let out = f.cmd(&["tools"]);
-    assert!(text(&out.stdout).contains("edit_file\n"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("edit_file\n"),
+        "{}",
+        text(&out.stdout)
+    );
 }

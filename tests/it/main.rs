@@ -2,10 +2,10 @@
 
 mod bounded;
 mod cli;
-mod docs_env;
 mod context;
 #[cfg(feature = "failpoints")]
 mod crash;
+mod docs_env;
 mod egress;
 mod gate_cache;
 mod gates;

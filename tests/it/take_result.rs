@@ -47,7 +47,11 @@ fn a_successful_copy_is_removed_unless_keep_and_a_failed_one_is_kept_where_show_
     let task = task.to_str().unwrap();
     let out = f.cmd(&["run", task]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("copy removed after success"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("copy removed after success"),
+        "{}",
+        text(&out.stdout)
+    );
     let copy = work_dir(&f, 1);
     assert!(copy.ends_with("work") && !copy.exists(), "{copy:?}");
     let show = text(&f.cmd(&["show", "1"]).stdout);
@@ -60,7 +64,10 @@ fn a_successful_copy_is_removed_unless_keep_and_a_failed_one_is_kept_where_show_
     let copy = work_dir(&f, 2);
     assert_eq!(std::fs::read_to_string(copy.join("a.txt")).unwrap(), "b\n");
     let show = text(&f.cmd(&["show", "2"]).stdout);
-    assert!(show.contains(&format!("copy: {} (kept)", copy.display())), "{show}");
+    assert!(
+        show.contains(&format!("copy: {} (kept)", copy.display())),
+        "{show}"
+    );
 
     // A failed run keeps its copy without being asked, and says so.
     let task = copy_task(&f, &[write_call("a.txt", "c\n")], "zzz", "");
@@ -68,7 +75,10 @@ fn a_successful_copy_is_removed_unless_keep_and_a_failed_one_is_kept_where_show_
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let copy = work_dir(&f, 3);
     assert!(
-        text(&out.stdout).contains(&format!("{} (kept: the run did not succeed)", copy.display())),
+        text(&out.stdout).contains(&format!(
+            "{} (kept: the run did not succeed)",
+            copy.display()
+        )),
         "{}",
         text(&out.stdout)
     );
@@ -80,7 +90,10 @@ fn diff_prints_the_stored_diff_byte_for_byte() {
     let f = Fixture::new();
     f.write("t/ws/a.txt", "a\n");
     let task = copy_task(&f, &[write_call("a.txt", "b\n")], "b", "");
-    assert_eq!(f.cmd(&["run", task.to_str().unwrap()]).status.code(), Some(0));
+    assert_eq!(
+        f.cmd(&["run", task.to_str().unwrap()]).status.code(),
+        Some(0)
+    );
     let stored = run_json(&f, &["show", "1", "--json"])["run"]["diff"]
         .as_str()
         .unwrap()
@@ -104,7 +117,8 @@ fn apply_merges_what_the_operator_changed_elsewhere_and_refuses_a_conflict_whole
         {"name": "write_file", "input": {"path": "new/c.txt", "content": "c\n"}},
         {"name": "write_file", "input": {"path": "private.txt", "content": "hidden\n"}},
     ]});
-    let rules = "[policy]\nrules = [{ act = \"read\", target = \"private.txt\", decision = \"deny\" }]\n";
+    let rules =
+        "[policy]\nrules = [{ act = \"read\", target = \"private.txt\", decision = \"deny\" }]\n";
     let task = copy_task(&f, &[edit], "two", rules);
     let out = f.cmd(&["run", task.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -118,7 +132,10 @@ fn apply_merges_what_the_operator_changed_elsewhere_and_refuses_a_conflict_whole
         std::fs::read_to_string(&a).unwrap(),
         TEN.replace("2\n", "two\n").replace("9\n", "nine\n")
     );
-    assert_eq!(std::fs::read_to_string(f.path().join("t/ws/new/c.txt")).unwrap(), "c\n");
+    assert_eq!(
+        std::fs::read_to_string(f.path().join("t/ws/new/c.txt")).unwrap(),
+        "c\n"
+    );
     assert!(stdout.contains("M a.txt (merged"), "{stdout}");
     assert!(stdout.contains("A new/c.txt"), "{stdout}");
     assert!(
@@ -129,7 +146,11 @@ fn apply_merges_what_the_operator_changed_elsewhere_and_refuses_a_conflict_whole
     // Applying again finds everything in place.
     let out = f.cmd(&["apply", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("0 file(s) written"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("0 file(s) written"),
+        "{}",
+        text(&out.stdout)
+    );
 
     // A second run changes line 5 and adds a file; the operator changes line 5 too.
     let edit = serde_json::json!({"tool_calls": [
@@ -139,15 +160,24 @@ fn apply_merges_what_the_operator_changed_elsewhere_and_refuses_a_conflict_whole
     let task = copy_task(&f, &[edit], "five", "");
     let out = f.cmd(&["run", task.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let before = std::fs::read_to_string(&a).unwrap().replace("5\n", "FIVE\n");
+    let before = std::fs::read_to_string(&a)
+        .unwrap()
+        .replace("5\n", "FIVE\n");
     std::fs::write(&a, &before).unwrap();
     let out = f.cmd(&["apply", "2"]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("conflict: a.txt"), "{stderr}");
     assert!(stderr.contains("nothing was applied"), "{stderr}");
-    assert_eq!(std::fs::read_to_string(&a).unwrap(), before, "a.txt untouched");
-    assert!(!f.path().join("t/ws/d.txt").exists(), "nothing half-applied");
+    assert_eq!(
+        std::fs::read_to_string(&a).unwrap(),
+        before,
+        "a.txt untouched"
+    );
+    assert!(
+        !f.path().join("t/ws/d.txt").exists(),
+        "nothing half-applied"
+    );
 }
 
 /// Runs git in `dir` as a person would (their hooks and fsmonitor live).
@@ -182,7 +212,12 @@ fn apply_branch_commits_with_the_operator_identity_and_runs_no_hook_or_fsmonitor
     );
     std::fs::set_permissions(&plant, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     git(&ws, &["config", "core.fsmonitor", plant.to_str().unwrap()]);
-    for hook in ["reference-transaction", "pre-commit", "post-commit", "post-index-change"] {
+    for hook in [
+        "reference-transaction",
+        "pre-commit",
+        "post-commit",
+        "post-index-change",
+    ] {
         let p = ws.join(".git/hooks").join(hook);
         std::fs::copy(&plant, &p).unwrap();
     }
@@ -202,7 +237,12 @@ fn apply_branch_commits_with_the_operator_identity_and_runs_no_hook_or_fsmonitor
 
     let out = f.cmd(&["apply", "1", "--branch", "agent/fix"]);
     let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
     assert!(stdout.contains("on branch agent/fix"), "{stdout}");
     assert!(
         !canary.exists(),
@@ -212,17 +252,40 @@ fn apply_branch_commits_with_the_operator_identity_and_runs_no_hook_or_fsmonitor
     let show = |what: &str| git(&ws, &["-c", "core.fsmonitor=false", "show", what]);
     assert_eq!(show("agent/fix:a.txt"), TEN.replace("3\n", "three\n"));
     assert_eq!(show("agent/fix:sub/new.txt"), "n\n");
-    let who = git(&ws, &["-c", "core.fsmonitor=false", "log", "-1", "--format=%an <%ae>|%ae", "agent/fix"]);
+    let who = git(
+        &ws,
+        &[
+            "-c",
+            "core.fsmonitor=false",
+            "log",
+            "-1",
+            "--format=%an <%ae>|%ae",
+            "agent/fix",
+        ],
+    );
     assert_eq!(who.trim(), "Op Erator <op@example.com>|op@example.com");
-    assert_eq!(git(&ws, &["-c", "core.fsmonitor=false", "rev-parse", "agent/fix~1"]), head);
+    assert_eq!(
+        git(
+            &ws,
+            &["-c", "core.fsmonitor=false", "rev-parse", "agent/fix~1"]
+        ),
+        head
+    );
     // HEAD and the working tree are as they were.
-    assert_eq!(git(&ws, &["-c", "core.fsmonitor=false", "rev-parse", "HEAD"]), head);
+    assert_eq!(
+        git(&ws, &["-c", "core.fsmonitor=false", "rev-parse", "HEAD"]),
+        head
+    );
     assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), TEN);
     assert!(!ws.join("sub/new.txt").exists());
     // A branch that exists is not overwritten.
     let out = f.cmd(&["apply", "1", "--branch", "agent/fix"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("exists already"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("exists already"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(!canary.exists());
 }
 
@@ -233,7 +296,9 @@ fn prune_removes_old_copies_and_rows_never_following_a_symlink_and_keeps_resumab
     // Run 1: a success kept with --keep, then given links to things outside.
     let task = copy_task(&f, &[write_call("a.txt", "b\n")], "b", "");
     assert_eq!(
-        f.cmd(&["run", task.to_str().unwrap(), "--keep"]).status.code(),
+        f.cmd(&["run", task.to_str().unwrap(), "--keep"])
+            .status
+            .code(),
         Some(0)
     );
     let copy1 = work_dir(&f, 1);
@@ -243,25 +308,41 @@ fn prune_removes_old_copies_and_rows_never_following_a_symlink_and_keeps_resumab
     std::os::unix::fs::symlink(f.path().join("outside/dir"), copy1.join("dirlink")).unwrap();
     // Run 2: fails verification (its copy is kept).
     let task = copy_task(&f, &[write_call("a.txt", "c\n")], "zzz", "");
-    assert_eq!(f.cmd(&["run", task.to_str().unwrap()]).status.code(), Some(1));
+    assert_eq!(
+        f.cmd(&["run", task.to_str().unwrap()]).status.code(),
+        Some(1)
+    );
     // Run 3: awaits an approval (resumable).
     let ask = serde_json::json!({"tool_calls": [{"name": "run_command", "input": {"argv": ["sh", "-c", "echo b > a.txt"]}}]});
     let task = copy_task(&f, &[ask], "b", "[sandbox]\nrequire = \"portable-floor\"\n");
-    assert_eq!(f.cmd(&["run", task.to_str().unwrap()]).status.code(), Some(5));
+    assert_eq!(
+        f.cmd(&["run", task.to_str().unwrap()]).status.code(),
+        Some(5)
+    );
     let (copy2, copy3) = (work_dir(&f, 2), work_dir(&f, 3));
 
     let out = f.cmd(&["runs", "prune", "--older-than", "7d"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("nothing to prune older than 7days"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("nothing to prune older than 7days"),
+        "{}",
+        text(&out.stdout)
+    );
     assert!(copy1.exists());
 
     let out = f.cmd(&["runs", "prune", "--older-than", "0s", "--keep-failed"]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains("pruned 1 run(s)") && stdout.contains("(1)"), "{stdout}");
+    assert!(
+        stdout.contains("pruned 1 run(s)") && stdout.contains("(1)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("kept 1 resumable run(s)"), "{stdout}");
     assert!(stdout.contains("kept 1 failed run(s)"), "{stdout}");
-    assert!(!copy1.parent().unwrap().exists(), "run 1's scratch directory is gone");
+    assert!(
+        !copy1.parent().unwrap().exists(),
+        "run 1's scratch directory is gone"
+    );
     assert_eq!(std::fs::read_to_string(&canary).unwrap(), "alive\n");
     assert_eq!(
         std::fs::read_to_string(f.path().join("outside/dir/inner.txt")).unwrap(),
@@ -269,12 +350,18 @@ fn prune_removes_old_copies_and_rows_never_following_a_symlink_and_keeps_resumab
     );
     assert!(copy2.exists() && copy3.exists());
     // Without --rows the record stays.
-    assert_eq!(run_json(&f, &["runs", "--json"]).as_array().unwrap().len(), 3);
+    assert_eq!(
+        run_json(&f, &["runs", "--json"]).as_array().unwrap().len(),
+        3
+    );
 
     let out = f.cmd(&["runs", "prune", "--older-than", "0s", "--rows"]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains("deleted 2 run(s) from the store"), "{stdout}");
+    assert!(
+        stdout.contains("deleted 2 run(s) from the store"),
+        "{stdout}"
+    );
     assert!(!copy2.exists() && copy3.exists(), "the resumable run stays");
     let ids: Vec<i64> = run_json(&f, &["runs", "--json"])
         .as_array()
@@ -285,8 +372,20 @@ fn prune_removes_old_copies_and_rows_never_following_a_symlink_and_keeps_resumab
     assert_eq!(ids, [3]);
     assert_eq!(f.cmd(&["show", "1"]).status.code(), Some(2));
 
-    let out = f.cmd(&["runs", "prune", "--older-than", "0s", "--rows", "--include-resumable"]);
+    let out = f.cmd(&[
+        "runs",
+        "prune",
+        "--older-than",
+        "0s",
+        "--rows",
+        "--include-resumable",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!copy3.exists());
-    assert!(run_json(&f, &["runs", "--json"]).as_array().unwrap().is_empty());
+    assert!(
+        run_json(&f, &["runs", "--json"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -18,7 +18,10 @@ fn refused(f: &Fixture, task: &str, line: usize, key: &str) -> String {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains(&format!("task.toml:{line}: {key}: ")), "{err}");
-    assert!(!f.store().exists(), "nothing ran, nothing was stored: {err}");
+    assert!(
+        !f.store().exists(),
+        "nothing ran, nothing was stored: {err}"
+    );
     err
 }
 
@@ -33,12 +36,23 @@ fn a_task_without_root_says_it_works_on_its_folder_and_a_missing_root_is_refused
     assert_eq!(out.status.code(), Some(0), "{err}");
     let folder = f.path().join("t");
     assert!(
-        err.contains(&format!("sets no root; working on its directory {}", folder.display())),
+        err.contains(&format!(
+            "sets no root; working on its directory {}",
+            folder.display()
+        )),
         "{err}"
     );
     std::fs::remove_file(f.store()).unwrap();
-    let err = refused(&f, &format!("goal = \"g\"\nroot = \"nowhere\"\n{VERIFY}{PROVIDER}"), 2, "root");
-    assert!(err.contains("nowhere") && err.contains("No such file"), "{err}");
+    let err = refused(
+        &f,
+        &format!("goal = \"g\"\nroot = \"nowhere\"\n{VERIFY}{PROVIDER}"),
+        2,
+        "root",
+    );
+    assert!(
+        err.contains("nowhere") && err.contains("No such file"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -52,7 +66,10 @@ fn a_missing_instructions_file_is_refused_naming_the_key() {
         3,
         "instructions",
     );
-    assert!(err.contains("AGENTS.md is not a file in the workspace"), "{err}");
+    assert!(
+        err.contains("AGENTS.md is not a file in the workspace"),
+        "{err}"
+    );
 }
 
 /// Before, an unusable base URL was found by eleven seconds of retries.
@@ -62,11 +79,16 @@ fn an_invalid_base_url_is_refused_at_once_from_the_file_or_the_flag() {
     f.write("t/ws/a.txt", "a\n");
     let started = Instant::now();
     let provider = "[provider]\nkind = \"openai\"\nmodel = \"m\"\n";
-    let task = format!("goal = \"g\"\nroot = \"ws\"\n{VERIFY}{provider}base_url = \"localhost:8080/v1\"\n");
+    let task = format!(
+        "goal = \"g\"\nroot = \"ws\"\n{VERIFY}{provider}base_url = \"localhost:8080/v1\"\n"
+    );
     // The line of the `[provider]` table the key is in.
     let err = refused(&f, &task, 5, "provider.base_url");
     assert!(err.contains("must be an http:// or https:// URL"), "{err}");
-    let task = f.write("t/task.toml", &format!("goal = \"g\"\nroot = \"ws\"\n{VERIFY}{provider}"));
+    let task = f.write(
+        "t/task.toml",
+        &format!("goal = \"g\"\nroot = \"ws\"\n{VERIFY}{provider}"),
+    );
     let out = bin()
         .args(["run", task.to_str().unwrap(), "--base-url", "ftp://host/v1"])
         .env("OPENAI_API_KEY", "sk-test-0123456789")
@@ -76,8 +98,15 @@ fn an_invalid_base_url_is_refused_at_once_from_the_file_or_the_flag() {
         .unwrap();
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("provider.base_url") && err.contains("http:// or https://"), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        err.contains("provider.base_url") && err.contains("http:// or https://"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(!f.store().exists());
 }
 
@@ -89,11 +118,22 @@ fn a_verify_program_the_gate_would_not_find_is_refused_before_the_run() {
     let task = |command: &str, extra: &str| {
         format!("goal = \"g\"\nroot = \"ws\"\n{extra}[verify]\ncommand = {command}\n{PROVIDER}")
     };
-    let err = refused(&f, &task("[\"no-such-checker\", \"--all\"]", ""), 4, "verify.command");
-    assert!(err.contains("`no-such-checker` is not found on PATH"), "{err}");
+    let err = refused(
+        &f,
+        &task("[\"no-such-checker\", \"--all\"]", ""),
+        4,
+        "verify.command",
+    );
+    assert!(
+        err.contains("`no-such-checker` is not found on PATH"),
+        "{err}"
+    );
     // A workspace script counts when it is there.
     let err = refused(&f, &task("[\"./check.sh\"]", ""), 4, "verify.command");
-    assert!(err.contains("./check.sh") && err.contains("No such file"), "{err}");
+    assert!(
+        err.contains("./check.sh") && err.contains("No such file"),
+        "{err}"
+    );
     let check = f.write("t/ws/check.sh", "#!/bin/sh\nexit 0\n");
     std::fs::set_permissions(&check, std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = f.write("t/task.toml", &task("[\"./check.sh\"]", ""));
@@ -121,7 +161,10 @@ fn a_verify_program_the_gate_would_not_find_is_refused_before_the_run() {
     let out = run(&task("[\"my-check\"]", ""));
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("verify.command") && err.contains("is not on the gate's PATH"), "{err}");
+    assert!(
+        err.contains("verify.command") && err.contains("is not on the gate's PATH"),
+        "{err}"
+    );
     // The host's PATH passed in, but the directory outside the sandbox's view.
     let out = run(&task("[\"my-check\"]", "[sandbox]\nenv = [\"PATH\"]\n"));
     let err = text(&out.stderr);
@@ -133,5 +176,11 @@ fn a_verify_program_the_gate_would_not_find_is_refused_before_the_run() {
         tools.display()
     );
     let out = run(&task("[\"my-check\"]", &extra));
-    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
 }

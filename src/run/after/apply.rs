@@ -357,9 +357,13 @@ fn three_way(
         return write(theirs, false);
     }
     match (base, ours, theirs) {
-        (None, Some(_), Some(_)) => Err("was also created since the run started, differently".into()),
+        (None, Some(_), Some(_)) => {
+            Err("was also created since the run started, differently".into())
+        }
         (Some(_), None, Some(_)) => Err("was deleted since the run started".into()),
-        (Some(_), Some(_), None) => Err("was changed since the run started; the run deletes it".into()),
+        (Some(_), Some(_), None) => {
+            Err("was changed since the run started; the run deletes it".into())
+        }
         (Some(b), Some(o), Some(t)) => {
             let text = |x: &[u8]| std::str::from_utf8(x).ok().map(str::to_string);
             let (b, o, t) = (text(b), text(&o), text(&t));

@@ -79,10 +79,16 @@ mod tests {
 
     #[test]
     fn different_changes_to_one_region_conflict() {
-        assert_eq!(merge3(BASE, "a\nb\nX\nd\ne\nf\ng\n", "a\nb\nY\nd\ne\nf\ng\n"), None);
+        assert_eq!(
+            merge3(BASE, "a\nb\nX\nd\ne\nf\ng\n", "a\nb\nY\nd\ne\nf\ng\n"),
+            None
+        );
         // Both inserting different lines at the same place.
         assert_eq!(merge3("a\nb\n", "a\nx\nb\n", "a\ny\nb\n"), None);
         // One deleting what the other changed.
-        assert_eq!(merge3(BASE, "a\nb\nd\ne\nf\ng\n", "a\nb\nC\nd\ne\nf\ng\n"), None);
+        assert_eq!(
+            merge3(BASE, "a\nb\nd\ne\nf\ng\n", "a\nb\nC\nd\ne\nf\ng\n"),
+            None
+        );
     }
 }

@@ -81,15 +81,20 @@ pub(crate) fn parse(diff: &str) -> Result<ParsedDiff, String> {
             continue;
         }
         let Some(rest) = line.strip_prefix("diff --harness ") else {
-            return Err(format!("line {}: expected a `diff --harness` header", i + 1));
+            return Err(format!(
+                "line {}: expected a `diff --harness` header",
+                i + 1
+            ));
         };
-        let (quoted, path) = header_path(rest).ok_or_else(|| format!("line {}: bad header", i + 1))?;
+        let (quoted, path) =
+            header_path(rest).ok_or_else(|| format!("line {}: bad header", i + 1))?;
         i += 1;
         let next = lines.get(i).copied();
         let withheld_tail = "; content withheld (the policy denies reading it)";
         let piece = match next {
             Some(l) if l.starts_with("--- ") => {
-                let (piece, used) = text_piece(&lines[i..], path).map_err(|e| format!("line {}: {e}", i + 1))?;
+                let (piece, used) =
+                    text_piece(&lines[i..], path).map_err(|e| format!("line {}: {e}", i + 1))?;
                 i += used;
                 piece
             }
@@ -195,12 +200,14 @@ fn hunk(lines: &[&str], header: &str) -> Result<(Hunk, usize), String> {
         .strip_suffix(" @@")
         .and_then(|h| h.split_once(" +"))
         .ok_or("bad hunk header")?;
-    let ((old_start, old_len), (_, new_len)) = range(old)
-        .zip(range(new))
-        .ok_or("bad hunk range")?;
+    let ((old_start, old_len), (_, new_len)) =
+        range(old).zip(range(new)).ok_or("bad hunk range")?;
     let (mut seen_old, mut seen_new, mut i) = (0, 0, 0);
     let mut out: Vec<(Tag, String)> = Vec::new();
-    while seen_old < old_len || seen_new < new_len || lines.get(i).is_some_and(|l| l.starts_with('\\')) {
+    while seen_old < old_len
+        || seen_new < new_len
+        || lines.get(i).is_some_and(|l| l.starts_with('\\'))
+    {
         let line = lines.get(i).ok_or("hunk cut short")?;
         i += 1;
         let tag = match line.chars().next() {
@@ -273,7 +280,9 @@ mod tests {
 
     fn piece(path: &str, old: Option<&str>, new: Option<&str>) -> String {
         let d = TextDiff::from_lines(old.unwrap_or(""), new.unwrap_or(""));
-        let name = |side: &str, s: Option<&str>| s.map_or("/dev/null".to_string(), |_| format!("{side}/{path}"));
+        let name = |side: &str, s: Option<&str>| {
+            s.map_or("/dev/null".to_string(), |_| format!("{side}/{path}"))
+        };
         format!(
             "diff --harness a/{path} b/{path}\n{}",
             d.unified_diff()
@@ -326,9 +335,26 @@ mod tests {
         text.push_str("[diff truncated: 3 more changed files not shown]\n");
         let d = parse(&text).unwrap();
         let paths: Vec<&str> = d.pieces.iter().map(Piece::path).collect();
-        assert_eq!(paths, ["added.txt", "gone.txt", "x", "img.png", ".env", "a\nb"]);
-        assert!(matches!(d.pieces[0], Piece::Text { old_exists: false, new_exists: true, .. }));
-        assert!(matches!(d.pieces[1], Piece::Text { old_exists: true, new_exists: false, .. }));
+        assert_eq!(
+            paths,
+            ["added.txt", "gone.txt", "x", "img.png", ".env", "a\nb"]
+        );
+        assert!(matches!(
+            d.pieces[0],
+            Piece::Text {
+                old_exists: false,
+                new_exists: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            d.pieces[1],
+            Piece::Text {
+                old_exists: true,
+                new_exists: false,
+                ..
+            }
+        ));
         assert!(matches!(d.pieces[3], Piece::Binary { .. }));
         assert!(matches!(d.pieces[4], Piece::Withheld { .. }));
         assert!(matches!(d.pieces[5], Piece::Bare { .. }));

@@ -6,7 +6,7 @@ use super::{CliError, RunArgs, drive, provider_args, store_path};
 
 pub async fn execute(args: RunArgs) -> Result<i32, CliError> {
     let mut contract =
-        TaskContract::from_file(&args.task).map_err(|e| CliError::Usage(e.to_string()))?;
+        TaskContract::from_file_to_run(&args.task).map_err(|e| CliError::Usage(e.to_string()))?;
     say_default_root(&args.task, &contract);
     let spec = provider_args::merge(contract.providers.first(), &args.provider)?;
     // The loader validated the file; flags that change it are checked here, and the run

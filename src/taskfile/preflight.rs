@@ -55,7 +55,6 @@ fn preflight(c: &TaskContract) -> Result<(), ContractError> {
         }
         Err(e) => return Err(field("root", format!("{}: {e}", c.root.display()))),
     }
-    super::verify_program::check(c)?;
     for v in &c.verify.criteria {
         if let Verification::Rust { criterion, .. } = v {
             if !criterion.is_file() {

@@ -40,7 +40,8 @@ fn field(message: String) -> ContractError {
     }
 }
 
-/// Refuses a verify command whose program the gate would not find.
+/// Refuses a verify command whose program the gate would not find (as a
+/// [`ContractError::Field`] naming `verify.command`).
 pub(super) fn check(c: &TaskContract) -> Result<(), ContractError> {
     for v in &c.verify.criteria {
         let Verification::Command { argv, .. } = v else {

@@ -66,6 +66,7 @@
 //! - [`store`]: the SQLite record (runs, steps, events, journal, memory) that resume and
 //!   `io-harness show` read.
 //! - [`audit`]: the JSONL log of sandbox sessions beside the store.
+//! - [`env_vars`]: every environment variable the harness reads, with its meaning.
 //! - [`conceal`]: the opt-in hardening of the harness's own process (environment
 //!   block blanked, non-dumpable) that `io-harness` applies and the library never does.
 //! - [`redact`]: the credentials every record and terminal line is cleaned of, in
@@ -92,6 +93,7 @@ pub mod context;
 pub mod contract;
 mod digest;
 pub use io_harness_egress as egress;
+pub mod env_vars;
 pub mod exec;
 mod failpoint;
 #[cfg(test)]

@@ -36,12 +36,14 @@ pub fn chain(contract: &TaskContract, spec: &ProviderSpec) -> Result<Chain, CliE
 
 /// Runs `call` with progress, Ctrl-C handling and the fallbacks in its options, then
 /// reports. `settings` (the resolved configuration of a new run) are stored with the
-/// run as soon as it has an id. Returns the exit code of the outcome.
+/// run as soon as it has an id. A successful run's workspace copy is removed unless
+/// `keep`. Returns the exit code of the outcome.
 pub async fn drive<'a, F, Fut>(
     chain: &'a Chain,
     store: &io_harness::Store,
     json: bool,
     settings: Vec<io_harness::store::RunSetting>,
+    keep: bool,
     call: F,
 ) -> Result<i32, CliError>
 where
@@ -71,7 +73,14 @@ where
     progress.finish_line();
     let result = result?;
     let failure = last_provider_error(store, &result);
-    report(&result, failure.as_ref(), json, &chain.secrets);
+    let copy = super::keep::settle(store, result.run_id, &result.outcome, keep);
+    report(
+        &result,
+        failure.as_ref(),
+        json,
+        &chain.secrets,
+        copy.as_deref(),
+    );
     if !json {
         print_pending_action(store, &result, &chain.secrets);
     }
@@ -180,6 +189,7 @@ fn report(
     failure: Option<&io_harness::store::ProviderAttempt>,
     json: bool,
     secrets: &Redactor,
+    copy: Option<&str>,
 ) {
     if json {
         let mut obj = serde_json::json!({ "result": r });
@@ -218,7 +228,10 @@ fn report(
         r.cached_input_tokens,
         output::cost(r.cost_usd, r.cost_unknown_steps)
     );
-    outln!("workspace: {}", c(&r.work_dir));
+    match copy {
+        Some(note) => outln!("workspace: {}", c(note)),
+        None => outln!("workspace: {}", c(&r.work_dir)),
+    }
     if !r.final_message.is_empty() {
         outln!("\nfinal message:\n{}", c(&r.final_message));
     }

@@ -31,15 +31,19 @@ macro_rules! err {
 }
 
 mod allocator;
+mod apply;
+mod apply_git;
 mod approve;
 mod audit;
 mod completions;
 mod config_cmd;
+mod diff;
 mod doctor;
 mod doctor_caps;
 mod drive;
 mod init;
 mod json_out;
+mod keep;
 mod layered;
 mod mcp;
 mod memory;
@@ -47,6 +51,7 @@ mod output;
 mod progress;
 mod prompt;
 mod provider_args;
+mod prune;
 mod report;
 mod resume;
 mod run;
@@ -56,6 +61,7 @@ mod settings_observer;
 mod show;
 mod show_settings;
 mod store_path;
+mod tools_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -83,6 +89,11 @@ enum Command {
     Show(ShowArgs),
     /// Write one run's report: a self-contained HTML page, readable offline.
     Report(ReportArgs),
+    /// Print a finished run's final diff, as stored.
+    Diff(DiffArgs),
+    /// Apply a copy run's final diff to its original workspace (three-way), or commit
+    /// it on a new branch with --branch.
+    Apply(ApplyArgs),
     /// Answer a deferred approval request of a run.
     Approve(ApproveArgs),
     /// Read the audit log of sandbox sessions (every generation).
@@ -103,6 +114,8 @@ enum Command {
     Completions(CompletionsArgs),
     /// Print the manual page (roff).
     Man,
+    /// The tools a run offers the model, with their argument schemas.
+    Tools(ToolsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -154,6 +167,13 @@ struct BudgetArgs {
     /// Longest wall time (`15m`, `1h`); 15 minutes for a run without a task file.
     #[arg(long, value_name = "DURATION")]
     max_duration: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct ToolsArgs {
+    /// One JSON object (`schema_version`, `tools`) instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -353,6 +373,10 @@ struct RunArgs {
     /// Print one JSON event per line and a final result object.
     #[arg(long)]
     json: bool,
+    /// Keep the workspace copy of a successful run (by default it is removed; the diff
+    /// stays in the store).
+    #[arg(long)]
+    keep: bool,
 }
 
 #[derive(Debug, Args)]
@@ -366,10 +390,64 @@ struct ResumeArgs {
     /// Print one JSON event per line and a final result object.
     #[arg(long)]
     json: bool,
+    /// Keep the workspace copy of a successful run (by default it is removed).
+    #[arg(long)]
+    keep: bool,
 }
 
 #[derive(Debug, Args)]
+struct DiffArgs {
+    /// The run.
+    run_id: i64,
+    #[command(flatten)]
+    store: StoreArg,
+}
+
+#[derive(Debug, Args)]
+struct ApplyArgs {
+    /// The run (one that worked on a copy and finished).
+    run_id: i64,
+    /// Commit the result on this new branch of the workspace's git repository instead
+    /// (HEAD, the index and the working tree stay as they are).
+    #[arg(long, value_name = "NAME")]
+    branch: Option<String>,
+    #[command(flatten)]
+    store: StoreArg,
+}
+
+/// `runs`'s subcommands.
+#[derive(Debug, Subcommand)]
+enum RunsCommand {
+    /// Remove old runs' workspace copies and scratch directories (and, with --rows,
+    /// their rows in the store).
+    Prune(PruneArgs),
+}
+
+#[derive(Debug, Args)]
+struct PruneArgs {
+    /// Only runs finished (or started, when unfinished) longer ago than this: `7d`,
+    /// `12h`.
+    #[arg(long, value_name = "AGE", value_parser = humantime::parse_duration)]
+    older_than: std::time::Duration,
+    /// Keep runs that did not succeed.
+    #[arg(long)]
+    keep_failed: bool,
+    /// Also delete the runs' rows from the store, then VACUUM it.
+    #[arg(long)]
+    rows: bool,
+    /// Also prune runs that could still be resumed (interrupted, awaiting approval,
+    /// cancelled…): they cannot be resumed afterwards.
+    #[arg(long)]
+    include_resumable: bool,
+    #[command(flatten)]
+    store: StoreArg,
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 struct ListArgs {
+    #[command(subcommand)]
+    command: Option<RunsCommand>,
     #[command(flatten)]
     store: StoreArg,
     /// JSON output.
@@ -542,6 +620,8 @@ pub fn main() -> ExitCode {
             Command::Runs(a) => runs::execute(a),
             Command::Show(a) => show::execute(a),
             Command::Report(a) => report::execute(a),
+            Command::Diff(a) => diff::execute(a),
+            Command::Apply(a) => apply::execute(a),
             Command::Approve(a) => approve::execute(a),
             Command::Audit(a) => audit::execute(a),
             Command::Doctor(a) => doctor::execute(a),
@@ -552,6 +632,7 @@ pub fn main() -> ExitCode {
             Command::Config(a) => config_cmd::execute(a),
             Command::Completions(a) => completions::completions(a),
             Command::Man => completions::man(),
+            Command::Tools(a) => tools_cmd::execute(a),
         }
     });
     // The run's outcome is recorded: nothing still on the blocking pool (a record of

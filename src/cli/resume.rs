@@ -14,6 +14,7 @@ pub async fn execute(args: ResumeArgs) -> Result<i32, CliError> {
         &store,
         args.json,
         Vec::new(),
+        args.keep,
         |provider, options| {
             io_harness::run::resume_with(&store, args.run_id, provider, None, options)
         },

@@ -24,6 +24,9 @@ pub async fn execute(args: RunArgs) -> Result<i32, CliError> {
         goal_run,
     })?;
     if let Some(task) = &args.task {
+        // The up-front check of the verify program, with file:line:key (a plain load,
+        // doctor --task and mcp list do not look at this host's PATH).
+        TaskContract::from_file_to_run(task).map_err(|e| CliError::Usage(e.to_string()))?;
         say_default_root(task, &resolved.contract);
     }
     let contract = resolved.contract;
@@ -49,9 +52,14 @@ async fn go(
     let chain = drive::chain(&contract, spec)?;
     let store = store_path::open(&args.store)?;
     let settings = layered::to_store(settings);
-    drive::drive(&chain, &store, args.json, settings, |provider, options| {
-        io_harness::run_with(&contract, provider, &store, options)
-    })
+    drive::drive(
+        &chain,
+        &store,
+        args.json,
+        settings,
+        args.keep,
+        |provider, options| io_harness::run_with(&contract, provider, &store, options),
+    )
     .await
 }
 

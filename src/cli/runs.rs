@@ -5,6 +5,9 @@
 use super::{CliError, ListArgs, output, store_path};
 
 pub fn execute(args: ListArgs) -> Result<i32, CliError> {
+    if let Some(super::RunsCommand::Prune(p)) = args.command {
+        return super::prune::execute(p);
+    }
     let store = store_path::open_existing(&args.store)?;
     let all = store.runs()?;
     let children = |id: i64| all.iter().filter(|r| r.parent_run_id == Some(id)).count();

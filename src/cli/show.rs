@@ -152,6 +152,7 @@ fn print_header(run: &RunRecord, link: Option<&AgentLink>) {
         s(&run.root),
         s(run.work_dir.as_deref().unwrap_or("-"))
     );
+    super::keep::show_line(run);
     if let Some(p) = &run.provider_json {
         outln!("provider: {}", s(p));
     }

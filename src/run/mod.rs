@@ -9,6 +9,7 @@
 //! committed step, and the intent journal keeps the interrupted step's file writes from
 //! being applied twice.
 
+pub mod after;
 mod budget;
 mod events;
 mod liveness;

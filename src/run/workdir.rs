@@ -1,10 +1,13 @@
 //! Where the agent works, and how the final diff is found.
 //!
-//! `copy` runs on a copy of the workspace under the harness's cache directory; the
-//! original is the baseline. `in-place` runs on the workspace itself, and a baseline
-//! copy of its tracked (not ignored) files is taken first. Either way the final diff is
-//! baseline against work tree, and both directories outlive a crash so a resumed run
-//! diffs against the same baseline. Nothing here follows a symlink: links are copied
+//! `copy` runs on a copy of the workspace under the harness's cache directory;
+//! `in-place` runs on the workspace itself. Either way a snapshot of the tracked (not
+//! ignored) files as the agent found them is taken first — of the fresh copy, so what
+//! the operator does to the original meanwhile is not put down to the agent — and the
+//! final diff is that snapshot against the work tree. The snapshot outlives a crash so
+//! a resumed run diffs against the same baseline, and outlives a copy removed after
+//! success so `io-harness apply` has the exact base of a three-way merge. A copy run
+//! stored before copies had a snapshot diffs against the original, as it did then. Nothing here follows a symlink: links are copied
 //! as links and compared by target.
 
 use std::fs;
@@ -19,6 +22,18 @@ use crate::contract::WorkspaceMode;
 
 /// The in-place baseline's file name in the scratch directory.
 const SNAPSHOT_FILE: &str = "baseline.snapshot";
+
+/// A copy run's work tree in its scratch directory.
+pub(crate) const COPY_DIR: &str = "work";
+
+/// The baseline snapshot kept in a run's scratch directory, when there is one (a
+/// regular file, never a link).
+pub(crate) fn baseline_file(scratch: &Path) -> Option<PathBuf> {
+    let file = scratch.join(SNAPSHOT_FILE);
+    fs::symlink_metadata(&file)
+        .is_ok_and(|m| m.is_file())
+        .then_some(file)
+}
 
 /// Largest diff kept; the rest is summarized.
 const MAX_DIFF_BYTES: usize = 1 << 20;
@@ -69,11 +84,13 @@ pub fn prepare(root: &Path, mode: WorkspaceMode) -> io::Result<WorkDirs> {
         .keep();
     match mode {
         WorkspaceMode::Copy => {
-            let work = scratch.join("work");
+            let work = scratch.join(COPY_DIR);
             copy_tree(root, &work)?;
+            let file = scratch.join(SNAPSHOT_FILE);
+            snapshot_file::write(&file, &snapshot(&work)?)?;
             Ok(WorkDirs {
                 work,
-                baseline: Baseline::Dir(root.to_path_buf()),
+                baseline: Baseline::Snapshot(file),
                 scratch,
             })
         }
@@ -93,8 +110,11 @@ pub fn prepare(root: &Path, mode: WorkspaceMode) -> io::Result<WorkDirs> {
 pub fn reattach(root: &Path, mode: WorkspaceMode, scratch: &Path) -> WorkDirs {
     match mode {
         WorkspaceMode::Copy => WorkDirs {
-            work: scratch.join("work"),
-            baseline: Baseline::Dir(root.to_path_buf()),
+            work: scratch.join(COPY_DIR),
+            baseline: match baseline_file(scratch) {
+                Some(file) => Baseline::Snapshot(file),
+                None => Baseline::Dir(root.to_path_buf()),
+            },
             scratch: scratch.to_path_buf(),
         },
         WorkspaceMode::InPlace => WorkDirs {

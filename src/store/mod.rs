@@ -54,6 +54,7 @@ mod journal;
 mod mcp_events;
 mod memory;
 mod open;
+mod prune;
 mod records;
 mod replies;
 mod runs;

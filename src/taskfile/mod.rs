@@ -19,6 +19,7 @@ mod raw;
 mod sandbox;
 #[cfg(test)]
 mod tests;
+mod verify_program;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,30 @@ impl TaskContract {
     /// file's directory.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ContractError> {
         from_file(path.as_ref())
+    }
+
+    /// [`TaskContract::from_file`] for a run about to start here: also refuses a
+    /// `[verify] command` whose program the gate would not find on this host (see
+    /// `verify_program`), naming file, line and key. A plain load does not look, since
+    /// a task file is also read where it will not run (`doctor --task`, `mcp list`,
+    /// another machine's checkout).
+    pub fn from_file_to_run(path: impl AsRef<Path>) -> Result<Self, ContractError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ContractError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let (contract, spans) = load(&text, path)?;
+        verify_program::check(&contract).map_err(|e| match e {
+            ContractError::Field { key, message } => ContractError::Invalid {
+                file: path.to_path_buf(),
+                line: spans.find(&key).map_or(1, |s| line_of(&text, s.start)),
+                key,
+                message,
+            },
+            other => other,
+        })?;
+        Ok(contract)
     }
 
     /// Parses and validates task-file text; `file` names it in errors and anchors
@@ -48,6 +73,11 @@ fn from_file(path: &Path) -> Result<TaskContract, ContractError> {
 }
 
 fn from_str(text: &str, file: &Path) -> Result<TaskContract, ContractError> {
+    load(text, file).map(|(c, _)| c)
+}
+
+/// The contract and where each key stood.
+fn load(text: &str, file: &Path) -> Result<(TaskContract, convert::Spans), ContractError> {
     let invalid = |span: Option<Range<usize>>, key: &str, message: String| ContractError::Invalid {
         file: file.to_path_buf(),
         line: span.map_or(1, |s| line_of(text, s.start)),
@@ -81,5 +111,5 @@ fn from_str(text: &str, file: &Path) -> Result<TaskContract, ContractError> {
         );
         return Err(invalid(spans.find("instructions"), "instructions", message));
     }
-    Ok(contract)
+    Ok((contract, spans))
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn bin() -> Command {
+pub(crate) fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_io-harness"));
     c.env_remove("IO_HARNESS_STORE")
         .env_remove("IO_HARNESS_FAILPOINT")
@@ -13,25 +13,25 @@ fn bin() -> Command {
     c
 }
 
-struct Fixture {
+pub(crate) struct Fixture {
     dir: tempfile::TempDir,
 }
 
 impl Fixture {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             dir: tempfile::tempdir().unwrap(),
         }
     }
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
-    fn store(&self) -> PathBuf {
+    pub(crate) fn store(&self) -> PathBuf {
         self.path().join("store.db")
     }
     /// Runs the binary; with `--json`, every line it printed is checked against the
     /// committed schema.
-    fn cmd(&self, args: &[&str]) -> Output {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Output {
         let out = bin()
             .args(args)
             .env("XDG_CACHE_HOME", self.path().join("cache"))
@@ -44,7 +44,7 @@ impl Fixture {
         }
         out
     }
-    fn write(&self, rel: &str, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, rel: &str, text: &str) -> PathBuf {
         let p = self.path().join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, text).unwrap();
@@ -52,7 +52,7 @@ impl Fixture {
     }
 }
 
-fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
@@ -912,6 +912,7 @@ fn every_json_document_kind_is_produced_and_matches_the_schema() {
         vec!["audit", "--json"],
         vec!["mcp", "list", with_mcp.to_str().unwrap(), "--json"],
         vec!["config", "--task", task, "--json"],
+        vec!["tools", "--json"],
     ] {
         for doc in cmd(&args) {
             seen.insert(doc["object"].as_str().unwrap().to_string());

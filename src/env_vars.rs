@@ -37,6 +37,18 @@ pub const ENV_VARS: &[EnvVar] = &[
         "the store file (as `--store`); default `$XDG_DATA_HOME/io-harness/store.db`",
     ),
     v(
+        "IO_HARNESS_PROVIDER",
+        "the provider, as `--provider` (a kind, or `scripted:FILE`): over the task file and the config files",
+    ),
+    v(
+        "IO_HARNESS_MODEL",
+        "the model, as `--model`: over the task file and the config files",
+    ),
+    v(
+        "IO_HARNESS_BASE_URL",
+        "the endpoint, as `--base-url`: over the task file and the config files",
+    ),
+    v(
         "IO_HARNESS_LOG",
         "the harness's own diagnostics on stderr, as a `tracing` filter (`info`, `io_harness=debug`); off when unset",
     ),

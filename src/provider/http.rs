@@ -226,6 +226,7 @@ impl HttpClient {
     ) -> Result<WholeReply, ProviderError> {
         let call = async {
             let mut response = self.send(url, body, "application/json").await?;
+            let status = response.status().as_u16();
             let limit = usize::try_from(self.cfg.max_reply_bytes).unwrap_or(usize::MAX);
             let mut buf = Vec::new();
             let mut cut = false;
@@ -243,13 +244,16 @@ impl HttpClient {
                     Ok(None) => break,
                     Err(e) => {
                         let msg = format!("the reply broke: {}", error_chain(&e));
-                        return Err(super::error::lost(
-                            self.error(ProviderErrorKind::Transport, msg),
-                        ));
+                        let e = self.with_status(ProviderErrorKind::Transport, status, msg);
+                        return Err(super::error::lost(e));
                     }
                 }
             }
-            Ok(WholeReply { body: buf, cut })
+            Ok(WholeReply {
+                body: buf,
+                cut,
+                status,
+            })
         };
         match tokio::time::timeout(self.cfg.request_timeout, call).await {
             Ok(r) => r,
@@ -387,6 +391,8 @@ pub(crate) struct WholeReply {
     pub body: Vec<u8>,
     /// Whether the body went on past the limit (and was not read further).
     pub cut: bool,
+    /// The status its headers came with.
+    pub status: u16,
 }
 
 /// A header made from a configured value; `secret` keeps it out of debug output.

@@ -207,8 +207,13 @@ impl ChatClient {
             return Ok((assembler.finish()?, Some(self.limit())));
         }
         let text = String::from_utf8_lossy(&reply.body);
-        let chunk = stream::completion_as_chunk(&text).map_err(super::error::lost)?;
-        assembler.on_data(&chunk).map_err(super::error::lost)?;
+        // A body that is not the reply still came with its status (adversary A21).
+        let answered = |mut e: ProviderError| {
+            e.status = e.status.or(Some(reply.status));
+            super::error::lost(e)
+        };
+        let chunk = stream::completion_as_chunk(&text).map_err(answered)?;
+        assembler.on_data(&chunk).map_err(answered)?;
         Ok((assembler.finish()?, None))
     }
 

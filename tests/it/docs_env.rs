@@ -82,9 +82,19 @@ const KEYS: &[&str] = &[
 fn dynamic(file: &str, arg: &str) -> Option<(Names, &'static str)> {
     Some(match (file, arg) {
         ("src/cli/provider_args.rs", "k") => (Names::Fixed(PROVIDER), "src/provider/factory.rs"),
-        ("src/cli/sandbox_cmd.rs" | "src/cli/mcp.rs" | "src/cli/audit.rs", "k") => {
-            (Names::Fixed(KEYS), "src/provider/factory.rs")
-        }
+        (
+            "src/cli/sandbox_cmd.rs" | "src/cli/mcp.rs" | "src/cli/audit.rs" | "src/cli/report.rs",
+            "k",
+        )
+        | ("src/cli/config_cmd.rs", "var") => (Names::Fixed(KEYS), "src/provider/factory.rs"),
+        ("src/cli/layered.rs", "k") => (
+            Names::Fixed(&[
+                "IO_HARNESS_PROVIDER",
+                "IO_HARNESS_MODEL",
+                "IO_HARNESS_BASE_URL",
+            ]),
+            "src/config/mod.rs",
+        ),
         ("src/verify/command.rs", "name") => (
             Names::Fixed(&[
                 "PATH",

@@ -30,7 +30,12 @@ fn write_call(path: &str, content: &str) -> serde_json::Value {
 fn run_json(f: &Fixture, args: &[&str]) -> serde_json::Value {
     let out = f.cmd(args);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    let doc = crate::json_schema::last(&out.stdout);
+    // `runs --json` lists them under `runs`.
+    if doc["object"] == "runs" {
+        return doc["runs"].clone();
+    }
+    doc
 }
 
 /// The work directory a run recorded.

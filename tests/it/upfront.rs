@@ -82,8 +82,8 @@ fn an_invalid_base_url_is_refused_at_once_from_the_file_or_the_flag() {
     let task = format!(
         "goal = \"g\"\nroot = \"ws\"\n{VERIFY}{provider}base_url = \"localhost:8080/v1\"\n"
     );
-    // The line of the `[provider]` table the key is in.
-    let err = refused(&f, &task, 5, "provider.base_url");
+    // The key's own line.
+    let err = refused(&f, &task, 8, "provider.base_url");
     assert!(err.contains("must be an http:// or https:// URL"), "{err}");
     let task = f.write(
         "t/task.toml",

@@ -90,6 +90,11 @@ impl Server {
             }
             Ok(Err(e)) => {
                 if let Some((kind, why)) = self.fault(&e) {
+                    // Answered at once; a stdout that ended also ends the server (its
+                    // `failed` record says how its process ended, if it did).
+                    if let Some(closed) = self.faults.as_ref().and_then(|f| f.closed()) {
+                        self.mark_dead(&closed);
+                    }
                     return (
                         kind.outcome(),
                         Err(ToolError::Failed(format!(
@@ -133,10 +138,21 @@ impl Server {
                             max_size / (1024 * 1024)
                         ),
                     )),
+                    // One bad answer to one request: the server answered, so it is
+                    // not dead (adversary H2: a cut body, a cut SSE event, a one-off
+                    // 500 or an HTML page marked a live server dead for the run).
                     StreamableHttpError::Deserialize(_)
-                    | StreamableHttpError::UnexpectedServerResponse(_) => {
+                    | StreamableHttpError::UnexpectedServerResponse(_)
+                    | StreamableHttpError::UnexpectedContentType(_)
+                    | StreamableHttpError::UnexpectedEndOfStream
+                    | StreamableHttpError::Sse(_)
+                    | StreamableHttpError::HttpStatus(_) => {
                         Some((FaultKind::Malformed, format!("protocol error: {http}")))
                     }
+                    StreamableHttpError::Client(e) if e.is_decode() || e.is_body() => Some((
+                        FaultKind::Malformed,
+                        "protocol error: the reply's body could not be read to its end".into(),
+                    )),
                     _ => None,
                 }
             }

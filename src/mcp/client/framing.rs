@@ -85,7 +85,6 @@ impl Lines {
     }
 
     /// Bytes of the line still arriving that are held (never more than the bound).
-    #[cfg(test)]
     pub(crate) fn held(&self) -> usize {
         self.buf.len()
     }

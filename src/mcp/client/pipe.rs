@@ -31,6 +31,8 @@ const MARK: &str = "io_harness_fault";
 pub(super) struct Faults {
     token: String,
     last: Mutex<Option<String>>,
+    /// Why the server's stdout ended, once it has: nothing more can come from it.
+    closed: Mutex<Option<String>>,
 }
 
 impl Faults {
@@ -42,6 +44,7 @@ impl Faults {
         Arc::new(Self {
             token: format!("{token:016x}"),
             last: Mutex::new(None),
+            closed: Mutex::new(None),
         })
     }
 
@@ -56,6 +59,12 @@ impl Faults {
             "protocol_error" => Some(FaultKind::Malformed),
             _ => None,
         }
+    }
+
+    /// Why the server's stdout ended, if it has (the server is gone for us even while
+    /// its process lives: it can answer nothing more).
+    pub(super) fn closed(&self) -> Option<String> {
+        lock(&self.closed).clone()
     }
 
     /// Why the last faulty line was one (for a handshake that failed on it).
@@ -92,6 +101,9 @@ pub(super) struct Pipe<R, W> {
     /// Requests sent and not yet answered.
     waiting: Arc<Mutex<Vec<RequestId>>>,
     faults: Arc<Faults>,
+    /// The server's stdout ended (or failed): the calls still waiting have been
+    /// answered, and the next read ends the transport.
+    ended: bool,
 }
 
 impl<R, W> Pipe<R, W> {
@@ -104,6 +116,7 @@ impl<R, W> Pipe<R, W> {
             ready: VecDeque::new(),
             waiting: Arc::new(Mutex::new(Vec::new())),
             faults: faults.clone(),
+            ended: false,
         };
         (pipe, faults)
     }
@@ -134,6 +147,29 @@ impl<R, W> Pipe<R, W> {
                     self.ready.push_back(self.faults.reply(&f, id));
                 }
             }
+        }
+    }
+
+    /// The server's stdout is done: every call still waiting is answered at once as a
+    /// protocol error (adversary M5: a server that closed its stdout mid-reply, or
+    /// without one, and stayed alive left the call to wait out its timeout).
+    fn end(&mut self, why: String) {
+        self.ended = true;
+        let held = self.lines.held();
+        let why = if held > 0 {
+            format!("{why} after {held} bytes of an unfinished reply")
+        } else {
+            format!("{why} before replying")
+        };
+        let f = Fault {
+            kind: FaultKind::Malformed,
+            id: None,
+            why,
+        };
+        *lock(&self.faults.last) = Some(f.why.clone());
+        *lock(&self.faults.closed) = Some(f.why.clone());
+        for id in self.answered_by(&f) {
+            self.ready.push_back(self.faults.reply(&f, id));
         }
     }
 
@@ -189,12 +225,19 @@ where
             if let Some(m) = self.ready.pop_front() {
                 return Some(m);
             }
+            if self.ended {
+                return None;
+            }
             let n = match self.read.read(&mut buf).await {
-                Ok(0) => return None,
+                Ok(0) => {
+                    self.end("the server closed its stdout".into());
+                    continue;
+                }
                 Ok(n) => n,
                 Err(e) => {
                     tracing::warn!("reading from the MCP server failed: {e}");
-                    return None;
+                    self.end(format!("reading the server's stdout failed: {e}"));
+                    continue;
                 }
             };
             let mut lines = Vec::new();

@@ -227,3 +227,50 @@ async fn an_http_server_death_is_recorded_without_a_stall() {
     assert!(took < Duration::from_millis(1500), "took {took:?}");
     servers.close();
 }
+
+/// Adversary M5: a stdio server that sent half a reply, closed its stdout and stayed
+/// alive left the call to wait out its timeout (30 s there; 60 s by default). The
+/// call is answered at once as a protocol error, and the server, which can answer
+/// nothing more, is recorded failed.
+#[tokio::test]
+async fn a_stdout_closed_mid_reply_is_a_protocol_error_at_once() {
+    let (d, took, ev, servers) = call_once(&[stdio("shut", "close-stdout")], "shut").await;
+    assert!(d.is_error, "{}", d.content);
+    assert!(d.content.contains("closed its stdout"), "{}", d.content);
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_eq!(
+        called(&ev).outcome.as_deref(),
+        Some("protocol_error"),
+        "{ev:?}"
+    );
+    assert!(kinds(&ev).contains(&"failed"), "{ev:?}");
+    servers.close();
+}
+
+/// Adversary H2: one bad answer over HTTP (an HTML 502 page) marked a live server
+/// dead for the rest of the run, and a required one ended it. It is that call's
+/// protocol error; the next call is served.
+#[tokio::test]
+async fn one_bad_http_answer_is_that_calls_protocol_error_and_the_server_lives() {
+    let (_child, spec) = http("web", "bad-once").await;
+    let (d, _took, ev, servers) = call_once(&[spec.required()], "web").await;
+    assert!(d.is_error, "{}", d.content);
+    assert_eq!(
+        called(&ev).outcome.as_deref(),
+        Some("protocol_error"),
+        "{ev:?}"
+    );
+    assert!(!kinds(&ev).contains(&"failed"), "{ev:?}");
+    assert_eq!(servers.required_failed(), None);
+    let dir = tempfile::tempdir().unwrap();
+    let again = registry(&servers)
+        .dispatch(
+            &ctx(dir.path()),
+            native_policy().as_ref(),
+            "mcp__web__t",
+            &json!({}),
+        )
+        .await;
+    assert!(!again.is_error, "{}", again.content);
+    servers.close();
+}

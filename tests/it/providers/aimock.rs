@@ -200,14 +200,14 @@ fn policy() -> RetryPolicy {
 /// reached; a fallback that serves keeps serving (the circuit breaker), the primary
 /// comes second.
 fn plan(n: usize, d: &mut Draw) -> Plan {
-    let api = if n % 2 == 0 {
+    let api = if n.is_multiple_of(2) {
         Api::OpenAi
     } else {
         Api::Anthropic
     };
     let primary = format!("chaos-{n:02}");
     let mut chain = vec![primary.clone()];
-    if n % 3 == 0 {
+    if n.is_multiple_of(3) {
         chain.push(format!("chaos-{n:02}-fallback"));
     }
     let mut replies: Vec<(String, Vec<Reply>)> =

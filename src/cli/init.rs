@@ -31,7 +31,11 @@ pub fn execute(args: InitArgs) -> Result<i32, CliError> {
         )));
     }
     let target = dir.join("task.toml");
-    if target.exists() && !args.force {
+    // `symlink_metadata`: a link (dangling too) is something there, never written
+    // through (adversary P3: a dangling task.toml link wrote the file outside the
+    // project); with --force the link itself is replaced.
+    let there = std::fs::symlink_metadata(&target).ok();
+    if there.is_some() && !args.force {
         return Err(CliError::Usage(format!(
             "{} already exists; pass --force to replace it",
             target.display()
@@ -61,6 +65,10 @@ pub fn execute(args: InitArgs) -> Result<i32, CliError> {
         .into_iter()
         .find(|f| dir.join(f).is_file());
     let text = render(&argv, &why, &found, instructions);
+    if there.is_some_and(|m| m.file_type().is_symlink()) {
+        std::fs::remove_file(&target)
+            .map_err(|e| CliError::Usage(format!("{}: {e}", target.display())))?;
+    }
     std::fs::write(&target, text)
         .map_err(|e| CliError::Usage(format!("cannot write {}: {e}", target.display())))?;
     let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "));

@@ -49,6 +49,15 @@ pub fn nest(v: &mut Value) {
         Value::Object(m) => {
             let keys: Vec<String> = m.keys().cloned().collect();
             for k in keys {
+                // `detail` of the event records holds the harness's own JSON object
+                // (adversary P2: `context_events[].detail` was JSON in a string).
+                if k == "detail"
+                    && let Some(Value::String(text)) = m.get(&k)
+                    && let Ok(parsed @ Value::Object(_)) = serde_json::from_str::<Value>(text)
+                {
+                    m.insert(k, parsed);
+                    continue;
+                }
                 let Some(base) = k.strip_suffix("_json") else {
                     if let Some(inner) = m.get_mut(&k) {
                         nest(inner);

@@ -39,6 +39,10 @@ pub async fn execute(args: RunArgs) -> Result<i32, CliError> {
     };
     if is_goal_run {
         layered::require_cost_budget(&contract)?;
+        // As for a task file (adversary P6: `--verify nosuchprog` ran the model first).
+        contract
+            .check_verify_program()
+            .map_err(|e| CliError::Usage(format!("--verify: {e}")))?;
     }
     go(contract, &spec, &args, &resolved.settings).await
 }

@@ -48,9 +48,39 @@ pub(super) fn table() -> Vec<(KeyPath, Value)> {
     .collect()
 }
 
+/// What a size-judged key is when no layer sets it and the table above has no entry
+/// (these defaults belong to the provider kind's spec, built by the loader): a project
+/// is judged against them, never against "unlimited".
+pub(super) fn unset_size(path: &[String]) -> Option<Value> {
+    let p: Vec<&str> = path.iter().map(String::as_str).collect();
+    Some(match p.as_slice() {
+        ["provider", "max_reply_bytes"] => Value::String("8MiB".into()),
+        ["provider", "stream_idle_timeout"] => Value::String("120s".into()),
+        ["provider", "request_timeout"] => Value::String("10m".into()),
+        _ => return None,
+    })
+}
+
 /// Keys a project's config may set only to a value no larger than the one beneath
 /// it (a budget, a cap). Unset beneath means unlimited: any value narrows.
 pub(super) fn narrows_by_size(path: &[String]) -> bool {
     let p: Vec<&str> = path.iter().map(String::as_str).collect();
-    matches!(p.as_slice(), ["budget", _] | ["sandbox", "limits", _])
+    matches!(
+        p.as_slice(),
+        ["budget", _]
+            | ["sandbox", "limits", _]
+            | ["sandbox", "scan_limit"]
+            | [
+                "retry",
+                "max_attempts" | "malformed_attempts" | "max_wait" | "cap"
+            ]
+            | [
+                "provider",
+                "max_output_tokens"
+                    | "thinking_budget"
+                    | "stream_idle_timeout"
+                    | "max_reply_bytes"
+                    | "request_timeout"
+            ]
+    )
 }

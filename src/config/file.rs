@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use toml::Value;
 
+use super::defaults;
 use super::doc::{self, KeyPath, Leaf, dotted};
 use super::{ConfigError, Layer, Source};
 
@@ -93,7 +94,7 @@ impl ConfigFile {
 /// Reads `path` if it exists. `trusted` is `None` for the user's file, else whether
 /// the user trusts the project the file belongs to.
 pub(super) fn read(path: &Path, trusted: Option<bool>) -> Result<Option<ConfigFile>, ConfigError> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match read_bounded(path) {
         Ok(t) => t,
         // No file, or a directory on the way that is not one (XDG_CONFIG_HOME naming a
         // file): there is no config there, which is no error.
@@ -147,13 +148,15 @@ pub(super) fn read(path: &Path, trusted: Option<bool>) -> Result<Option<ConfigFi
         }
         known(&leaf.path).map_err(invalid)?;
         if trusted == Some(false)
-            && let Some(why) = widens(&leaf.path)
+            && let Some(why) = widens(&leaf.path, &leaf.value)
         {
             return Err(invalid(format!(
                 "refused in a project's config: it {why}, and the repository is not trusted; \
                  set it in the task file or your user config, or trust the project with \
                  trusted_projects = [\"{}\"] in your user config",
-                project_of(path).display()
+                std::fs::canonicalize(project_of(path))
+                    .unwrap_or_else(|_| project_of(path))
+                    .display()
             )));
         }
         absolutize(leaf, base);
@@ -164,6 +167,44 @@ pub(super) fn read(path: &Path, trusted: Option<bool>) -> Result<Option<ConfigFi
         leaves,
         trusted_projects,
     }))
+}
+
+/// The most a config file may hold.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// `path`'s text, if it is a regular file (through a link, what the link reaches) of at
+/// most [`MAX_CONFIG_BYTES`] (adversary P3: a FIFO hung `config`, a link to /dev/zero
+/// read until memory ran out, a 300 MiB file aborted the process; a project's file
+/// comes with the repository).
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} bytes, over the {MAX_CONFIG_BYTES} a config file may hold",
+                meta.len()
+            ),
+        ));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_CONFIG_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("over the {MAX_CONFIG_BYTES} bytes a config file may hold"),
+        ));
+    }
+    Ok(text)
 }
 
 /// The project directory of `<project>/.io-harness/config.toml`.
@@ -203,10 +244,30 @@ fn known(path: &KeyPath) -> Result<(), String> {
     })
 }
 
-/// Why a key would widen or redirect what a run may do, if it does.
-fn widens(path: &KeyPath) -> Option<&'static str> {
+/// Why an untrusted project's config may not set `path` to `value`, if it may not.
+///
+/// An allowlist (adversary P3: `sandbox.require = "portable-floor"` was on no list of
+/// keys that widen, and moved a run to the floor, where commands run as host root):
+/// a project may set only what narrows — the model and how it is asked, limits and
+/// budgets no larger than beneath (`defaults::narrows_by_size`, judged in `merge`), a
+/// requirement of the native sandbox. Everything else is refused with why.
+fn widens(path: &KeyPath, value: &Value) -> Option<&'static str> {
     let p: Vec<&str> = path.iter().map(String::as_str).collect();
+    if defaults::narrows_by_size(path) {
+        return None;
+    }
     Some(match p.as_slice() {
+        [
+            "provider",
+            "model" | "reasoning_effort" | "tool_choice" | "stream",
+        ]
+        | [
+            "retry",
+            "jitter" | "base" | "probe_steps" | "probe_interval",
+        ]
+        | ["provider" | "retry" | "sandbox" | "budget" | "prices"] => return None,
+        ["sandbox", "require"] if value.as_str() == Some("linux-namespaces") => return None,
+        ["sandbox", "require"] => "chooses a sandbox other than the strongest",
         ["provider", "kind" | "base_url" | "script" | "fallback"] => {
             "redirects the model calls (and the API key sent with them)"
         }
@@ -220,7 +281,10 @@ fn widens(path: &KeyPath) -> Option<&'static str> {
         ["sandbox", "allow_weaker"] => "lets a run fall back to a weaker sandbox",
         ["sandbox", "allow_new_repos"] => "keeps repositories a command creates",
         ["sandbox", "uid"] => "chooses the identity commands run as",
-        _ => return None,
+        _ => {
+            "is not one of the keys a project's config may set (the model and how it is \
+              asked, smaller limits and budgets, a requirement of the native sandbox)"
+        }
     })
 }
 

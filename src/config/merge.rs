@@ -60,7 +60,10 @@ impl Merged {
         let builtin = defaults::table().into_iter().find(|(p, _)| *p == leaf.path);
         let below = match self.get(&leaf.path) {
             Some((l, s)) => Some((l.value.clone(), s.to_string())),
-            None => builtin.map(|(_, v)| (v, "the built-in default".to_string())),
+            None => builtin
+                .map(|(_, v)| v)
+                .or_else(|| defaults::unset_size(&leaf.path))
+                .map(|v| (v, "the built-in default".to_string())),
         };
         let Some((below, from)) = below else {
             return Ok(());

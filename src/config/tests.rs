@@ -336,3 +336,67 @@ fn a_run_without_a_task_file_is_made_of_flags_and_builtins() {
     assert_eq!(setting(&r, "workspace").source, "default");
     assert_eq!(setting(&r, "root").source, "flag --root");
 }
+
+/// Adversary P3: `sandbox.require = "portable-floor"` in an untrusted project's config
+/// was on no list of keys that widen, and moved the run to the floor (commands as host
+/// root); retry limits could be raised past the user's. The project's keys are an
+/// allowlist now: requiring the native sandbox narrows, anything else is refused, and
+/// retry limits may only go down.
+#[test]
+fn a_project_config_cannot_choose_a_weaker_sandbox_or_raise_retry_limits() {
+    for (planted, key, why) in [
+        (
+            "[sandbox]\nrequire = \"portable-floor\"\n",
+            "sandbox.require",
+            "other than the strongest",
+        ),
+        (
+            "[retry]\nmax_attempts = 50\n",
+            "retry.max_attempts",
+            "larger",
+        ),
+        (
+            "[retry]\nmax_wait = \"1000h\"\n",
+            "retry.max_wait",
+            "larger",
+        ),
+        (
+            "[provider]\nmax_reply_bytes = \"1GiB\"\n",
+            "provider.max_reply_bytes",
+            "larger",
+        ),
+    ] {
+        let d = Dirs::new();
+        d.write("proj/.io-harness/config.toml", planted);
+        let task = d.task("");
+        let (_, k, message) = invalid(resolve(&d.request(task)).unwrap_err());
+        assert_eq!(k, key, "{planted}");
+        assert!(message.contains(why), "{planted}: {message}");
+    }
+    // Narrowing stays allowed.
+    let d = Dirs::new();
+    d.write(
+        "proj/.io-harness/config.toml",
+        "[sandbox]\nrequire = \"linux-namespaces\"\n[retry]\nmax_attempts = 2\n",
+    );
+    let r = resolve(&d.request(d.task(""))).unwrap();
+    assert_eq!(r.contract.retry.max_attempts, 2);
+}
+
+/// Adversary P3: a FIFO as a project's config hung `config`, a link to /dev/zero read
+/// until memory ran out, a 300 MiB file aborted the process. Only a regular file of at
+/// most 1 MiB is read.
+#[test]
+fn a_project_config_that_is_no_regular_file_or_too_large_is_refused() {
+    let d = Dirs::new();
+    d.write("proj/.io-harness/config.toml", "");
+    let cfg = d.project_config();
+    std::fs::remove_file(&cfg).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &cfg).unwrap();
+    let e = resolve(&d.request(d.task(""))).unwrap_err();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+    std::fs::remove_file(&cfg).unwrap();
+    std::fs::write(&cfg, vec![b'#'; (1 << 20) + 10]).unwrap();
+    let e = resolve(&d.request(d.task(""))).unwrap_err();
+    assert!(e.to_string().contains("a config file may hold"), "{e}");
+}

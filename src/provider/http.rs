@@ -201,7 +201,9 @@ impl HttpClient {
         url: &str,
         body: Vec<u8>,
     ) -> Result<EventReader, ProviderError> {
-        let response = self.send(url, body, "text/event-stream").await?;
+        let response = self
+            .send(url, body, "text/event-stream", self.cfg.connect_timeout)
+            .await?;
         let content_type = header_str(response.headers(), header::CONTENT_TYPE)
             .unwrap_or("")
             .to_ascii_lowercase();
@@ -225,7 +227,13 @@ impl HttpClient {
         body: Vec<u8>,
     ) -> Result<WholeReply, ProviderError> {
         let call = async {
-            let mut response = self.send(url, body, "application/json").await?;
+            // Unstreamed, the server sends its headers only once the whole reply is
+            // generated: the wait for them is the whole call's (`request_timeout`, which
+            // bounds this block), not the 30 s a stream's first bytes get (a real
+            // llama.cpp server on a busy CPU took longer than that).
+            let mut response = self
+                .send(url, body, "application/json", self.cfg.request_timeout)
+                .await?;
             let status = response.status().as_u16();
             let limit = usize::try_from(self.cfg.max_reply_bytes).unwrap_or(usize::MAX);
             let mut buf = Vec::new();
@@ -275,6 +283,7 @@ impl HttpClient {
         url: &str,
         body: Vec<u8>,
         accept: &'static str,
+        header_wait: std::time::Duration,
     ) -> Result<reqwest::Response, ProviderError> {
         let request = self
             .client
@@ -282,11 +291,11 @@ impl HttpClient {
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, accept)
             .body(body);
-        let response = match tokio::time::timeout(self.cfg.connect_timeout, request.send()).await {
+        let response = match tokio::time::timeout(header_wait, request.send()).await {
             Err(_) => {
                 // The request went out and nothing came back: the server may well have
                 // processed it.
-                let msg = format!("no response headers within {:?}", self.cfg.connect_timeout);
+                let msg = format!("no response headers within {header_wait:?}");
                 let mut e = self.error(ProviderErrorKind::Timeout, msg);
                 e.reply_lost = true;
                 return Err(e);

@@ -57,6 +57,13 @@ impl TaskContract {
         Ok(contract)
     }
 
+    /// Whether the `[verify] command` program can be found as its gate will look for it
+    /// (the check [`TaskContract::from_file_to_run`] makes), for a contract built
+    /// without a task file (`run --goal … --verify …`).
+    pub fn check_verify_program(&self) -> Result<(), ContractError> {
+        verify_program::check(self)
+    }
+
     /// Parses and validates task-file text; `file` names it in errors and anchors
     /// relative paths.
     pub fn from_toml_str(text: &str, file: &Path) -> Result<Self, ContractError> {

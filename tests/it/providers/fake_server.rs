@@ -34,6 +34,8 @@ pub struct Reply {
     pieces: Vec<Vec<u8>>,
     chunked: bool,
     delay: Duration,
+    /// Wait before the status line (a server generating the whole reply first).
+    head_delay: Duration,
     end: End,
 }
 
@@ -49,6 +51,7 @@ impl Reply {
             pieces,
             chunked: true,
             delay: Duration::ZERO,
+            head_delay: Duration::ZERO,
             end: End::Complete,
         }
     }
@@ -61,6 +64,7 @@ impl Reply {
             pieces: vec![body.as_bytes().to_vec()],
             chunked: false,
             delay: Duration::ZERO,
+            head_delay: Duration::ZERO,
             end: End::Complete,
         }
     }
@@ -69,6 +73,12 @@ impl Reply {
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Waits `delay` before sending the status line.
+    pub fn headers_after(mut self, delay: Duration) -> Self {
+        self.head_delay = delay;
         self
     }
 
@@ -194,6 +204,9 @@ async fn serve(
             &fallback
         }
     };
+    if !reply.head_delay.is_zero() {
+        tokio::time::sleep(reply.head_delay).await;
+    }
     let mut head = format!(
         "HTTP/1.1 {} {}\r\nConnection: close\r\n",
         reply.status,

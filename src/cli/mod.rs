@@ -36,6 +36,7 @@ mod audit;
 mod doctor;
 mod doctor_caps;
 mod drive;
+mod export_otlp;
 mod json_out;
 mod mcp;
 mod memory;
@@ -76,6 +77,9 @@ enum Command {
     Show(ShowArgs),
     /// Answer a deferred approval request of a run.
     Approve(ApproveArgs),
+    /// Send a run's trace (its whole agent tree) to an OpenTelemetry collector over
+    /// OTLP/HTTP.
+    ExportOtlp(ExportOtlpArgs),
     /// Read the audit log of sandbox sessions (every generation).
     Audit(AuditArgs),
     /// Show which isolation layers this machine provides and which backend a run gets.
@@ -336,6 +340,20 @@ struct ShowArgs {
 }
 
 #[derive(Debug, Args)]
+struct ExportOtlpArgs {
+    /// The run (any run of a tree exports the whole tree's trace).
+    run_id: i64,
+    /// The collector's OTLP/HTTP base URL (`/v1/traces` is appended).
+    #[arg(long, value_name = "URL")]
+    endpoint: Option<String>,
+    #[command(flatten)]
+    store: StoreArg,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
 struct AuditArgs {
     /// Audit directory (default: $XDG_CONFIG_HOME/io-harness/audit).
     #[arg(long, value_name = "DIR")]
@@ -444,6 +462,7 @@ pub fn main() -> ExitCode {
             Command::Runs(a) => runs::execute(a),
             Command::Show(a) => show::execute(a),
             Command::Approve(a) => approve::execute(a),
+            Command::ExportOtlp(a) => export_otlp::execute(a).await,
             Command::Audit(a) => audit::execute(a),
             Command::Doctor(a) => doctor::execute(a),
             Command::Memory(a) => memory::execute(a),

@@ -61,6 +61,7 @@ mod sandbox_event;
 mod schema;
 mod sessions;
 mod steps;
+mod trace_reads;
 
 pub use async_store::AsyncStore;
 pub use context_events::ContextEvent;
@@ -75,6 +76,7 @@ pub use replies::StoredReply;
 pub use runs::{AgentLink, ChildRun};
 pub use sandbox_event::SandboxEvent;
 pub use schema::SCHEMA_VERSION;
+pub use trace_reads::SessionTime;
 
 use crate::redact::{Redactor, SecretSet};
 

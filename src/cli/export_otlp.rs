@@ -33,7 +33,7 @@ pub async fn execute(args: ExportOtlpArgs) -> Result<i32, CliError> {
         outln!(
             "{}",
             serde_json::json!({
-                "type": "otlp_export",
+                "object": "otlp_export",
                 "schema_version": 1,
                 "run_id": args.run_id,
                 "trace_id": done.trace_id,

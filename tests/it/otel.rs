@@ -13,14 +13,14 @@ use io_harness::{RunOutcome, Store, TaskContract, Verification, run};
 use serde_json::{Value, json};
 
 /// The receiver process, killed on drop.
-struct Receiver {
+pub(crate) struct Receiver {
     child: Child,
     port: u16,
     out: PathBuf,
 }
 
 impl Receiver {
-    fn start(dir: &Path, name: &str, extra: &[&str]) -> Self {
+    pub(crate) fn start(dir: &Path, name: &str, extra: &[&str]) -> Self {
         let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/otlp_receiver.py");
         let out = dir.join(format!("{name}.jsonl"));
@@ -43,7 +43,7 @@ impl Receiver {
         Self { child, port, out }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
@@ -343,8 +343,8 @@ async fn the_same_run_gives_the_same_trace_and_the_headers_go_out_but_are_never_
         assert!(out.status.success(), "{}", text(&out.stderr));
         assert!(!text(&out.stdout).contains(token) && !text(&out.stderr).contains(token));
     }
-    let doc: Value = serde_json::from_str(text(&first.stdout).trim()).unwrap();
-    assert_eq!(doc["type"], "otlp_export");
+    let doc = crate::json_schema::last(&first.stdout);
+    assert_eq!(doc["object"], "otlp_export");
     assert_eq!(doc["schema_version"], 1);
     let got = rx.received();
     assert_eq!(got.len(), 2);

@@ -40,6 +40,7 @@ pub async fn drive<'a, F, Fut>(
     chain: &'a Chain,
     store: &io_harness::Store,
     json: bool,
+    live: Option<super::otel_live::Live>,
     call: F,
 ) -> Result<i32, CliError>
 where
@@ -49,8 +50,15 @@ where
     let progress = Arc::new(Progress::new(json, chain.secrets.clone()));
     let cancel = CancelToken::new();
     watch_ctrl_c(cancel.clone());
+    let observer: Arc<dyn io_harness::run::Observer> = match &live {
+        Some(l) => Arc::new(super::otel_live::Tee {
+            inner: progress.clone(),
+            live: l.clone(),
+        }),
+        None => progress.clone(),
+    };
     let mut options = RunOptions::default()
-        .observer(progress.clone())
+        .observer(observer)
         .cancel_token(cancel);
     options.fallbacks = chain.fallbacks.clone();
     if let Some(t) = super::prompt::TerminalApprover::if_interactive(json) {
@@ -58,6 +66,9 @@ where
     }
     let result = call(chain.primary.as_ref(), options).await;
     progress.finish_line();
+    if let (Some(l), Ok(r)) = (&live, &result) {
+        super::otel_live::finish(l, store, r.run_id).await;
+    }
     let result = result?;
     let failure = last_provider_error(store, &result);
     report(&result, failure.as_ref(), json, &chain.secrets);

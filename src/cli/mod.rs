@@ -40,6 +40,7 @@ mod export_otlp;
 mod json_out;
 mod mcp;
 mod memory;
+mod otel_live;
 mod output;
 mod progress;
 mod prompt;
@@ -273,6 +274,10 @@ struct RunArgs {
     provider: ProviderArgs,
     #[command(flatten)]
     store: StoreArg,
+    /// Export the run's trace live to this OpenTelemetry collector (OTLP/HTTP base
+    /// URL; default OTEL_EXPORTER_OTLP_ENDPOINT). Never slows or fails the run.
+    #[arg(long = "otlp-endpoint", value_name = "URL")]
+    otlp_endpoint: Option<String>,
     /// Print one JSON event per line and a final result object.
     #[arg(long)]
     json: bool,
@@ -286,6 +291,10 @@ struct ResumeArgs {
     provider: ProviderArgs,
     #[command(flatten)]
     store: StoreArg,
+    /// Export the run's trace live to this OpenTelemetry collector (OTLP/HTTP base
+    /// URL; default OTEL_EXPORTER_OTLP_ENDPOINT). Never slows or fails the run.
+    #[arg(long = "otlp-endpoint", value_name = "URL")]
+    otlp_endpoint: Option<String>,
     /// Print one JSON event per line and a final result object.
     #[arg(long)]
     json: bool,

@@ -27,7 +27,8 @@ pub async fn execute(args: RunArgs) -> Result<i32, CliError> {
     }
     let chain = drive::chain(&contract, &spec)?;
     let store = store_path::open(&args.store)?;
-    drive::drive(&chain, &store, args.json, |provider, options| {
+    let live = super::otel_live::start(args.otlp_endpoint.as_deref(), &store)?;
+    drive::drive(&chain, &store, args.json, live, |provider, options| {
         io_harness::run_with(&contract, provider, &store, options)
     })
     .await

@@ -63,9 +63,15 @@ impl Builder<'_> {
             let id = self.step(run, step, run_span_id, &mut tool_spans);
             step_spans.insert(step.step, id);
         }
-        for (s, t) in sessions.iter().zip(times) {
-            let parent = step_spans.get(&s.step).copied().unwrap_or(run_span_id);
-            self.session(run.id, s, t, parent);
+        for (ordinal, (s, t)) in sessions.iter().zip(times).enumerate() {
+            let parent = match step_spans.get(&s.step) {
+                Some(id) => *id,
+                // Its step is not committed yet: it joins the trace with its step, so
+                // a live export never sends it under another parent.
+                None if run.status == "running" => continue,
+                None => run_span_id,
+            };
+            self.session(run.id, ordinal, s, t, parent);
         }
         for child in self.store.children(run.id)? {
             let parent = tool_spans
@@ -205,8 +211,16 @@ impl Builder<'_> {
         s
     }
 
-    fn session(&mut self, run_id: i64, s: &SandboxSession, t: SessionTime, parent: SpanId) {
-        let index = self.spans.len();
+    /// The `ordinal`-th sandbox session of the run (its order in the store, so the
+    /// span's id does not depend on what else the trace holds yet).
+    fn session(
+        &mut self,
+        run_id: i64,
+        ordinal: usize,
+        s: &SandboxSession,
+        t: SessionTime,
+        parent: SpanId,
+    ) {
         let program = serde_json::from_str::<Vec<String>>(&s.argv_json)
             .ok()
             .and_then(|a| a.into_iter().next())
@@ -219,8 +233,7 @@ impl Builder<'_> {
         };
         let start = t.ended_at_ms.saturating_sub(ms_i64(s.duration_ms));
         let mut span = Span::new(
-            self.trace_id
-                .span(&format!("session:{run_id}:{}:{index}", s.step)),
+            self.trace_id.span(&format!("session:{run_id}:{ordinal}")),
             Some(parent),
             format!("{kind} {program}").trim_end().to_string(),
             SpanKind::Internal,

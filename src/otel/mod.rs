@@ -38,11 +38,13 @@
 
 pub mod build;
 pub mod conventions;
+pub mod live;
 pub mod otlp;
 pub mod send;
 pub mod span;
 
 pub use build::trace_of;
+pub use live::{LiveExport, LiveSummary};
 pub use send::{Endpoint, Exporter, Sent};
 pub use span::{Span, SpanId, SpanKind, Status, Trace, TraceId, Value};
 
@@ -143,26 +145,36 @@ pub async fn export(
     let trace = trace_of(store, run_id)?;
     let endpoint = exporter.endpoint();
     let decision = send::decide(endpoint, run.policy_json.as_deref());
-    let (act_decision, rule, layer) = match &decision {
-        Ok(d) => (d.decision.as_str(), d.rule.clone(), d.layer.clone()),
-        Err(OtelError::EndpointDenied { rule, layer, .. }) => ("deny", rule.clone(), layer.clone()),
-        Err(_) => ("deny", String::new(), String::new()),
-    };
-    if !rule.is_empty() {
-        store.record_policy_event(&PolicyEvent {
-            run_id,
-            step: run.steps,
-            act: "net".into(),
-            target: endpoint.target.clone(),
-            decision: act_decision.into(),
-            rule,
-            layer,
-        })?;
-    }
+    record_decision(store, &run, endpoint, &decision)?;
     decision?;
     let sent = exporter.send(&trace).await?;
     Ok(Exported {
         trace_id: trace.trace_id.hex(),
         sent,
     })
+}
+
+/// Records the `net` decision on the endpoint in the run's `policy_events`, at its
+/// last committed step (a denial by an operator's rule too).
+fn record_decision(
+    store: &Store,
+    run: &crate::store::RunRecord,
+    endpoint: &Endpoint,
+    decision: &Result<crate::policy::PolicyDecision, OtelError>,
+) -> Result<(), OtelError> {
+    let (verdict, rule, layer) = match decision {
+        Ok(d) => (d.decision.as_str(), d.rule.clone(), d.layer.clone()),
+        Err(OtelError::EndpointDenied { rule, layer, .. }) => ("deny", rule.clone(), layer.clone()),
+        Err(_) => return Ok(()),
+    };
+    store.record_policy_event(&PolicyEvent {
+        run_id: run.id,
+        step: run.steps,
+        act: "net".into(),
+        target: endpoint.target.clone(),
+        decision: verdict.into(),
+        rule,
+        layer,
+    })?;
+    Ok(())
 }

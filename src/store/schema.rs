@@ -36,7 +36,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_AUDIT_FAILURES,
     V_RUN_ELAPSED,
     V_ATTEMPT_MESSAGES,
+    V_OTLP_DROPPED,
 ];
+
+/// Live OpenTelemetry export (issue #20): the exports of a run's spans that never
+/// reached the collector (the bounded queue was full, or the collector failed or
+/// refused); NULL when the run exported nothing live ("not exported" differs from 0).
+const V_OTLP_DROPPED: &str = "ALTER TABLE runs ADD COLUMN otlp_dropped INTEGER;";
 
 /// What the server said of each failed attempt (issue #17: a wrong model or base URL
 /// ended a run with the reason stored nowhere).

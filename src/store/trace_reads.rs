@@ -2,7 +2,7 @@
 //! record families above give without a timestamp a span needs. Kept apart so the
 //! trace's needs do not widen the records every other reader uses.
 
-use super::{Result, Store};
+use super::{Result, Store, ensure_run, get_opt_u64, sql_u64};
 
 /// When a sandbox session ended, by row: `sandbox_sessions.at_ms` is written as the
 /// session is recorded, right after the command ended, so a span runs from
@@ -26,5 +26,34 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Records how many live exports of the run's spans were dropped (0: all
+    /// delivered). Left NULL for a run nothing was exported from live.
+    pub fn set_otlp_dropped(&self, run_id: i64, dropped: u64) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = self.write_tx(&mut conn)?;
+        ensure_run(&tx, run_id)?;
+        tx.execute(
+            "UPDATE runs SET otlp_dropped = ?2 WHERE id = ?1",
+            rusqlite::params![run_id, sql_u64(dropped)],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The dropped live exports of a run: `None` when nothing was exported live.
+    pub fn otlp_dropped(&self, run_id: i64) -> Result<Option<u64>> {
+        let conn = self.conn();
+        let v = conn.query_row(
+            "SELECT otlp_dropped FROM runs WHERE id = ?1",
+            [run_id],
+            |r| get_opt_u64(r, 0),
+        );
+        match v {
+            Ok(v) => Ok(v),
+            Err(rusqlite::Error::QueryReturnedNoRows) => Err(super::StoreError::NoSuchRun(run_id)),
+            Err(e) => Err(e.into()),
+        }
     }
 }

@@ -456,3 +456,130 @@ async fn without_an_endpoint_or_with_bad_input_nothing_is_sent_and_it_exits_2() 
     let out = export(&store, &["999", "--endpoint", "http://127.0.0.1:9"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+/// A scripted task file of three steps (a write, a command that takes a second —
+/// time for the first step to go out while the run goes on —, then done) in `dir`.
+fn live_task(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir.join("t/ws")).unwrap();
+    std::fs::write(
+        dir.join("t/script.jsonl"),
+        "{\"tool_calls\": [{\"name\": \"write_file\", \"input\": {\"path\": \"a.txt\", \"content\": \"a\"}}], \"usage\": {\"input_tokens\": 11, \"output_tokens\": 2}}\n\
+         {\"tool_calls\": [{\"name\": \"run_command\", \"input\": {\"argv\": [\"sleep\", \"1\"]}}]}\n\
+         {\"text\": \"done\"}\n",
+    )
+    .unwrap();
+    let task = dir.join("t/task.toml");
+    std::fs::write(
+        &task,
+        "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"a.txt\", needle = \"a\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    )
+    .unwrap();
+    task
+}
+
+fn run_cli(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_io-harness"));
+    c.args(args)
+        .arg("--store")
+        .arg(dir.join("store.db"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_HEADERS");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn a_live_run_sends_its_steps_as_they_commit_and_the_same_spans_as_the_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = live_task(dir.path());
+    let rx = Receiver::start(dir.path(), "live", &[]);
+    let out = run_cli(
+        dir.path(),
+        &["run", task.to_str().unwrap(), "--otlp-endpoint", &rx.url()],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("warning: live OTLP"),
+        "{}",
+        text(&out.stderr)
+    );
+    let live = rx.received();
+    assert!(
+        live.len() >= 2,
+        "steps went out as they committed: {live:?}"
+    );
+    let mut live_ids: Vec<String> = live
+        .iter()
+        .flat_map(spans_of)
+        .map(|s| s["spanId"].as_str().unwrap().to_string())
+        .collect();
+    let n = live_ids.len();
+    live_ids.sort();
+    live_ids.dedup();
+    assert_eq!(live_ids.len(), n, "no span was sent twice");
+    // The root span went out last, once its run had finished.
+    let last = spans_of(live.last().unwrap());
+    assert!(last.iter().any(|s| s["name"] == "invoke_agent io-harness"));
+    let store = Store::open(dir.path().join("store.db")).unwrap();
+    assert_eq!(store.otlp_dropped(1).unwrap(), Some(0));
+
+    // The export after the fact names exactly the same spans.
+    let after = Receiver::start(dir.path(), "after", &[]);
+    let out = export(
+        &dir.path().join("store.db"),
+        &["1", "--endpoint", &after.url()],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut after_ids: Vec<String> = spans_of(&after.received()[0])
+        .iter()
+        .map(|s| s["spanId"].as_str().unwrap().to_string())
+        .collect();
+    after_ids.sort();
+    assert_eq!(after_ids, live_ids);
+}
+
+#[test]
+fn an_unreachable_collector_neither_fails_nor_stops_the_run_and_the_drops_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = live_task(dir.path());
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let out = run_cli(
+        dir.path(),
+        &["run", task.to_str().unwrap()],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &url)],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("warning: live OTLP export of run 1"),
+        "{}",
+        text(&out.stderr)
+    );
+    let store = Store::open(dir.path().join("store.db")).unwrap();
+    let dropped = store.otlp_dropped(1).unwrap();
+    assert!(dropped.is_some_and(|n| n >= 1), "{dropped:?}");
+    assert_eq!(
+        store.run(1).unwrap().unwrap().outcome.as_deref(),
+        Some("success")
+    );
+
+    // Without an endpoint, nothing is exported: NULL, not 0.
+    let other = tempfile::tempdir().unwrap();
+    let task = live_task(other.path());
+    let out = run_cli(other.path(), &["run", task.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let store = Store::open(other.path().join("store.db")).unwrap();
+    assert_eq!(store.otlp_dropped(1).unwrap(), None);
+}

@@ -34,7 +34,8 @@
 //! [`send::Exporter`] posts one JSON document to `{endpoint}/v1/traces`, after a
 //! `net` decision of the run's own policy ([`send::decide`]) that [`export`] records
 //! in the run's `policy_events`; the headers of `OTEL_EXPORTER_OTLP_HEADERS` are
-//! never stored or printed.
+//! never stored or printed. [`live::LiveExport`] does the same while a run goes,
+//! step by step, without ever making the run wait.
 
 pub mod build;
 pub mod conventions;

@@ -5,9 +5,10 @@
 //! a step's span is its recorded start and wall time; its model call starts with it
 //! and lasts the recorded model time; its tool calls follow the model call one after
 //! another with their recorded durations (the store keeps a call's duration, not its
-//! start); a sandbox session ends when it was recorded and lasts its duration. The
-//! stop reason of a reply is not in the store, so `gen_ai.response.finish_reasons` is
-//! not set. Prompt and completion content is never exported.
+//! start); a sandbox session ends when it was recorded and lasts its duration.
+//! `gen_ai.response.finish_reasons` is the step's stored stop reason (`end_turn`,
+//! `tool_use`, `max_tokens` or the provider's word), absent for steps stored before it
+//! was kept. Prompt and completion content is never exported.
 
 use std::collections::HashMap;
 
@@ -183,6 +184,12 @@ impl Builder<'_> {
         if let Some(cost) = step.cost_usd {
             s.attributes
                 .push((sc::HARNESS_COST_USD, super::span::Value::Double(cost)));
+        }
+        if let Some(reason) = &step.stop_reason {
+            s.attributes.push((
+                sc::RESPONSE_FINISH_REASONS,
+                super::span::Value::StrArray(vec![reason.clone()]),
+            ));
         }
         s
     }

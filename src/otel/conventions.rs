@@ -30,6 +30,8 @@ pub const REQUEST_MODEL: &str = "gen_ai.request.model";
 pub const USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
 /// `gen_ai.usage.output_tokens`.
 pub const USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+/// `gen_ai.response.finish_reasons` (string array).
+pub const RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
 /// `gen_ai.tool.name`.
 pub const TOOL_NAME: &str = "gen_ai.tool.name";
 /// `gen_ai.tool.call.id`.

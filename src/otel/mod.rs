@@ -16,17 +16,17 @@
 //!   gave a sub-agent), status ok on success and error with the outcome otherwise;
 //! - each committed step: `step {n}`;
 //! - its model call: `chat {model}` (kind client) with `gen_ai.operation.name`,
-//!   `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.usage.input_tokens` and
+//!   `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.usage.input_tokens`,
 //!   `gen_ai.usage.output_tokens` (`io_harness.usage.source` says whether those are
-//!   the provider's report or the harness's estimate);
+//!   the provider's report or the harness's estimate) and
+//!   `gen_ai.response.finish_reasons` (the stored stop reason);
 //! - its tool calls: `execute_tool {name}` with `gen_ai.tool.name`,
 //!   `gen_ai.tool.call.id` and `gen_ai.tool.type`;
 //! - each sandbox session: `sandbox {program}` for a command, `gate {program}` for a
 //!   verification gate, with the backend, the network posture and how it ended;
 //! - each sub-agent's run under the `execute_tool spawn_agent` span that spawned it.
 //!
-//! Not exported: prompt and completion content (there is no opt-in yet), the stop
-//! reason (`gen_ai.response.finish_reasons`: the store does not keep it), provider
+//! Not exported: prompt and completion content (there is no opt-in yet), provider
 //! retries and policy decisions as span events.
 //!
 //! # Sending

@@ -59,6 +59,9 @@ fn attr(key: &str, v: &Value) -> Json {
         Value::Double(d) if d.is_finite() => json!({ "doubleValue": d }),
         Value::Double(d) => json!({ "stringValue": d.to_string() }),
         Value::Bool(b) => json!({ "boolValue": b }),
+        Value::StrArray(a) => json!({
+            "arrayValue": { "values": a.iter().map(|s| json!({ "stringValue": s })).collect::<Vec<_>>() }
+        }),
     };
     json!({ "key": key, "value": value })
 }

@@ -113,6 +113,8 @@ pub enum Value {
     Double(f64),
     /// `boolValue`.
     Bool(bool),
+    /// `arrayValue` of strings.
+    StrArray(Vec<String>),
 }
 
 /// One span.

@@ -37,7 +37,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_RUN_ELAPSED,
     V_ATTEMPT_MESSAGES,
     V_OTLP_DROPPED,
+    V_STOP_REASONS,
 ];
+
+/// Why the model stopped at each step (`end_turn`, `tool_use`, `max_tokens`, or the
+/// provider's own word), written at commit: the trace's `gen_ai.response.finish_reasons`
+/// (issue #20). NULL in steps stored before it was kept.
+const V_STOP_REASONS: &str = "ALTER TABLE steps ADD COLUMN stop_reason TEXT;";
 
 /// Live OpenTelemetry export (issue #20): the exports of a run's spans that never
 /// reached the collector (the bounded queue was full, or the collector failed or

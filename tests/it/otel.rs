@@ -255,14 +255,27 @@ async fn a_run_tree_is_exported_as_one_trace_in_the_genai_conventions() {
         assert_eq!(a["gen_ai.provider.name"], s("scripted"));
         assert_eq!(a["gen_ai.request.model"], s("scripted"));
         assert!(
-            a.get("gen_ai.response.finish_reasons").is_none(),
-            "not in the store"
+            a["gen_ai.response.finish_reasons"]["arrayValue"]["values"][0]["stringValue"]
+                .is_string()
         );
         assert!(parent_name(&spans, c).starts_with("step "));
     }
     let first = attrs(chats[0]);
     assert_eq!(first["gen_ai.usage.input_tokens"], int(100));
     assert_eq!(first["gen_ai.usage.output_tokens"], int(7));
+    let reasons = |c: &Value| attrs(c)["gen_ai.response.finish_reasons"].clone();
+    assert_eq!(
+        reasons(chats[0]),
+        json!({"arrayValue": {"values": [s("tool_use")]}})
+    );
+    let last_root_chat = chats
+        .iter()
+        .find(|c| parent_name(&spans, c) == "step 3")
+        .unwrap();
+    assert_eq!(
+        reasons(last_root_chat),
+        json!({"arrayValue": {"values": [s("end_turn")]}})
+    );
 
     // Tool calls: each `execute_tool {name}` under its step.
     let spawn = find(&spans, "execute_tool spawn_agent");

@@ -2,7 +2,9 @@
 # Installs what the tests need, project-local and pinned:
 # 1. the Python environment the provider tests validate request bodies with:
 #    `.venv` at the repository root holding the official `openai` and `anthropic` SDKs
-#    and pydantic (tests/sdk/validate.py);
+#    and pydantic (tests/sdk/validate.py), and `opentelemetry-proto` (pinned), the OTLP
+#    protobuf definitions the OTLP/HTTP receiver of the trace export tests parses with
+#    (tests/fixtures/otlp_receiver.py);
 # 2. Debian's `chromium`, which renders the HTML report in the report tests
 #    (tests/it/report.rs), installed with apt-get when it is missing and we are root
 #    (CI); otherwise named as missing (the tests fail, or skip with
@@ -28,12 +30,15 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 
-if "$venv/bin/python" -c 'import openai, anthropic, pydantic, pytest' >/dev/null 2>&1; then
+otel_proto="1.45.2"
+if "$venv/bin/python" -c 'import openai, anthropic, pydantic, pytest' >/dev/null 2>&1 \
+    && [ "$("$venv/bin/python" -m pip show opentelemetry-proto 2>/dev/null | sed -n 's/^Version: //p')" = "$otel_proto" ]; then
     echo "setup-test-env: $venv is ready"
 else
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check openai anthropic pydantic pytest
-    "$venv/bin/python" -c 'import openai, anthropic, pydantic, pytest; print("setup-test-env: openai", openai.__version__, "anthropic", anthropic.__version__, "pydantic", pydantic.VERSION)'
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check openai anthropic pydantic pytest \
+        "opentelemetry-proto==$otel_proto"
+    "$venv/bin/python" -c 'import openai, anthropic, pydantic, pytest; from opentelemetry.proto.collector.trace.v1 import trace_service_pb2; print("setup-test-env: openai", openai.__version__, "anthropic", anthropic.__version__, "pydantic", pydantic.VERSION)'
 fi
 
 # Reference MCP servers, pinned. Bump both versions together and rerun.

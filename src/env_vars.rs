@@ -57,6 +57,14 @@ pub const ENV_VARS: &[EnvVar] = &[
         "`off` (or `0`) probes the sandbox afresh in every process instead of using the cached probe",
     ),
     v(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "the collector's OTLP/HTTP base URL for `export-otlp` and the live export of `run`/`resume` (as `--endpoint`, `--otlp-endpoint`)",
+    ),
+    v(
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "headers sent to the collector (`k=v,k2=v2`, values percent-decoded), held as secrets: never stored or printed",
+    ),
+    v(
         "IO_HARNESS_FAILPOINT",
         "test builds with the `failpoints` feature only: `<point>:<step>` aborts the process there",
     ),

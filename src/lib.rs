@@ -100,6 +100,8 @@ mod failpoint;
 mod fuzz;
 pub mod halt;
 pub mod mcp;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub mod policy;
 pub mod provider;
 pub mod redact;

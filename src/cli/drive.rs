@@ -44,6 +44,7 @@ pub async fn drive<'a, F, Fut>(
     json: bool,
     settings: Vec<io_harness::store::RunSetting>,
     keep: bool,
+    live: Option<super::otel_live::Live>,
     call: F,
 ) -> Result<i32, CliError>
 where
@@ -53,11 +54,18 @@ where
     let progress = Arc::new(Progress::new(json, chain.secrets.clone()));
     let cancel = CancelToken::new();
     watch_ctrl_c(cancel.clone());
+    let shown: Arc<dyn io_harness::run::Observer> = match &live {
+        Some(l) => Arc::new(super::otel_live::Tee {
+            inner: progress.clone(),
+            live: l.clone(),
+        }),
+        None => progress.clone(),
+    };
     let observer: Arc<dyn io_harness::run::Observer> = if settings.is_empty() {
-        progress.clone()
+        shown
     } else {
         Arc::new(super::settings_observer::RecordSettings::new(
-            progress.clone(),
+            shown,
             store.clone(),
             settings,
         ))
@@ -71,6 +79,9 @@ where
     }
     let result = call(chain.primary.as_ref(), options).await;
     progress.finish_line();
+    if let (Some(l), Ok(r)) = (&live, &result) {
+        super::otel_live::finish(l, store, r.run_id).await;
+    }
     let result = result?;
     let failure = last_provider_error(store, &result);
     let copy = super::keep::settle(store, result.run_id, &result.outcome, keep);

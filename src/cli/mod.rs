@@ -41,12 +41,14 @@ mod diff;
 mod doctor;
 mod doctor_caps;
 mod drive;
+mod export_otlp;
 mod init;
 mod json_out;
 mod keep;
 mod layered;
 mod mcp;
 mod memory;
+mod otel_live;
 mod output;
 mod progress;
 mod prompt;
@@ -96,6 +98,9 @@ enum Command {
     Apply(ApplyArgs),
     /// Answer a deferred approval request of a run.
     Approve(ApproveArgs),
+    /// Send a run's trace (its whole agent tree) to an OpenTelemetry collector over
+    /// OTLP/HTTP.
+    ExportOtlp(ExportOtlpArgs),
     /// Read the audit log of sandbox sessions (every generation).
     Audit(AuditArgs),
     /// Show which isolation layers this machine provides and which backend a run gets.
@@ -370,6 +375,10 @@ struct RunArgs {
     provider: ProviderArgs,
     #[command(flatten)]
     store: StoreArg,
+    /// Export the run's trace live to this OpenTelemetry collector (OTLP/HTTP base
+    /// URL; default OTEL_EXPORTER_OTLP_ENDPOINT). Never slows or fails the run.
+    #[arg(long = "otlp-endpoint", value_name = "URL")]
+    otlp_endpoint: Option<String>,
     /// Print one JSON event per line and a final result object.
     #[arg(long)]
     json: bool,
@@ -387,6 +396,10 @@ struct ResumeArgs {
     provider: ProviderArgs,
     #[command(flatten)]
     store: StoreArg,
+    /// Export the run's trace live to this OpenTelemetry collector (OTLP/HTTP base
+    /// URL; default OTEL_EXPORTER_OTLP_ENDPOINT). Never slows or fails the run.
+    #[arg(long = "otlp-endpoint", value_name = "URL")]
+    otlp_endpoint: Option<String>,
     /// Print one JSON event per line and a final result object.
     #[arg(long)]
     json: bool,
@@ -503,6 +516,20 @@ struct ReportArgs {
     output: Option<PathBuf>,
     #[command(flatten)]
     store: StoreArg,
+}
+
+#[derive(Debug, Args)]
+struct ExportOtlpArgs {
+    /// The run (any run of a tree exports the whole tree's trace).
+    run_id: i64,
+    /// The collector's OTLP/HTTP base URL (`/v1/traces` is appended).
+    #[arg(long, value_name = "URL")]
+    endpoint: Option<String>,
+    #[command(flatten)]
+    store: StoreArg,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -623,6 +650,7 @@ pub fn main() -> ExitCode {
             Command::Diff(a) => diff::execute(a),
             Command::Apply(a) => apply::execute(a),
             Command::Approve(a) => approve::execute(a),
+            Command::ExportOtlp(a) => export_otlp::execute(a).await,
             Command::Audit(a) => audit::execute(a),
             Command::Doctor(a) => doctor::execute(a),
             Command::Memory(a) => memory::execute(a),

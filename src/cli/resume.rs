@@ -9,12 +9,14 @@ pub async fn execute(args: ResumeArgs) -> Result<i32, CliError> {
     let contract = io_harness::run::stored_contract(&store, args.run_id)?;
     let spec = provider_args::merge(contract.providers.first(), &args.provider)?;
     let chain = drive::chain(&contract, &spec)?;
+    let live = super::otel_live::start(args.otlp_endpoint.as_deref(), &store)?;
     drive::drive(
         &chain,
         &store,
         args.json,
         Vec::new(),
         args.keep,
+        live,
         |provider, options| {
             io_harness::run::resume_with(&store, args.run_id, provider, None, options)
         },

@@ -56,12 +56,14 @@ async fn go(
     let chain = drive::chain(&contract, spec)?;
     let store = store_path::open(&args.store)?;
     let settings = layered::to_store(settings);
+    let live = super::otel_live::start(args.otlp_endpoint.as_deref(), &store)?;
     drive::drive(
         &chain,
         &store,
         args.json,
         settings,
         args.keep,
+        live,
         |provider, options| io_harness::run_with(&contract, provider, &store, options),
     )
     .await

@@ -63,6 +63,7 @@ mod schema;
 mod sessions;
 mod settings;
 mod steps;
+mod trace_reads;
 
 pub use async_store::AsyncStore;
 pub use context_events::ContextEvent;
@@ -78,6 +79,7 @@ pub use runs::{AgentLink, ChildRun};
 pub use sandbox_event::SandboxEvent;
 pub use schema::SCHEMA_VERSION;
 pub use settings::RunSetting;
+pub use trace_reads::SessionTime;
 
 use crate::redact::{Redactor, SecretSet};
 

@@ -194,6 +194,10 @@ pub struct StepRecord {
     /// The provider that served this step (`kind/model`), when known.
     #[serde(default)]
     pub provider: Option<String>,
+    /// Why the model stopped (`end_turn`, `tool_use`, `max_tokens`, or the provider's
+    /// own word); `None` in steps stored before it was kept.
+    #[serde(default)]
+    pub stop_reason: Option<String>,
 }
 
 /// A failed provider call that was retried or fallen back from.

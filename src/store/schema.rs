@@ -37,6 +37,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_RUN_ELAPSED,
     V_ATTEMPT_MESSAGES,
     V_RUN_SETTINGS,
+    V_OTLP_DROPPED,
+    V_STOP_REASONS,
 ];
 
 /// Every resolved configuration value of a run with its source (issue 19.3: flags,
@@ -52,6 +54,16 @@ CREATE TABLE run_settings (
     PRIMARY KEY (run_id, seq)
 );
 ";
+
+/// Why the model stopped at each step (`end_turn`, `tool_use`, `max_tokens`, or the
+/// provider's own word), written at commit: the trace's `gen_ai.response.finish_reasons`
+/// (issue #20). NULL in steps stored before it was kept.
+const V_STOP_REASONS: &str = "ALTER TABLE steps ADD COLUMN stop_reason TEXT;";
+
+/// Live OpenTelemetry export (issue #20): the exports of a run's spans that never
+/// reached the collector (the bounded queue was full, or the collector failed or
+/// refused); NULL when the run exported nothing live ("not exported" differs from 0).
+const V_OTLP_DROPPED: &str = "ALTER TABLE runs ADD COLUMN otlp_dropped INTEGER;";
 
 /// What the server said of each failed attempt (issue #17: a wrong model or base URL
 /// ended a run with the reason stored nowhere).

@@ -17,7 +17,7 @@ use crate::redact::Redactor;
 const STEP_COLUMNS: &str = "run_id, step, started_at_ms, duration_ms, model_ms, request_hash,
     reply_json, messages_json, usage_json, input_tokens, output_tokens,
     cached_input_tokens, cost_usd, cost_source, state_json, provider, token_source,
-    estimated_input_tokens, estimated_output_tokens";
+    estimated_input_tokens, estimated_output_tokens, stop_reason";
 
 impl Store {
     /// Commits a step atomically: the step, its tool calls, its policy events and its
@@ -103,7 +103,7 @@ fn insert_step(tx: &Connection, red: &Redactor, s: &StepRecord, hash: Option<&st
     let sql = format!(
         "INSERT INTO steps ({STEP_COLUMNS})
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                 ?18, ?19)"
+                 ?18, ?19, ?20)"
     );
     tx.execute(
         &sql,
@@ -127,6 +127,7 @@ fn insert_step(tx: &Connection, red: &Redactor, s: &StepRecord, hash: Option<&st
             red.text(&s.token_source),
             s.estimated_input_tokens.map(sql_u64),
             s.estimated_output_tokens.map(sql_u64),
+            red.opt(s.stop_reason.as_deref()),
         ],
     )?;
     Ok(())
@@ -201,6 +202,7 @@ fn step_record(r: &Row<'_>) -> rusqlite::Result<StepRecord> {
         token_source: r.get(16)?,
         estimated_input_tokens: get_opt_u64(r, 17)?,
         estimated_output_tokens: get_opt_u64(r, 18)?,
+        stop_reason: r.get(19)?,
         model_call: None,
         tool_calls: Vec::new(),
         policy_events: Vec::new(),

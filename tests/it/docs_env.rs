@@ -87,6 +87,15 @@ fn dynamic(file: &str, arg: &str) -> Option<(Names, &'static str)> {
             "k",
         )
         | ("src/cli/config_cmd.rs", "var") => (Names::Fixed(KEYS), "src/provider/factory.rs"),
+        ("src/otel/send.rs", "ENDPOINT_ENV") => (
+            Names::Fixed(&["OTEL_EXPORTER_OTLP_ENDPOINT"]),
+            "src/otel/send.rs",
+        ),
+        ("src/cli/otel_live.rs", "send::HEADERS_ENV")
+        | ("src/cli/export_otlp.rs", "otel::send::HEADERS_ENV") => (
+            Names::Fixed(&["OTEL_EXPORTER_OTLP_HEADERS"]),
+            "src/otel/send.rs",
+        ),
         ("src/cli/layered.rs", "k") => (
             Names::Fixed(&[
                 "IO_HARNESS_PROVIDER",

@@ -20,6 +20,8 @@ mod lock;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod memory;
+#[cfg(feature = "otel")]
+mod otel;
 mod policy;
 mod providers;
 mod report;

@@ -42,6 +42,7 @@ fn step(run_id: i64, n: u32) -> StepRecord {
         estimated_input_tokens: Some(125),
         estimated_output_tokens: Some(18),
         model_call: None,
+        stop_reason: Some("tool_use".into()),
         cached_input_tokens: Some(10),
         cost_usd: Some(0.5),
         cost_source: "price_table".into(),

@@ -61,6 +61,7 @@ impl Session<'_> {
             policy_events: round.policy_events,
             state_json: serde_json::to_string(&self.progress.state).unwrap_or_default(),
             provider: turn.served_by,
+            stop_reason: Some(stop_label(&reply.stop_reason)),
         };
         crate::failpoint::hit("step.before_commit", step);
         if let Err(e) = self.store.commit_step(record).await {
@@ -86,5 +87,17 @@ impl Session<'_> {
             cost_usd: self.progress.totals.cost_usd(),
         });
         Ok(())
+    }
+}
+
+/// The stop reason as the store keeps it: the neutral names, or the provider's own
+/// word for anything else.
+fn stop_label(r: &crate::provider::StopReason) -> String {
+    use crate::provider::StopReason;
+    match r {
+        StopReason::EndTurn => "end_turn".into(),
+        StopReason::ToolUse => "tool_use".into(),
+        StopReason::MaxTokens => "max_tokens".into(),
+        StopReason::Other(s) => s.clone(),
     }
 }

@@ -1,0 +1,85 @@
+//! The attribute names and values the trace uses, in one place, pinned to one version
+//! of the OpenTelemetry semantic conventions: the GenAI conventions are still moving
+//! (`gen_ai.system` gave way to `gen_ai.provider.name`), so the version is named here,
+//! in the export's `schemaUrl`, and in the README, and a change of version is a change
+//! of this file.
+//!
+//! Names under `io_harness.` are the harness's own (the conventions have none for a
+//! step, a sandbox session or a run's outcome).
+
+/// The pinned semantic-conventions version.
+pub const SEMCONV_VERSION: &str = "1.41.0";
+/// The schema URL of that version, written on the export's scope.
+pub const SCHEMA_URL: &str = "https://opentelemetry.io/schemas/1.41.0";
+
+/// `gen_ai.operation.name`.
+pub const OPERATION_NAME: &str = "gen_ai.operation.name";
+/// Operation of a model call.
+pub const OP_CHAT: &str = "chat";
+/// Operation of a tool call.
+pub const OP_EXECUTE_TOOL: &str = "execute_tool";
+/// Operation of a run (an agent invoked in this process).
+pub const OP_INVOKE_AGENT: &str = "invoke_agent";
+/// `gen_ai.provider.name`.
+pub const PROVIDER_NAME: &str = "gen_ai.provider.name";
+/// The value when the provider is not known.
+pub const PROVIDER_OTHER: &str = "_OTHER";
+/// `gen_ai.request.model`.
+pub const REQUEST_MODEL: &str = "gen_ai.request.model";
+/// `gen_ai.usage.input_tokens`.
+pub const USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
+/// `gen_ai.usage.output_tokens`.
+pub const USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+/// `gen_ai.response.finish_reasons` (string array).
+pub const RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
+/// `gen_ai.tool.name`.
+pub const TOOL_NAME: &str = "gen_ai.tool.name";
+/// `gen_ai.tool.call.id`.
+pub const TOOL_CALL_ID: &str = "gen_ai.tool.call.id";
+/// `gen_ai.tool.type`.
+pub const TOOL_TYPE: &str = "gen_ai.tool.type";
+/// Every tool the harness offers is a function the model calls and the harness runs.
+pub const TOOL_TYPE_FUNCTION: &str = "function";
+/// `gen_ai.agent.name`.
+pub const AGENT_NAME: &str = "gen_ai.agent.name";
+/// `gen_ai.agent.id`.
+pub const AGENT_ID: &str = "gen_ai.agent.id";
+/// `gen_ai.conversation.id`.
+pub const CONVERSATION_ID: &str = "gen_ai.conversation.id";
+/// `error.type`.
+pub const ERROR_TYPE: &str = "error.type";
+/// `error.type` of a tool call that failed or was refused.
+pub const ERROR_TOOL: &str = "tool_error";
+/// `process.exit.code`.
+pub const PROCESS_EXIT_CODE: &str = "process.exit.code";
+/// `service.name` (resource).
+pub const SERVICE_NAME: &str = "service.name";
+/// `service.version` (resource).
+pub const SERVICE_VERSION: &str = "service.version";
+
+/// The agent name of a root run (a sub-agent carries the name its parent gave it).
+pub const HARNESS: &str = "io-harness";
+/// The run's id in the store.
+pub const HARNESS_RUN_ID: &str = "io_harness.run.id";
+/// `running` or `finished`.
+pub const HARNESS_RUN_STATUS: &str = "io_harness.run.status";
+/// The outcome name of a finished run.
+pub const HARNESS_OUTCOME: &str = "io_harness.run.outcome";
+/// Committed steps.
+pub const HARNESS_STEPS: &str = "io_harness.run.steps";
+/// Cost in USD where known.
+pub const HARNESS_COST_USD: &str = "io_harness.cost_usd";
+/// The step number.
+pub const HARNESS_STEP: &str = "io_harness.step";
+/// `reported` or `estimated`: whose token counts these are.
+pub const HARNESS_TOKEN_SOURCE: &str = "io_harness.usage.source";
+/// `tool`, `gate` or `mcp`.
+pub const HARNESS_SANDBOX_PURPOSE: &str = "io_harness.sandbox.purpose";
+/// The backend that really ran the session.
+pub const HARNESS_SANDBOX_BACKEND: &str = "io_harness.sandbox.backend";
+/// The network posture in force.
+pub const HARNESS_SANDBOX_NETWORK: &str = "io_harness.sandbox.network";
+/// The signal that ended the command.
+pub const HARNESS_SIGNAL: &str = "io_harness.sandbox.signal";
+/// The enforced cap that ended it.
+pub const HARNESS_CAP_HIT: &str = "io_harness.sandbox.cap_hit";

@@ -405,3 +405,49 @@ fn completions_and_the_man_page_come_from_the_cli_definition() {
     let bad = f.cmd(&["completions", "tcsh"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// Adversary P6 of issue 19: `run --goal … --verify nosuchprog` called the model and
+/// failed at the gate, where a task file naming the same program is refused before
+/// anything runs. Both are refused up front now.
+#[test]
+fn run_goal_refuses_a_verify_program_that_is_not_there_before_anything_runs() {
+    let f = Fixture::new();
+    let script = format!("scripted:{}", f.script());
+    let root = f.proj();
+    let out = f.cmd(&[
+        "run",
+        "--goal",
+        "g",
+        "--verify",
+        "nosuchprog_xyz --flag",
+        "--root",
+        root.to_str().unwrap(),
+        "--provider",
+        &script,
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("nosuchprog_xyz"), "{err}");
+    assert!(err.contains("--verify"), "{err}");
+}
+
+/// Adversary P3 of issue 19: `init` wrote through a dangling `task.toml` link, creating
+/// the file it pointed at outside the project. A link is something there: refused
+/// without --force, and replaced (never written through) with it.
+#[test]
+fn init_never_writes_through_a_task_toml_link() {
+    let f = Fixture::new();
+    std::fs::write(f.proj().join("Cargo.toml"), "[package]\nname = \"p\"\n").unwrap();
+    let outside = f.path().join("outside/planted.sh");
+    std::os::unix::fs::symlink(&outside, f.proj().join("task.toml")).unwrap();
+    let dir = f.proj();
+    let out = f.cmd(&["init", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(!outside.exists());
+    std::fs::create_dir_all(outside.parent().unwrap()).unwrap();
+    let out = f.cmd(&["init", "--dir", dir.to_str().unwrap(), "--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!outside.exists(), "written through the link");
+    let meta = std::fs::symlink_metadata(f.proj().join("task.toml")).unwrap();
+    assert!(meta.is_file(), "the link itself was replaced");
+}

@@ -111,7 +111,6 @@ async fn an_unstreamed_reply_may_take_longer_than_the_header_wait_of_a_stream() 
         Reply::sse(whole(&openai_text("done"))).headers_after(slow),
     ])
     .await;
-    let mut cfg = cfg;
     cfg.base_url = format!("{}/v1", server.url());
     let wire = CompatibleWire {
         tool_choice: ToolChoice::Auto,

@@ -62,6 +62,7 @@ mod sandbox_cmd;
 mod settings_observer;
 mod show;
 mod show_settings;
+mod since;
 mod store_path;
 mod tools_cmd;
 
@@ -470,27 +471,9 @@ struct ListArgs {
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
     /// Only runs started since then: a duration back from now (`2h`, `7d`) or an RFC
-    /// 3339 time (`2026-12-01T09:00:00Z`).
-    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+    /// 3339 time (`2026-12-01T09:00:00Z`, `2026-12-01T11:00:00+02:00`).
+    #[arg(long, value_name = "WHEN", value_parser = since::parse_since)]
     since: Option<i64>,
-}
-
-/// `--since` as a Unix time in milliseconds.
-fn parse_since(s: &str) -> Result<i64, String> {
-    let now = std::time::SystemTime::now();
-    let at = match humantime::parse_duration(s) {
-        Ok(d) => now.checked_sub(d).ok_or("too far back")?,
-        Err(_) => humantime::parse_rfc3339_weak(s).map_err(|_| {
-            format!(
-                "`{s}` is neither a duration (2h, 7d) nor an RFC 3339 time (2026-12-01T09:00:00Z)"
-            )
-        })?,
-    };
-    let ms = at
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|_| "before 1970")?
-        .as_millis();
-    i64::try_from(ms).map_err(|_| "too far ahead".to_string())
 }
 
 #[derive(Debug, Args)]

@@ -65,6 +65,10 @@ pub const ENV_VARS: &[EnvVar] = &[
         "headers sent to the collector (`k=v,k2=v2`, values percent-decoded), held as secrets: never stored or printed",
     ),
     v(
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+        "`true` puts prompt and completion content on exported model-call spans (as `--otlp-content`); off otherwise",
+    ),
+    v(
         "IO_HARNESS_FAILPOINT",
         "test builds with the `failpoints` feature only: `<point>:<step>` aborts the process there",
     ),

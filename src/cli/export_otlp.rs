@@ -26,9 +26,14 @@ pub async fn execute(args: ExportOtlpArgs) -> Result<i32, CliError> {
     // them.
     store.redact_secrets(&headers.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>());
     let exporter = Exporter::new(endpoint, &headers).map_err(usage_or_internal)?;
-    let done = otel::export(&store, args.run_id, &exporter)
-        .await
-        .map_err(usage_or_internal)?;
+    let done = otel::export(
+        &store,
+        args.run_id,
+        &exporter,
+        otel::TraceOptions::from_env(args.otlp_content),
+    )
+    .await
+    .map_err(usage_or_internal)?;
     if args.json {
         outln!(
             "{}",

@@ -380,6 +380,10 @@ struct RunArgs {
     /// URL; default OTEL_EXPORTER_OTLP_ENDPOINT). Never slows or fails the run.
     #[arg(long = "otlp-endpoint", value_name = "URL")]
     otlp_endpoint: Option<String>,
+    /// Put prompt and completion content on the exported model-call spans (also
+    /// OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true; default off).
+    #[arg(long = "otlp-content")]
+    otlp_content: bool,
     /// Print one JSON event per line and a final result object.
     #[arg(long)]
     json: bool,
@@ -401,6 +405,10 @@ struct ResumeArgs {
     /// URL; default OTEL_EXPORTER_OTLP_ENDPOINT). Never slows or fails the run.
     #[arg(long = "otlp-endpoint", value_name = "URL")]
     otlp_endpoint: Option<String>,
+    /// Put prompt and completion content on the exported model-call spans (also
+    /// OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true; default off).
+    #[arg(long = "otlp-content")]
+    otlp_content: bool,
     /// Print one JSON event per line and a final result object.
     #[arg(long)]
     json: bool,
@@ -508,6 +516,10 @@ struct ExportOtlpArgs {
     /// The collector's OTLP/HTTP base URL (`/v1/traces` is appended).
     #[arg(long, value_name = "URL")]
     endpoint: Option<String>,
+    /// Put prompt and completion content on the model-call spans (also
+    /// OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true; default off).
+    #[arg(long = "otlp-content")]
+    otlp_content: bool,
     #[command(flatten)]
     store: StoreArg,
     /// One JSON object instead of text.

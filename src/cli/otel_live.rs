@@ -20,8 +20,12 @@ pub type Live = Arc<()>;
 /// neither names an endpoint. A bad endpoint or header is a configuration error
 /// (exit 2) before the run starts.
 #[cfg(feature = "otel")]
-pub fn start(flag: Option<&str>, store: &io_harness::Store) -> Result<Option<Live>, CliError> {
-    use io_harness::otel::{Endpoint, Exporter, LiveExport, OtelError, send};
+pub fn start(
+    flag: Option<&str>,
+    content: bool,
+    store: &io_harness::Store,
+) -> Result<Option<Live>, CliError> {
+    use io_harness::otel::{Endpoint, Exporter, LiveExport, OtelError, TraceOptions, send};
     let endpoint = match flag {
         Some(f) => Endpoint::parse(f.trim(), "--otlp-endpoint"),
         None => Endpoint::resolve(None),
@@ -45,12 +49,21 @@ pub fn start(flag: Option<&str>, store: &io_harness::Store) -> Result<Option<Liv
         .map_err(|e| CliError::Internal(format!("{}: {e}", path.display())))?;
     reader.redact_secrets(&values);
     let exporter = Exporter::new(endpoint, &headers).map_err(|e| CliError::Usage(e.to_string()))?;
-    Ok(Some(Arc::new(LiveExport::start(reader, exporter))))
+    Ok(Some(Arc::new(LiveExport::start(
+        reader,
+        exporter,
+        TraceOptions::from_env(content),
+    ))))
 }
 
 /// Without the `otel` feature a live endpoint is refused (exit 2), none is fine.
 #[cfg(not(feature = "otel"))]
-pub fn start(flag: Option<&str>, _store: &io_harness::Store) -> Result<Option<Live>, CliError> {
+pub fn start(
+    flag: Option<&str>,
+    content: bool,
+    _store: &io_harness::Store,
+) -> Result<Option<Live>, CliError> {
+    let _ = content;
     match flag {
         Some(_) => Err(CliError::Usage(
             "--otlp-endpoint needs the `otel` feature, which this build lacks".into(),

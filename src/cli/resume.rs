@@ -9,7 +9,7 @@ pub async fn execute(args: ResumeArgs) -> Result<i32, CliError> {
     let contract = io_harness::run::stored_contract(&store, args.run_id)?;
     let spec = provider_args::merge(contract.providers.first(), &args.provider)?;
     let chain = drive::chain(&contract, &spec)?;
-    let live = super::otel_live::start(args.otlp_endpoint.as_deref(), &store)?;
+    let live = super::otel_live::start(args.otlp_endpoint.as_deref(), args.otlp_content, &store)?;
     drive::drive(
         &chain,
         &store,

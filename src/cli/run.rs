@@ -56,7 +56,7 @@ async fn go(
     let chain = drive::chain(&contract, spec)?;
     let store = store_path::open(&args.store)?;
     let settings = layered::to_store(settings);
-    let live = super::otel_live::start(args.otlp_endpoint.as_deref(), &store)?;
+    let live = super::otel_live::start(args.otlp_endpoint.as_deref(), args.otlp_content, &store)?;
     drive::drive(
         &chain,
         &store,

@@ -104,14 +104,42 @@ fn print_json(store: &io_harness::Store, run_id: i64, t: Trace) -> Result<(), Cl
         "mcp_events": t.mcp,
         "context_events": t.context,
         "settings": store.settings(run_id)?,
+        "run_sessions": store.run_sessions(run_id)?.iter().map(|r| serde_json::json!({
+            "ordinal": r.ordinal,
+            "started_at_ms": r.started_at_ms,
+            "ended_at_ms": r.ended_at_ms,
+            "ended_as": r.ended_as,
+        })).collect::<Vec<_>>(),
+        "otlp_dropped": store.otlp_dropped(run_id)?,
     });
     super::json_out::print("show", obj, &Default::default());
+    Ok(())
+}
+
+/// How many sessions drove the run and how each ended, and the live export's drops.
+fn print_run_sessions(store: &io_harness::Store, run_id: i64) -> Result<(), CliError> {
+    let sessions = store.run_sessions(run_id)?;
+    if sessions.len() > 1 {
+        let ends: Vec<String> = sessions
+            .iter()
+            .map(|r| {
+                r.ended_as
+                    .clone()
+                    .unwrap_or_else(|| "no end on record".into())
+            })
+            .collect();
+        outln!("sessions: {} ({})", sessions.len(), ends.join(", "));
+    }
+    if let Some(n) = store.otlp_dropped(run_id)? {
+        outln!("live OTLP export: {n} export(s) dropped");
+    }
     Ok(())
 }
 
 /// The human-readable trace: the run, each step, then what happened around them.
 fn print_text(store: &io_harness::Store, run_id: i64, t: &Trace) -> Result<(), CliError> {
     print_header(&t.run, t.link.as_ref());
+    print_run_sessions(store, run_id)?;
     print_estimates(t);
     super::show_settings::print(store, run_id)?;
     for st in &t.steps {

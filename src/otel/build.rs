@@ -8,7 +8,12 @@
 //! start); a sandbox session ends when it was recorded and lasts its duration.
 //! `gen_ai.response.finish_reasons` is the step's stored stop reason (`end_turn`,
 //! `tool_use`, `max_tokens` or the provider's word), absent for steps stored before it
-//! was kept. Prompt and completion content is never exported.
+//! was kept. Prompt and completion content is exported only on the operator's opt-in
+//! ([`TraceOptions::content`]; see `content`).
+//!
+//! A run is one span per session (the process that started it and each resume),
+//! all in the run's one trace: a span cannot change once sent, so a resume adds its
+//! own session's span instead of re-sending the run's.
 
 use std::collections::HashMap;
 
@@ -17,10 +22,38 @@ use super::conventions as sc;
 use super::span::{Span, SpanId, SpanKind, Status, Trace, TraceId};
 use crate::store::{RunRecord, SandboxSession, SessionTime, StepRecord, Store, ToolCallRecord};
 
+/// What a trace carries beyond the record's structure.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TraceOptions {
+    /// Prompt and completion content on the model-call spans
+    /// (`gen_ai.input.messages`, `gen_ai.output.messages`): only on the operator's
+    /// explicit opt-in ([`CONTENT_ENV`] or `--otlp-content`), as the conventions ask.
+    pub content: bool,
+}
+
+/// The environment variable the OpenTelemetry GenAI instrumentations read for the
+/// content opt-in; `true` (any case) opts in here too.
+pub const CONTENT_ENV: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
+
+impl TraceOptions {
+    /// The options an operator asked for: `flag` (`--otlp-content`) or [`CONTENT_ENV`].
+    pub fn from_env(flag: bool) -> Self {
+        let env = std::env::var(CONTENT_ENV).is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        Self {
+            content: flag || env,
+        }
+    }
+}
+
 /// Builds the trace of the tree `run_id` belongs to, rooted at its root run: the run
 /// asked for is exported with its ancestors' and its sub-agents' spans, so a collector
-/// shows one trace whichever run of the tree was named.
+/// shows one trace whichever run of the tree was named. No content is exported.
 pub fn trace_of(store: &Store, run_id: i64) -> Result<Trace, OtelError> {
+    trace_with(store, run_id, TraceOptions::default())
+}
+
+/// [`trace_of`] with options (the content opt-in).
+pub fn trace_with(store: &Store, run_id: i64, options: TraceOptions) -> Result<Trace, OtelError> {
     store.run(run_id)?.ok_or(OtelError::NoSuchRun(run_id))?;
     let root_id = store.root_run(run_id)?;
     let root = store.run(root_id)?.ok_or(OtelError::NoSuchRun(root_id))?;
@@ -28,6 +61,7 @@ pub fn trace_of(store: &Store, run_id: i64) -> Result<Trace, OtelError> {
     let mut b = Builder {
         store,
         trace_id,
+        options,
         spans: Vec::new(),
     };
     b.run(&root, None, None)?;
@@ -40,12 +74,24 @@ pub fn trace_of(store: &Store, run_id: i64) -> Result<Trace, OtelError> {
 struct Builder<'s> {
     store: &'s Store,
     trace_id: TraceId,
+    options: TraceOptions,
     spans: Vec<Span>,
 }
 
+/// One session of a run as its span shows it.
+struct SessionView {
+    ordinal: u32,
+    start: i64,
+    end: Option<i64>,
+    /// How it ended: its outcome, `interrupted` for a session a later one followed
+    /// without an end on record, `None` for the open (or last, killed) session.
+    ended_as: Option<String>,
+}
+
 impl Builder<'_> {
-    /// The run's span, its steps, and each child run under the tool call that spawned
-    /// it (`spawn` is that span, `name` the child's agent name).
+    /// The run's sessions, each a span, its steps under the session that committed
+    /// them, and each child run under the tool call that spawned it (`spawn` is that
+    /// span, `name` the child's agent name).
     fn run(
         &mut self,
         run: &RunRecord,
@@ -53,24 +99,41 @@ impl Builder<'_> {
         name: Option<&str>,
     ) -> Result<(), OtelError> {
         let steps = self.store.steps(run.id)?;
-        let sessions = self.store.sandbox_sessions(run.id)?;
+        let sessions = self.sessions(run)?;
+        let sandbox = self.store.sandbox_sessions(run.id)?;
         let times = self.store.sandbox_session_times(run.id)?;
-        let run_span = self.run_span(run, spawn, name, &steps);
-        let run_span_id = run_span.id;
-        self.spans.push(run_span);
+        let in_session = |at: i64| sessions.iter().rposition(|v| v.start <= at).unwrap_or(0);
+        let mut session_ids = Vec::with_capacity(sessions.len());
+        for (i, v) in sessions.iter().enumerate() {
+            let parent = if i == 0 {
+                spawn
+            } else {
+                session_ids.first().copied()
+            };
+            let own: Vec<&StepRecord> = steps
+                .iter()
+                .filter(|s| in_session(s.started_at_ms) == i)
+                .collect();
+            let span = self.session_span(run, v, parent, name, &own);
+            session_ids.push(span.id);
+            self.spans.push(span);
+        }
         let mut tool_spans: HashMap<(u32, String), SpanId> = HashMap::new();
         let mut step_spans: HashMap<u32, SpanId> = HashMap::new();
+        let mut previous: Option<&StepRecord> = None;
         for step in &steps {
-            let id = self.step(run, step, run_span_id, &mut tool_spans);
+            let parent = session_ids[in_session(step.started_at_ms)];
+            let id = self.step(run, step, previous, parent, &mut tool_spans);
             step_spans.insert(step.step, id);
+            previous = Some(step);
         }
-        for (ordinal, (s, t)) in sessions.iter().zip(times).enumerate() {
+        for (ordinal, (s, t)) in sandbox.iter().zip(times).enumerate() {
             let parent = match step_spans.get(&s.step) {
                 Some(id) => *id,
                 // Its step is not committed yet: it joins the trace with its step, so
                 // a live export never sends it under another parent.
                 None if run.status == "running" => continue,
-                None => run_span_id,
+                None => session_ids[in_session(t.ended_at_ms)],
             };
             self.session(run.id, ordinal, s, t, parent);
         }
@@ -78,58 +141,102 @@ impl Builder<'_> {
             let parent = tool_spans
                 .get(&(child.link.step, child.link.call_id.clone()))
                 .copied()
-                .unwrap_or(run_span_id);
+                .unwrap_or(session_ids[0]);
             self.run(&child.run, Some(parent), Some(&child.link.name))?;
         }
         Ok(())
     }
 
-    fn run_span(
+    /// The run's sessions from the record; a run stored before sessions were kept is
+    /// one session from its start to its end.
+    fn sessions(&self, run: &RunRecord) -> Result<Vec<SessionView>, OtelError> {
+        let rows = self.store.run_sessions(run.id)?;
+        if rows.is_empty() {
+            return Ok(vec![SessionView {
+                ordinal: 0,
+                start: run.started_at_ms,
+                end: run.finished_at_ms,
+                ended_as: run.outcome.clone(),
+            }]);
+        }
+        let last = rows.len() - 1;
+        Ok(rows
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| SessionView {
+                ordinal: r.ordinal,
+                // The first session is the run's: it starts with the run's row.
+                start: if i == 0 {
+                    r.started_at_ms.min(run.started_at_ms)
+                } else {
+                    r.started_at_ms
+                },
+                end: r.ended_at_ms,
+                ended_as: r
+                    .ended_as
+                    .or_else(|| (i < last).then(|| sc::SESSION_INTERRUPTED.to_string())),
+            })
+            .collect())
+    }
+
+    /// A session's span: `invoke_agent {agent}`; the first is the run's root (or sits
+    /// under the spawning call), each resume's sits under the first, in the same trace.
+    /// Everything on it is fixed once the session ends (its own steps' usage, how it
+    /// ended), so the span a live export sent is the one an export after the fact
+    /// builds.
+    fn session_span(
         &self,
         run: &RunRecord,
+        v: &SessionView,
         parent: Option<SpanId>,
         name: Option<&str>,
-        steps: &[StepRecord],
+        steps: &[&StepRecord],
     ) -> Span {
         let agent = name.unwrap_or(sc::HARNESS);
         let last_step_end = steps
             .iter()
             .map(|s| s.started_at_ms.saturating_add(ms_i64(s.duration_ms)))
             .max();
-        let end = run
-            .finished_at_ms
-            .or(last_step_end)
-            .unwrap_or(run.started_at_ms)
-            .max(run.started_at_ms);
-        let duration = u64::try_from(end - run.started_at_ms).unwrap_or(0);
+        let end = v.end.or(last_step_end).unwrap_or(v.start).max(v.start);
+        let key = match v.ordinal {
+            0 => format!("run:{}", run.id),
+            n => format!("run:{}:session:{n}", run.id),
+        };
         let mut s = Span::new(
-            self.trace_id.span(&format!("run:{}", run.id)),
+            self.trace_id.span(&key),
             parent,
             format!("{} {agent}", sc::OP_INVOKE_AGENT),
             SpanKind::Internal,
-            run.started_at_ms,
-            duration,
+            v.start,
+            u64::try_from(end - v.start).unwrap_or(0),
         );
+        let sum = |f: fn(&StepRecord) -> u64| steps.iter().map(|s| f(s)).sum::<u64>();
         s.str(sc::OPERATION_NAME, sc::OP_INVOKE_AGENT)
             .str(sc::AGENT_NAME, agent)
             .str(sc::AGENT_ID, run.id.to_string())
             .str(sc::CONVERSATION_ID, run.id.to_string())
             .int(sc::HARNESS_RUN_ID, run.id)
-            .str(sc::HARNESS_RUN_STATUS, run.status.as_str())
-            .int(sc::HARNESS_STEPS, run.steps)
-            .int(sc::USAGE_INPUT_TOKENS, run.input_tokens)
-            .int(sc::USAGE_OUTPUT_TOKENS, run.output_tokens);
-        if let Some(cost) = run.cost_usd {
-            s.attributes
-                .push((sc::HARNESS_COST_USD, super::span::Value::Double(cost)));
+            .int(sc::HARNESS_SESSION, v.ordinal)
+            .int(sc::HARNESS_SESSION_STEPS, steps.len())
+            .int(sc::USAGE_INPUT_TOKENS, sum(|s| s.input_tokens))
+            .int(sc::USAGE_OUTPUT_TOKENS, sum(|s| s.output_tokens));
+        let costs: Vec<f64> = steps.iter().filter_map(|s| s.cost_usd).collect();
+        if !costs.is_empty() {
+            s.attributes.push((
+                sc::HARNESS_COST_USD,
+                super::span::Value::Double(costs.iter().sum()),
+            ));
         }
-        if let Some(outcome) = &run.outcome {
-            s.str(sc::HARNESS_OUTCOME, outcome.as_str());
-            s.status = if outcome == "success" {
-                Status::Ok
-            } else {
-                Status::Error(outcome.clone())
+        if let Some(ended) = &v.ended_as {
+            s.str(sc::HARNESS_SESSION_ENDED, ended.as_str());
+            s.status = match ended.as_str() {
+                "success" => Status::Ok,
+                "awaiting_approval" => Status::Unset,
+                other => Status::Error(other.to_string()),
             };
+            if ended != sc::SESSION_INTERRUPTED {
+                s.str(sc::HARNESS_OUTCOME, ended.as_str());
+            }
         }
         s
     }
@@ -139,6 +246,7 @@ impl Builder<'_> {
         &mut self,
         run: &RunRecord,
         step: &StepRecord,
+        previous: Option<&StepRecord>,
         parent: SpanId,
         tool_spans: &mut HashMap<(u32, String), SpanId>,
     ) -> SpanId {
@@ -154,7 +262,11 @@ impl Builder<'_> {
         s.int(sc::HARNESS_STEP, step.step);
         let step_id = s.id;
         self.spans.push(s);
-        self.spans.push(self.chat(run, step, &key, step_id));
+        let mut chat = self.chat(run, step, &key, step_id);
+        if self.options.content {
+            super::content::attach(&mut chat, run, step, previous);
+        }
+        self.spans.push(chat);
         let mut at = step.started_at_ms.saturating_add(ms_i64(step.model_ms));
         for (seq, call) in step.tool_calls.iter().enumerate() {
             let span = self.tool(call, &format!("{key}:{seq}"), step_id, at);

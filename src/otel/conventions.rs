@@ -61,12 +61,26 @@ pub const SERVICE_VERSION: &str = "service.version";
 pub const HARNESS: &str = "io-harness";
 /// The run's id in the store.
 pub const HARNESS_RUN_ID: &str = "io_harness.run.id";
-/// `running` or `finished`.
-pub const HARNESS_RUN_STATUS: &str = "io_harness.run.status";
-/// The outcome name of a finished run.
+/// The outcome a session ended the run (or its session) with.
 pub const HARNESS_OUTCOME: &str = "io_harness.run.outcome";
-/// Committed steps.
-pub const HARNESS_STEPS: &str = "io_harness.run.steps";
+/// The session's ordinal: 0 for the one that started the run, then one per resume.
+pub const HARNESS_SESSION: &str = "io_harness.session";
+/// Steps committed in the session.
+pub const HARNESS_SESSION_STEPS: &str = "io_harness.session.steps";
+/// How the session ended: an outcome name, or [`SESSION_INTERRUPTED`]; absent while
+/// it runs (a live export sends a session's span only once this is set).
+pub const HARNESS_SESSION_ENDED: &str = "io_harness.session.ended";
+/// A session whose process was killed before its end was on record, and which a later
+/// session continued.
+pub const SESSION_INTERRUPTED: &str = "interrupted";
+/// `gen_ai.input.messages` (opt-in content): the messages this request added to the
+/// conversation, as a JSON string in the conventions' message schema.
+pub const INPUT_MESSAGES: &str = "gen_ai.input.messages";
+/// `gen_ai.output.messages` (opt-in content): the model's reply.
+pub const OUTPUT_MESSAGES: &str = "gen_ai.output.messages";
+/// Which messages `gen_ai.input.messages` holds: `new` (those this request added; the
+/// whole history is their concatenation along the steps).
+pub const HARNESS_INPUT_SCOPE: &str = "io_harness.input.messages.scope";
 /// Cost in USD where known.
 pub const HARNESS_COST_USD: &str = "io_harness.cost_usd";
 /// The step number.

@@ -2,9 +2,12 @@
 //! each step commit (and at the end), which only puts the run id in a bounded queue
 //! (`try_send`: it never waits, and a full queue counts a dropped export instead); an
 //! exporter task on the runtime takes notices off the queue, builds the tree's trace
-//! from its own handle on the store ([`super::trace_of`]) and sends the spans it has
-//! not sent yet. A run span goes out once its run has finished (a span is immutable
-//! once sent), its steps as they commit. A failed or refused send counts as dropped
+//! from its own handle on the store ([`super::trace_with`]) and sends the spans it has
+//! not sent yet. A session's span goes out once the session has ended (a span is
+//! immutable once sent), its steps as they commit. Only this process's work goes out:
+//! spans that began before the exporter started belong to earlier sessions, which
+//! sent them — except the span of a session killed before its end, which no process
+//! sent, and which the session right after it sends as `interrupted`. A failed or refused send counts as dropped
 //! too, and its spans go out with the next notice. Nothing here can fail or slow the
 //! run: errors become counts and one warning.
 //!
@@ -19,8 +22,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::span::{SpanId, Value};
-use super::{Exporter, OtelError, conventions as sc, record_decision, trace_of};
+use super::span::{Span, SpanId, Value};
+use super::{Exporter, OtelError, TraceOptions, conventions as sc, record_decision, trace_with};
 use crate::store::Store;
 
 /// Notices the queue holds: a step commit is one, so a collector slower than the run
@@ -60,14 +63,21 @@ impl std::fmt::Debug for Msg {
 }
 
 impl LiveExport {
-    /// Starts the exporter task (on the current tokio runtime) reading `store`.
-    pub fn start(store: Store, exporter: Exporter) -> Self {
+    /// Starts the exporter task (on the current tokio runtime) reading `store`; start
+    /// it before the run's session opens (what began earlier is not this process's).
+    pub fn start(store: Store, exporter: Exporter, options: TraceOptions) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
         let first_error = Arc::new(Mutex::new(None));
+        let floor_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .saturating_mul(1_000_000);
         let st = State {
             store,
             exporter,
+            options,
+            floor_ns,
             sent: HashSet::new(),
             allowed: None,
             dropped: dropped.clone(),
@@ -126,6 +136,9 @@ impl LiveExport {
 struct State {
     store: Store,
     exporter: Exporter,
+    options: TraceOptions,
+    /// When this process's exporter started (whole ms, as the record keeps times).
+    floor_ns: u64,
     sent: HashSet<SpanId>,
     /// `None` before the decision, then whether the endpoint is allowed.
     allowed: Option<bool>,
@@ -174,22 +187,57 @@ impl State {
                 layer: "-".into(),
             });
         }
-        let store = self.store.clone();
-        let mut trace = tokio::task::spawn_blocking(move || trace_of(&store, run_id))
+        let (store, options) = (self.store.clone(), self.options);
+        let mut trace = tokio::task::spawn_blocking(move || trace_with(&store, run_id, options))
             .await
             .map_err(|e| OtelError::Send {
                 endpoint: String::new(),
                 why: e.to_string(),
             })??;
-        let running = Value::Str("running".into());
-        trace.spans.retain(|s| {
-            !self.sent.contains(&s.id) && s.attr(sc::HARNESS_RUN_STATUS) != Some(&running)
-        });
+        let latest = latest_sessions(&trace.spans);
+        trace
+            .spans
+            .retain(|s| !self.sent.contains(&s.id) && self.ours(s, &latest));
         if trace.spans.is_empty() {
             return Ok(());
         }
         self.exporter.send(&trace).await?;
         self.sent.extend(trace.spans.iter().map(|s| s.id));
         Ok(())
+    }
+}
+
+impl State {
+    /// Whether `span` is this process's to send now.
+    fn ours(&self, span: &Span, latest: &std::collections::HashMap<i64, i64>) -> bool {
+        let Some(Value::Int(ordinal)) = span.attr(sc::HARNESS_SESSION) else {
+            return span.start_ns >= self.floor_ns;
+        };
+        match span.attr(sc::HARNESS_SESSION_ENDED) {
+            None => false,
+            Some(Value::Str(e)) if e == sc::SESSION_INTERRUPTED => {
+                run_of(span).and_then(|r| latest.get(&r)) == Some(&(ordinal + 1))
+            }
+            Some(_) => span.start_ns >= self.floor_ns,
+        }
+    }
+}
+
+/// The latest session ordinal of each run in the trace.
+fn latest_sessions(spans: &[Span]) -> std::collections::HashMap<i64, i64> {
+    let mut latest = std::collections::HashMap::new();
+    for s in spans {
+        if let (Some(Value::Int(n)), Some(run)) = (s.attr(sc::HARNESS_SESSION), run_of(s)) {
+            let e = latest.entry(run).or_insert(*n);
+            *e = (*e).max(*n);
+        }
+    }
+    latest
+}
+
+fn run_of(span: &Span) -> Option<i64> {
+    match span.attr(sc::HARNESS_RUN_ID) {
+        Some(Value::Int(r)) => Some(*r),
+        _ => None,
     }
 }

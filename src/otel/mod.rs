@@ -12,8 +12,9 @@
 //!
 //! # The spans
 //!
-//! - the run: `invoke_agent {agent}` (`io-harness` for a root run, the name its parent
-//!   gave a sub-agent), status ok on success and error with the outcome otherwise;
+//! - each session of the run: `invoke_agent {agent}` (`io-harness` for a root run, the
+//!   name its parent gave a sub-agent), status ok on success, unset awaiting approval,
+//!   error with the outcome otherwise;
 //! - each committed step: `step {n}`;
 //! - its model call: `chat {model}` (kind client) with `gen_ai.operation.name`,
 //!   `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.usage.input_tokens`,
@@ -26,8 +27,12 @@
 //!   verification gate, with the backend, the network posture and how it ended;
 //! - each sub-agent's run under the `execute_tool spawn_agent` span that spawned it.
 //!
-//! Not exported: prompt and completion content (there is no opt-in yet), provider
-//! retries and policy decisions as span events.
+//! Prompt and completion content goes out only on the operator's opt-in
+//! ([`TraceOptions`]: `--otlp-content` or `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+//! Not exported: provider retries and policy decisions as span events.
+//!
+//! A run is one `invoke_agent` span per session — the process that started it and each
+//! resume — in one trace: the first is the root, each resume's sits under it.
 //!
 //! # Sending
 //!
@@ -38,13 +43,14 @@
 //! step by step, without ever making the run wait.
 
 pub mod build;
+mod content;
 pub mod conventions;
 pub mod live;
 pub mod otlp;
 pub mod send;
 pub mod span;
 
-pub use build::trace_of;
+pub use build::{CONTENT_ENV, TraceOptions, trace_of, trace_with};
 pub use live::{LiveExport, LiveSummary};
 pub use send::{Endpoint, Exporter, Sent};
 pub use span::{Span, SpanId, SpanKind, Status, Trace, TraceId, Value};
@@ -141,9 +147,10 @@ pub async fn export(
     store: &Store,
     run_id: i64,
     exporter: &Exporter,
+    options: TraceOptions,
 ) -> Result<Exported, OtelError> {
     let run = store.run(run_id)?.ok_or(OtelError::NoSuchRun(run_id))?;
-    let trace = trace_of(store, run_id)?;
+    let trace = trace_with(store, run_id, options)?;
     let endpoint = exporter.endpoint();
     let decision = send::decide(endpoint, run.policy_json.as_deref());
     record_decision(store, &run, endpoint, &decision)?;

@@ -57,6 +57,7 @@ mod open;
 mod prune;
 mod records;
 mod replies;
+mod run_sessions;
 mod runs;
 mod sandbox_event;
 mod schema;
@@ -75,6 +76,7 @@ pub use records::{
     RunRecord, SandboxSession, StepRecord, ToolCallRecord, ToolIntent, ToolIntentRecord,
 };
 pub use replies::StoredReply;
+pub use run_sessions::RunSession;
 pub use runs::{AgentLink, ChildRun};
 pub use sandbox_event::SandboxEvent;
 pub use schema::SCHEMA_VERSION;

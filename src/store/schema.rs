@@ -39,7 +39,22 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_RUN_SETTINGS,
     V_OTLP_DROPPED,
     V_STOP_REASONS,
+    V_RUN_SESSIONS,
 ];
+
+/// Each session of a run — the first and every resume — with when it began and how it
+/// ended (issue 20: a trace has one span per session, and a session killed before its
+/// end has no `ended_at_ms`).
+const V_RUN_SESSIONS: &str = "
+CREATE TABLE run_sessions (
+    run_id        INTEGER NOT NULL REFERENCES runs(id),
+    ordinal       INTEGER NOT NULL,
+    started_at_ms INTEGER NOT NULL,
+    ended_at_ms   INTEGER,
+    ended_as      TEXT,
+    PRIMARY KEY (run_id, ordinal)
+);
+";
 
 /// Every resolved configuration value of a run with its source (issue 19.3: flags,
 /// environment, task file, project and user config, defaults).

@@ -91,6 +91,10 @@ fn dynamic(file: &str, arg: &str) -> Option<(Names, &'static str)> {
             Names::Fixed(&["OTEL_EXPORTER_OTLP_ENDPOINT"]),
             "src/otel/send.rs",
         ),
+        ("src/otel/build.rs", "CONTENT_ENV") => (
+            Names::Fixed(&["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"]),
+            "src/otel/build.rs",
+        ),
         ("src/cli/otel_live.rs", "send::HEADERS_ENV")
         | ("src/cli/export_otlp.rs", "otel::send::HEADERS_ENV") => (
             Names::Fixed(&["OTEL_EXPORTER_OTLP_HEADERS"]),

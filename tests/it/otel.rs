@@ -48,7 +48,7 @@ impl Receiver {
     }
 
     /// Every line it appended.
-    fn received(&self) -> Vec<Value> {
+    pub(crate) fn received(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.out)
             .unwrap_or_default()
             .lines()
@@ -123,26 +123,28 @@ async fn tree(dir: &Path) -> (PathBuf, i64) {
     (path, r.run_id)
 }
 
-fn export(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(crate) fn export(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_io-harness"));
     c.arg("export-otlp")
         .args(args)
         .arg("--store")
         .arg(store)
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_HEADERS");
+        .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
+        .env_remove("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        .env_remove("IO_HARNESS_FAILPOINT");
     for (k, v) in env {
         c.env(k, v);
     }
     c.output().unwrap()
 }
 
-fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
 /// The spans of the one accepted request, and its resource and scope.
-fn spans_of(line: &Value) -> Vec<Value> {
+pub(crate) fn spans_of(line: &Value) -> Vec<Value> {
     assert!(
         line.get("error").is_none(),
         "the receiver refused it: {line}"
@@ -164,7 +166,7 @@ fn spans_of(line: &Value) -> Vec<Value> {
 }
 
 /// A span's attributes as `key → value object`.
-fn attrs(span: &Value) -> serde_json::Map<String, Value> {
+pub(crate) fn attrs(span: &Value) -> serde_json::Map<String, Value> {
     span["attributes"]
         .as_array()
         .map(|a| {
@@ -175,19 +177,19 @@ fn attrs(span: &Value) -> serde_json::Map<String, Value> {
         .unwrap_or_default()
 }
 
-fn s(v: &str) -> Value {
+pub(crate) fn s(v: &str) -> Value {
     json!({ "stringValue": v })
 }
 
-fn int(v: i64) -> Value {
+pub(crate) fn int(v: i64) -> Value {
     json!({ "intValue": v.to_string() })
 }
 
-fn find<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
+pub(crate) fn find<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
     spans.iter().filter(|s| s["name"] == name).collect()
 }
 
-fn parent_name<'a>(spans: &'a [Value], span: &Value) -> &'a str {
+pub(crate) fn parent_name<'a>(spans: &'a [Value], span: &Value) -> &'a str {
     let p = &span["parentSpanId"];
     spans
         .iter()
@@ -472,7 +474,7 @@ async fn without_an_endpoint_or_with_bad_input_nothing_is_sent_and_it_exits_2() 
 
 /// A scripted task file of three steps (a write, a command that takes a second —
 /// time for the first step to go out while the run goes on —, then done) in `dir`.
-fn live_task(dir: &Path) -> PathBuf {
+pub(crate) fn live_task(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(dir.join("t/ws")).unwrap();
     std::fs::write(
         dir.join("t/script.jsonl"),
@@ -490,7 +492,7 @@ fn live_task(dir: &Path) -> PathBuf {
     task
 }
 
-fn run_cli(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(crate) fn run_cli(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_io-harness"));
     c.args(args)
         .arg("--store")
@@ -499,7 +501,9 @@ fn run_cli(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .env("XDG_DATA_HOME", dir.join("data"))
         .env("XDG_CONFIG_HOME", dir.join("config"))
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_HEADERS");
+        .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
+        .env_remove("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        .env_remove("IO_HARNESS_FAILPOINT");
     for (k, v) in env {
         c.env(k, v);
     }

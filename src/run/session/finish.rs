@@ -71,6 +71,9 @@ impl Session<'_> {
             Ok(()) => self.store.sync().verify_file(),
             Err(e) => Err(e),
         };
+        if recorded.is_ok() {
+            self.end_session(outcome.name()).await;
+        }
         // The run's gate directory and its dependency caches end with the session.
         if let Some(exec) = &self.tools.ctx.exec {
             verify::remove_gate_dir(exec);
@@ -109,5 +112,21 @@ impl Session<'_> {
             final_message,
             work_dir: dirs.work.display().to_string(),
         })
+    }
+
+    /// Puts how this session ended on record, after the outcome (a live exporter's
+    /// last pass, which follows the `Finished` event, sends the session's span).
+    async fn end_session(&self, ended_as: &str) {
+        let Some(ordinal) = self.progress.ordinal else {
+            return;
+        };
+        let (run_id, at, ended_as) = (self.run.id, super::now_ms(), ended_as.to_string());
+        if let Err(e) = self
+            .store
+            .call(move |s| s.end_run_session(run_id, ordinal, at, &ended_as))
+            .await
+        {
+            tracing::warn!(run_id, error = %e, "could not record the session's end");
+        }
     }
 }

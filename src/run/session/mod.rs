@@ -109,6 +109,9 @@ struct Progress {
     /// stored figure plus the session's time again (that grew quadratically).
     earlier: Duration,
     stall: StallDetector,
+    /// This session's ordinal among the run's sessions (`run_sessions`), once its
+    /// start is on record; `None` if the store could not take it (the run goes on).
+    ordinal: Option<u32>,
 }
 
 /// Where tool calls run and what decides them.
@@ -181,6 +184,7 @@ impl Progress {
             state,
             session_start: Instant::now(),
             stall,
+            ordinal: None,
         }
     }
 

@@ -70,6 +70,7 @@ pub(super) struct ToolRound {
 impl Session<'_> {
     pub(in crate::run) async fn drive(mut self) -> Result<RunResult, RunError> {
         let _heartbeat = self.heartbeat();
+        self.begin_session().await;
         self.save_policy().await;
         self.emit(RunEvent::RunStarted {
             run_id: self.run.id,
@@ -109,6 +110,20 @@ impl Session<'_> {
                 }
             }
         }))
+    }
+
+    /// Puts this session's start on record (a trace has one span per session); a
+    /// store that cannot take it costs the trace its session span, never the run.
+    async fn begin_session(&mut self) {
+        let (run_id, at) = (self.run.id, super::now_ms());
+        match self
+            .store
+            .call(move |s| s.begin_run_session(run_id, at))
+            .await
+        {
+            Ok(n) => self.progress.ordinal = Some(n),
+            Err(e) => tracing::warn!(run_id, error = %e, "could not record the session's start"),
+        }
     }
 
     /// The run's wall time on record now (at the end of a session, however it ends).

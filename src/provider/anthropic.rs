@@ -72,7 +72,11 @@ impl Anthropic {
         })?;
         let mut events = self
             .http
-            .post_sse(&cfg.url("/v1/messages"), body.clone())
+            .post_sse(
+                &cfg.url("/v1/messages"),
+                body.clone(),
+                super::http::anthropic_keep_alive,
+            )
             .await?;
         let mut assembler = stream::Assembler::new(KIND);
         // Past this point the server accepted the request: a failure loses its reply.
@@ -80,7 +84,10 @@ impl Anthropic {
             loop {
                 let Some(event) = events.next().await? else {
                     if events.was_cut() {
-                        return Ok((assembler.finish()?, Some(cfg.max_reply_bytes)));
+                        return Ok((
+                            assembler.finish()?,
+                            Some((cfg.max_reply_bytes, events.status())),
+                        ));
                     }
                     return Err(events.cut_short("`message_stop`"));
                 };
@@ -93,7 +100,7 @@ impl Anthropic {
         .await
         .map_err(|e| super::error::lost(events.answered(e)))?;
         let (content, stop_reason) = match cut_at {
-            Some(limit) => super::reply_cut::cut_turn(turn.content, limit),
+            Some((limit, _)) => super::reply_cut::cut_turn(turn.content, limit),
             None => (turn.content, turn.stop_reason),
         };
         Ok(Completion {
@@ -105,7 +112,8 @@ impl Anthropic {
             model: turn.model.unwrap_or_else(|| model.to_string()),
             request_body: Some(body),
             model_call: None,
-            cut_at,
+            cut_at: cut_at.map(|c| c.0),
+            cut_status: cut_at.map(|c| c.1),
         })
     }
 }

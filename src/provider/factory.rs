@@ -32,6 +32,15 @@ pub enum ProviderFactoryError {
         /// Its length in characters.
         len: usize,
     },
+    /// An API key with whitespace at either end (a newline read from a file): no
+    /// server takes it, and a padded value would be redacted only with its padding.
+    #[error(
+        "{var} has whitespace at its start or end (a newline from a file?); set it to the key alone"
+    )]
+    PaddedKey {
+        /// The variable.
+        var: &'static str,
+    },
     /// `scripted` without a script.
     #[error("a scripted provider needs a script file")]
     NoScript,
@@ -144,6 +153,11 @@ pub fn build_provider(
         })?;
     let api_key = nonempty(env(names.key));
     if let Some(k) = &api_key
+        && k.trim() != k
+    {
+        return Err(ProviderFactoryError::PaddedKey { var: names.key });
+    }
+    if let Some(k) = &api_key
         && k.chars().count() < MIN_KEY_LEN
     {
         return Err(ProviderFactoryError::ShortKey {
@@ -225,6 +239,26 @@ mod tests {
             p.identity().base_url.as_deref(),
             Some("https://api.anthropic.com")
         );
+    }
+
+    /// Adversary of issue 17: a key read with its file's newline (or padded with
+    /// spaces) passed the length check, then failed at the server or in the header.
+    #[test]
+    fn a_key_padded_with_whitespace_is_refused_naming_the_variable() {
+        let spec = ProviderSpec::new(ProviderKind::Openai);
+        for padded in ["sk-0123456789\n", " sk-0123456789", "sk-0123456789\t"] {
+            let e = build_provider(
+                &spec,
+                &PriceTable::builtin(),
+                &env(&[("OPENAI_MODEL", "m"), ("OPENAI_API_KEY", padded)]),
+            )
+            .err()
+            .unwrap();
+            assert!(
+                e.to_string().starts_with("OPENAI_API_KEY has whitespace"),
+                "{padded:?}: {e}"
+            );
+        }
     }
 
     /// Issue 17.11: a one-character key made the redactor rewrite every message

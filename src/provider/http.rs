@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime};
 
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-pub(crate) use reader::EventReader;
+pub(crate) use reader::{EventReader, anthropic_keep_alive, openai_keep_alive};
 pub(crate) use status::{classify_error_object, error_code};
 use status::{classify_status, retry_after};
 
@@ -200,9 +200,14 @@ impl HttpClient {
         &self,
         url: &str,
         body: Vec<u8>,
+        keep_alive: fn(&crate::provider::sse::SseEvent) -> bool,
     ) -> Result<EventReader, ProviderError> {
+        // A server may hold its headers until the first token (llama.cpp working
+        // through a long prompt): the wait for them is as long as any silence in the
+        // stream may be, never shorter than the connect bound.
+        let header_wait = self.cfg.idle_timeout.max(self.cfg.connect_timeout);
         let response = self
-            .send(url, body, "text/event-stream", self.cfg.connect_timeout)
+            .send(url, body, "text/event-stream", header_wait)
             .await?;
         let content_type = header_str(response.headers(), header::CONTENT_TYPE)
             .unwrap_or("")
@@ -215,6 +220,7 @@ impl HttpClient {
             self.cfg.idle_timeout,
             self.cfg.max_reply_bytes,
             self.provider,
+            keep_alive,
         ))
     }
 

@@ -136,7 +136,7 @@ impl ChatClient {
             self.whole(&url, body.clone()).await?
         };
         let (content, stop_reason) = match cut_at {
-            Some(limit) => super::reply_cut::cut_turn(turn.content, limit),
+            Some((limit, _)) => super::reply_cut::cut_turn(turn.content, limit),
             None => (turn.content, turn.stop_reason),
         };
         let cost = match turn.reported_cost {
@@ -155,7 +155,8 @@ impl ChatClient {
             model: turn.model.unwrap_or_else(|| model.to_string()),
             request_body: Some(body),
             model_call: None,
-            cut_at,
+            cut_at: cut_at.map(|c| c.0),
+            cut_status: cut_at.map(|c| c.1),
         })
     }
 
@@ -165,15 +166,18 @@ impl ChatClient {
         &self,
         url: &str,
         body: Vec<u8>,
-    ) -> Result<(stream::Assembled, Option<u64>), ProviderError> {
-        let mut events = self.http.post_sse(url, body).await?;
+    ) -> Result<(stream::Assembled, Option<(u64, u16)>), ProviderError> {
+        let mut events = self
+            .http
+            .post_sse(url, body, super::http::openai_keep_alive)
+            .await?;
         let mut assembler = stream::Assembler::new(self.http.provider());
         // Past this point the server accepted the request: a failure loses its reply.
         async {
             loop {
                 let Some(event) = events.next().await? else {
                     if events.was_cut() {
-                        return Ok((assembler.finish()?, Some(self.limit())));
+                        return Ok((assembler.finish()?, Some((self.limit(), events.status()))));
                     }
                     // A server that closes the body cleanly after the choice's
                     // `finish_reason`, without `data: [DONE]` (llama-cpp-python does,
@@ -200,11 +204,11 @@ impl ChatClient {
         &self,
         url: &str,
         body: Vec<u8>,
-    ) -> Result<(stream::Assembled, Option<u64>), ProviderError> {
+    ) -> Result<(stream::Assembled, Option<(u64, u16)>), ProviderError> {
         let reply = self.http.post_whole(url, body).await?;
         let mut assembler = stream::Assembler::new(self.http.provider());
         if reply.cut {
-            return Ok((assembler.finish()?, Some(self.limit())));
+            return Ok((assembler.finish()?, Some((self.limit(), reply.status))));
         }
         let text = String::from_utf8_lossy(&reply.body);
         // A body that is not the reply still came with its status (adversary A21).

@@ -301,6 +301,7 @@ impl Scripted {
             price: None,
             model_call: None,
             cut_at: None,
+            cut_status: None,
         })
     }
 }
@@ -375,6 +376,7 @@ impl Provider for Scripted {
                 price: None,
                 model_call: None,
                 cut_at: None,
+                cut_status: None,
             })
         })
     }

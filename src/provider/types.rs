@@ -394,6 +394,10 @@ pub struct Completion {
     /// are answered with a tool error instead of run ([`crate::provider::reply_cut`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut_at: Option<u64>,
+    /// The HTTP status the cut reply came with (a cut reply is still an answer, and
+    /// its attempt says which one; adversary A14a). Not stored with the reply.
+    #[serde(skip)]
+    pub cut_status: Option<u16>,
 }
 
 impl Completion {

@@ -24,6 +24,57 @@ pub(crate) struct EventReader {
     room: u64,
     /// Whether the body was cut at the limit.
     cut: bool,
+    /// Which events say nothing (keep-alives of the protocol), so they do not reset
+    /// the idle clock.
+    empty: fn(&SseEvent) -> bool,
+}
+
+/// Anthropic's `ping` events are keep-alives as much as comments are (adversary
+/// A13g: a stream of pings alone never went idle).
+pub(crate) fn anthropic_keep_alive(e: &SseEvent) -> bool {
+    e.event == "ping"
+}
+
+/// An OpenAI chunk that carries nothing — no role (the reply's first chunk), no text,
+/// no tool-call part, no reasoning, no finish reason, no usage — is a keep-alive in all but name (adversary A13e: a
+/// stream of empty-delta chunks never went idle). Only short chunks are looked into:
+/// a long one carries something.
+pub(crate) fn openai_keep_alive(e: &SseEvent) -> bool {
+    const SHORT: usize = 1024;
+    if e.data.len() > SHORT || e.data.trim() == "[DONE]" {
+        return false;
+    }
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&e.data) else {
+        // Not JSON: the decoder decides what it is; it is not silence.
+        return false;
+    };
+    let says = |x: Option<&serde_json::Value>| match x {
+        None | Some(serde_json::Value::Null) => false,
+        Some(serde_json::Value::String(s)) => !s.is_empty(),
+        Some(serde_json::Value::Array(a)) => !a.is_empty(),
+        Some(serde_json::Value::Object(o)) => !o.is_empty(),
+        Some(_) => true,
+    };
+    if says(v.get("usage")) || says(v.get("error")) {
+        return false;
+    }
+    let choices = v.get("choices").and_then(|c| c.as_array());
+    choices.is_some_and(|cs| {
+        cs.iter().all(|c| {
+            let d = c.get("delta");
+            !says(c.get("finish_reason"))
+                && ![
+                    "role",
+                    "content",
+                    "tool_calls",
+                    "reasoning_content",
+                    "reasoning",
+                    "refusal",
+                ]
+                .iter()
+                .any(|k| says(d.and_then(|d| d.get(*k))))
+        })
+    })
 }
 
 impl EventReader {
@@ -32,6 +83,7 @@ impl EventReader {
         idle: Duration,
         max_bytes: u64,
         provider: &'static str,
+        empty: fn(&SseEvent) -> bool,
     ) -> Self {
         Self {
             response,
@@ -44,6 +96,7 @@ impl EventReader {
             ended: false,
             room: max_bytes,
             cut: false,
+            empty,
         }
     }
 
@@ -94,9 +147,7 @@ impl EventReader {
                     if let Err(e) = self.parser.push(&chunk, &mut events) {
                         return Err(self.failed(ProviderErrorKind::Malformed, e.to_string()));
                     }
-                    // Anthropic's `ping` events are keep-alives as much as comments are
-                    // (adversary A13g: a stream of pings alone never went idle).
-                    let real = events.iter().any(|e| e.event != "ping");
+                    let real = events.iter().any(|e| !(self.empty)(e));
                     let partial = events.is_empty() && self.parser.content_seen() > before;
                     if real || partial {
                         self.quiet_since = tokio::time::Instant::now();
@@ -108,6 +159,11 @@ impl EventReader {
                 }
             }
         }
+    }
+
+    /// The status the stream's headers came with.
+    pub(crate) fn status(&self) -> u16 {
+        self.response.status().as_u16()
     }
 
     /// Whether the body was cut at `max_reply_bytes` (then [`EventReader::next`] has

@@ -187,13 +187,9 @@ impl Session<'_> {
         reply.model_call = call_row;
         let served_by = names.get(served).cloned();
         if let Some(limit) = reply.cut_at {
-            self.record_cut(
-                step,
-                served_by.clone().unwrap_or_default(),
-                limit,
-                estimated_input,
-            )
-            .await;
+            let by = served_by.clone().unwrap_or_default();
+            self.record_cut(step, by, (limit, reply.cut_status), estimated_input)
+                .await;
         }
         Ok((reply, served_by))
     }
@@ -337,7 +333,13 @@ impl Session<'_> {
     /// A reply cut at `max_reply_bytes`: on record as an attempt of its own (kind
     /// `reply-too-large`, next `tool-error`: its calls are answered with a tool error,
     /// the request is not sent again).
-    async fn record_cut(&self, step: u32, provider: String, limit: u64, estimated_input: u64) {
+    async fn record_cut(
+        &self,
+        step: u32,
+        provider: String,
+        (limit, status): (u64, Option<u16>),
+        estimated_input: u64,
+    ) {
         let message = format!(
             "the reply was cut at {limit} bytes ([provider] max_reply_bytes); its calls are \
              answered with a tool error and the request is not retried"
@@ -348,7 +350,7 @@ impl Session<'_> {
             provider,
             attempt: 1,
             kind: REPLY_TOO_LARGE.into(),
-            status: None,
+            status,
             delay_ms: 0,
             next: TOOL_ERROR.into(),
             code: None,

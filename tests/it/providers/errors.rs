@@ -410,3 +410,96 @@ async fn anthropic_ping_events_alone_are_idle() {
         started.elapsed()
     );
 }
+
+/// Adversary A13e: an OpenAI stream of chunks whose delta is empty (`{}` or an empty
+/// `content`) kept the stream alive forever. They count as idle; a chunk with a token
+/// in it resets the clock.
+#[tokio::test]
+async fn openai_empty_delta_chunks_alone_are_idle() {
+    let first = openai_text("x");
+    let head: String = first.split_inclusive("\n\n").take(1).collect();
+    let mut pieces = vec![head.into_bytes()];
+    for i in 0..60 {
+        let d = if i % 2 == 0 {
+            delta(json!({}), None)
+        } else {
+            delta(json!({"content": ""}), None)
+        };
+        pieces.push(format!("data: {d}\n\n").into_bytes());
+    }
+    let server = FakeServer::start(vec![
+        Reply::sse(pieces)
+            .paced(Duration::from_millis(100))
+            .end(End::Hang),
+    ])
+    .await;
+    let started = Instant::now();
+    let e = client(Api::OpenAi, &server.url(), Duration::from_millis(400))
+        .complete(&fixtures::hello())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, K::Timeout, "{e}");
+    assert!(
+        started.elapsed() < Duration::from_millis(1_500),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Tokens paced under the idle bound keep the same stream alive to its end.
+    let tokens: Vec<String> = (0..8)
+        .map(|i| {
+            format!(
+                "data: {}\n\n",
+                delta(json!({"content": format!("t{i}")}), None)
+            )
+        })
+        .chain([
+            format!("data: {}\n\n", delta(json!({}), Some("stop"))),
+            "data: [DONE]\n\n".to_string(),
+        ])
+        .collect();
+    let server = FakeServer::start(vec![
+        Reply::sse(tokens.into_iter().map(String::into_bytes).collect())
+            .paced(Duration::from_millis(100)),
+    ])
+    .await;
+    let turn = client(Api::OpenAi, &server.url(), Duration::from_millis(400))
+        .complete(&fixtures::hello())
+        .await
+        .unwrap();
+    assert!(format!("{turn:?}").contains("t7"), "{turn:?}");
+}
+
+/// A stream's headers may come late (llama.cpp holds them while it reads a long
+/// prompt): the wait for them is the stream's idle bound, not the shorter connect
+/// bound; past the idle bound it is a timeout.
+#[tokio::test]
+async fn a_streams_headers_wait_as_long_as_its_idle_bound() {
+    for api in BOTH {
+        let body = match api {
+            Api::OpenAi => openai_text("late"),
+            Api::Anthropic => anthropic_text("late"),
+        };
+        let server = FakeServer::start(vec![
+            Reply::sse(whole(&body)).headers_after(Duration::from_millis(700)),
+            Reply::sse(whole(&body)).headers_after(Duration::from_millis(2_500)),
+        ])
+        .await;
+        let mut cfg = match api {
+            Api::OpenAi => config(&format!("{}/v1", server.url()), "m"),
+            Api::Anthropic => config(&server.url(), "m"),
+        };
+        cfg.connect_timeout = Duration::from_millis(200);
+        cfg.idle_timeout = Duration::from_millis(1_500);
+        let p: Box<dyn Provider> = match api {
+            Api::OpenAi => Box::new(OpenAi::new(cfg).unwrap()),
+            Api::Anthropic => Box::new(Anthropic::new(cfg).unwrap()),
+        };
+        let turn = p.complete(&fixtures::hello()).await;
+        assert!(turn.is_ok(), "{api:?}: headers after 0.7 s: {turn:?}");
+        let started = Instant::now();
+        let e = p.complete(&fixtures::hello()).await.unwrap_err();
+        assert_eq!(e.kind, K::Timeout, "{api:?}: {e}");
+        assert!(started.elapsed() < Duration::from_millis(2_400), "{api:?}");
+    }
+}

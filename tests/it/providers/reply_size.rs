@@ -127,6 +127,11 @@ async fn a_50_mb_reply_costs_the_cli_little_memory_and_is_stored_once() {
         (attempts[0].kind.as_str(), attempts[0].next.as_str()),
         ("reply-too-large", "tool-error")
     );
+    assert_eq!(
+        attempts[0].status,
+        Some(200),
+        "a cut reply was an answer: its attempt names its status (adversary A14a)"
+    );
     let steps = store.steps(run.id).unwrap();
     let stored: usize = steps
         .iter()

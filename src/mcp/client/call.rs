@@ -102,6 +102,24 @@ impl Server {
                         ))),
                     );
                 }
+                // Over HTTP, rmcp answers a call whose reply stream failed (cut
+                // short, or one event over its 16 MiB bound) with "transport closed"
+                // while the transport itself lives: that call's fault, not the
+                // server's end (adversary H_huge_sse).
+                if matches!(e, ServiceError::TransportClosed)
+                    && self.faults.is_none()
+                    && !self.peer.is_transport_closed()
+                {
+                    return (
+                        FaultKind::Malformed.outcome(),
+                        Err(ToolError::Failed(format!(
+                            "MCP tool {tool} of server {name}: protocol error: the reply's \
+                             stream ended before its answer (cut short, or an event over \
+                             {} MiB)",
+                            super::framing::MAX_MESSAGE / (1024 * 1024)
+                        ))),
+                    );
+                }
                 let closed = matches!(
                     e,
                     ServiceError::TransportClosed | ServiceError::TransportSend(_)

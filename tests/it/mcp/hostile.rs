@@ -274,3 +274,35 @@ async fn one_bad_http_answer_is_that_calls_protocol_error_and_the_server_lives()
     assert!(!again.is_error, "{}", again.content);
     servers.close();
 }
+
+/// Adversary H_huge_sse / H3b: a reply over 16 MiB sent as one SSE event closed the
+/// call's stream, which rmcp reports as a closed transport, so a live server was
+/// recorded `failed` (and a required one ended the run). It is that call's fault; the
+/// server lives and the next call is served.
+#[tokio::test]
+async fn an_sse_reply_over_the_bound_is_that_calls_fault_and_the_server_lives() {
+    let (_child, spec) = http("web", "huge-sse-once").await;
+    let (d, took, ev, servers) = call_once(&[spec.required()], "web").await;
+    assert!(d.is_error, "{}", d.content);
+    assert!(
+        d.content.len() < 4096,
+        "the reply is not passed on: {}",
+        d.content.len()
+    );
+    let outcome = called(&ev).outcome.clone();
+    assert!(outcome.as_deref() == Some("protocol_error"), "{ev:?}");
+    assert!(took < Duration::from_secs(30), "answered at once: {took:?}");
+    assert!(!kinds(&ev).contains(&"failed"), "{ev:?}");
+    assert_eq!(servers.required_failed(), None);
+    let dir = tempfile::tempdir().unwrap();
+    let again = registry(&servers)
+        .dispatch(
+            &ctx(dir.path()),
+            native_policy().as_ref(),
+            "mcp__web__t",
+            &json!({}),
+        )
+        .await;
+    assert!(!again.is_error, "{}", again.content);
+    servers.close();
+}

@@ -174,10 +174,22 @@ impl ChatClient {
         let mut assembler = stream::Assembler::new(self.http.provider());
         // Past this point the server accepted the request: a failure loses its reply.
         async {
+            let mut any = false;
             loop {
                 let Some(event) = events.next().await? else {
                     if events.was_cut() {
                         return Ok((assembler.finish()?, Some((self.limit(), events.status()))));
+                    }
+                    // Found by scripts/real-model: llama-cpp-python, asked to stream with
+                    // tools offered, fails inside its stream ("Automatic streaming tool
+                    // choice is not supported", in its own log only) and closes it empty.
+                    if !any && events.ended_between_events() {
+                        return Err(events.cut_short(
+                            "its first event (the server accepted the request, then closed \
+                             the stream empty; a server that cannot stream this request says \
+                             why only in its own log — `[provider] stream = false` asks for \
+                             one JSON reply instead)",
+                        ));
                     }
                     // A server that closes the body cleanly after the choice's
                     // `finish_reason`, without `data: [DONE]` (llama-cpp-python does,
@@ -187,6 +199,7 @@ impl ChatClient {
                     }
                     return Err(events.cut_short("`data: [DONE]`"));
                 };
+                any = true;
                 if assembler.on_data(&event.data)? {
                     break;
                 }

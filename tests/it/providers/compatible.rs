@@ -125,3 +125,25 @@ async fn an_unstreamed_reply_may_take_longer_than_the_header_wait_of_a_stream() 
     assert_eq!(e.kind, ProviderErrorKind::Timeout, "{e}");
     assert!(e.message.contains("no response headers"), "{e}");
 }
+
+/// Found by scripts/real-model: llama-cpp-python, asked to stream with tools offered,
+/// answers 200 and closes the stream empty (its reason only in its own log). The
+/// failure says what happened and what to change.
+#[tokio::test]
+async fn an_empty_stream_says_what_happened_and_what_to_change() {
+    let server = FakeServer::start(vec![Reply::sse(Vec::new())]).await;
+    let cfg = config(&format!("{}/v1", server.url()), "smol");
+    let wire = CompatibleWire {
+        tool_choice: ToolChoice::Auto,
+        stream: true,
+    };
+    let e = OpenAiCompatible::new(cfg, wire)
+        .unwrap()
+        .complete(&fixtures::with_tools())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ProviderErrorKind::Transport, "{e}");
+    assert_eq!(e.status, Some(200), "{e}");
+    assert!(e.message.contains("closed the stream empty"), "{e}");
+    assert!(e.message.contains("stream = false"), "{e}");
+}

@@ -104,6 +104,7 @@ impl Builder<'_> {
         let times = self.store.sandbox_session_times(run.id)?;
         let in_session = |at: i64| sessions.iter().rposition(|v| v.start <= at).unwrap_or(0);
         let mut session_ids = Vec::with_capacity(sessions.len());
+        let mut session_at = Vec::with_capacity(sessions.len());
         for (i, v) in sessions.iter().enumerate() {
             let parent = if i == 0 {
                 spawn
@@ -116,16 +117,32 @@ impl Builder<'_> {
                 .collect();
             let span = self.session_span(run, v, parent, name, &own);
             session_ids.push(span.id);
+            session_at.push(self.spans.len());
             self.spans.push(span);
         }
         let mut tool_spans: HashMap<(u32, String), SpanId> = HashMap::new();
         let mut step_spans: HashMap<u32, SpanId> = HashMap::new();
         let mut previous: Option<&StepRecord> = None;
+        let mut chat_at: HashMap<u32, usize> = HashMap::new();
+        let content = self.options.content;
         for step in &steps {
             let parent = session_ids[in_session(step.started_at_ms)];
-            let id = self.step(run, step, previous, parent, &mut tool_spans);
+            let (id, chat) = self.step(run, step, previous, parent, &mut tool_spans);
+            for p in &step.policy_events {
+                super::events::decision(&mut self.spans[chat - 1], p, content);
+            }
             step_spans.insert(step.step, id);
+            chat_at.insert(step.step, chat);
             previous = Some(step);
+        }
+        // A step's failed attempts on its model call; those of a step never committed
+        // (the escalation that ended the run) on the session they happened in.
+        for a in self.store.provider_attempts(run.id)? {
+            let at = match chat_at.get(&a.step) {
+                Some(i) => *i,
+                None => session_at[in_session(a.at_ms)],
+            };
+            super::events::attempt(&mut self.spans[at], &a, content);
         }
         for (ordinal, (s, t)) in sandbox.iter().zip(times).enumerate() {
             let parent = match step_spans.get(&s.step) {
@@ -241,7 +258,8 @@ impl Builder<'_> {
         s
     }
 
-    /// A step's span, its model call and its tool calls; returns the step's span id.
+    /// A step's span, its model call and its tool calls; returns the step's span id and
+    /// the model call's index in the trace.
     fn step(
         &mut self,
         run: &RunRecord,
@@ -249,7 +267,7 @@ impl Builder<'_> {
         previous: Option<&StepRecord>,
         parent: SpanId,
         tool_spans: &mut HashMap<(u32, String), SpanId>,
-    ) -> SpanId {
+    ) -> (SpanId, usize) {
         let key = format!("{}:{}", run.id, step.step);
         let mut s = Span::new(
             self.trace_id.span(&format!("step:{key}")),
@@ -266,6 +284,7 @@ impl Builder<'_> {
         if self.options.content {
             super::content::attach(&mut chat, run, step, previous);
         }
+        let chat_at = self.spans.len();
         self.spans.push(chat);
         let mut at = step.started_at_ms.saturating_add(ms_i64(step.model_ms));
         for (seq, call) in step.tool_calls.iter().enumerate() {
@@ -274,7 +293,7 @@ impl Builder<'_> {
             tool_spans.insert((step.step, call.call_id.clone()), span.id);
             self.spans.push(span);
         }
-        step_id
+        (step_id, chat_at)
     }
 
     fn chat(&self, run: &RunRecord, step: &StepRecord, key: &str, parent: SpanId) -> Span {

@@ -97,3 +97,30 @@ pub const HARNESS_SANDBOX_NETWORK: &str = "io_harness.sandbox.network";
 pub const HARNESS_SIGNAL: &str = "io_harness.sandbox.signal";
 /// The enforced cap that ended it.
 pub const HARNESS_CAP_HIT: &str = "io_harness.sandbox.cap_hit";
+
+/// Event: a provider attempt that failed (retried, fallen back from, or the last).
+pub const EVENT_PROVIDER_ATTEMPT: &str = "io_harness.provider.attempt";
+/// Event: a policy decision other than allow.
+pub const EVENT_POLICY_DECISION: &str = "io_harness.policy.decision";
+/// `kind/model` of the provider an attempt went to.
+pub const HARNESS_PROVIDER: &str = "io_harness.provider";
+/// The attempt's number with that provider.
+pub const HARNESS_ATTEMPT: &str = "io_harness.attempt";
+/// What came next: `retry`, `fallback`, `escalate`…
+pub const HARNESS_NEXT: &str = "io_harness.next";
+/// The wait before the next attempt, ms.
+pub const HARNESS_DELAY_MS: &str = "io_harness.delay_ms";
+/// `http.response.status_code`.
+pub const HTTP_STATUS: &str = "http.response.status_code";
+/// What the server said (opt-in content only: a server may echo the request).
+pub const HARNESS_MESSAGE: &str = "io_harness.message";
+/// The policy decision's act (`read`, `write`, `exec`, `net`).
+pub const HARNESS_POLICY_ACT: &str = "io_harness.policy.act";
+/// `deny` or `ask`.
+pub const HARNESS_POLICY_DECISION: &str = "io_harness.policy.decision";
+/// The rule that decided.
+pub const HARNESS_POLICY_RULE: &str = "io_harness.policy.rule";
+/// Its layer.
+pub const HARNESS_POLICY_LAYER: &str = "io_harness.policy.layer";
+/// What it was about (a path, an argv, a host; opt-in content only).
+pub const HARNESS_POLICY_TARGET: &str = "io_harness.policy.target";

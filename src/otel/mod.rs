@@ -29,7 +29,9 @@
 //!
 //! Prompt and completion content goes out only on the operator's opt-in
 //! ([`TraceOptions`]: `--otlp-content` or `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
-//! Not exported: provider retries and policy decisions as span events.
+//! A model call's failed provider attempts (retries, fallbacks, the escalation) are
+//! events on its span (on the session's span when the step was never committed), a
+//! step's policy decisions other than allow are events on the step's span.
 //!
 //! A run is one `invoke_agent` span per session — the process that started it and each
 //! resume — in one trace: the first is the root, each resume's sits under it.
@@ -45,6 +47,7 @@
 pub mod build;
 mod content;
 pub mod conventions;
+mod events;
 pub mod live;
 pub mod otlp;
 pub mod send;
@@ -53,7 +56,7 @@ pub mod span;
 pub use build::{CONTENT_ENV, TraceOptions, trace_of, trace_with};
 pub use live::{LiveExport, LiveSummary};
 pub use send::{Endpoint, Exporter, Sent};
-pub use span::{Span, SpanId, SpanKind, Status, Trace, TraceId, Value};
+pub use span::{Span, SpanEvent, SpanId, SpanKind, Status, Trace, TraceId, Value};
 
 use crate::store::{PolicyEvent, Store, StoreError};
 

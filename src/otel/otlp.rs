@@ -43,6 +43,19 @@ fn span(trace: &Trace, s: &Span) -> Json {
     if let Some(p) = s.parent {
         o["parentSpanId"] = Json::String(p.hex());
     }
+    if !s.events.is_empty() {
+        o["events"] = s
+            .events
+            .iter()
+            .map(|e| {
+                json!({
+                    "timeUnixNano": e.time_ns.to_string(),
+                    "name": e.name,
+                    "attributes": e.attributes.iter().map(|(k, v)| attr(k, v)).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+    }
     match &s.status {
         Status::Unset => {}
         // STATUS_CODE_OK = 1, STATUS_CODE_ERROR = 2.

@@ -136,6 +136,20 @@ pub struct Span {
     pub attributes: Vec<(&'static str, Value)>,
     /// Status.
     pub status: Status,
+    /// What happened at a moment within it (a provider attempt that failed, a policy
+    /// decision that was not an allow).
+    pub events: Vec<SpanEvent>,
+}
+
+/// A timed event within a span (OTLP's `Span.Event`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanEvent {
+    /// The event's name (`io_harness.provider.attempt`…).
+    pub name: &'static str,
+    /// When, Unix nanoseconds.
+    pub time_ns: u64,
+    /// Its attributes.
+    pub attributes: Vec<(&'static str, Value)>,
 }
 
 impl Span {
@@ -159,7 +173,24 @@ impl Span {
             end_ns,
             attributes: Vec::new(),
             status: Status::Unset,
+            events: Vec::new(),
         }
+    }
+
+    /// Adds an event at `at_ms` (held within the span's times).
+    pub fn event(
+        &mut self,
+        name: &'static str,
+        at_ms: i64,
+        attributes: Vec<(&'static str, Value)>,
+    ) -> &mut Self {
+        let time_ns = ms_to_ns(at_ms).clamp(self.start_ns, self.end_ns);
+        self.events.push(SpanEvent {
+            name,
+            time_ns,
+            attributes,
+        });
+        self
     }
 
     /// Adds a string attribute.

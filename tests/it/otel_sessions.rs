@@ -26,7 +26,9 @@ fn all(rx: &Receiver) -> Vec<Value> {
 }
 
 fn after_the_fact(dir: &Path, run: &str, extra: &[&str]) -> Vec<Value> {
-    let rx = Receiver::start(dir, &format!("after-{run}-{}", extra.len()), &[]);
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let rx = Receiver::start(dir, &format!("after-{run}-{n}"), &[]);
     let mut args = vec![run, "--endpoint"];
     let url = rx.url();
     args.push(&url);
@@ -282,7 +284,7 @@ fn every_run_kind_is_exported_with_its_outcome_as_the_session_status() {
         d,
         "failed",
         &[
-            r#"{"tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "a"}}]}"#,
+            r#"{"tool_calls": [{"name": "read_file", "input": {"path": ".env"}}, {"name": "write_file", "input": {"path": "a.txt", "content": "a"}}]}"#,
             r#"{"text": "done"}"#,
         ],
         "[verify]\nfile_contains = { file = \"a.txt\", needle = \"zzz\" }\nmax_attempts = 1",
@@ -357,6 +359,34 @@ fn every_run_kind_is_exported_with_its_outcome_as_the_session_status() {
             "run {run}: {chats} chats"
         );
     }
-    let failed_spans = after_the_fact(d, "1", &["--otlp-content"]);
-    assert!(!find(&failed_spans, "step 1").is_empty());
+    // The escalation that ended run 2 (its step never committed) is an event on its
+    // session's span; the denied `.env` read of run 1 one on its step's span, what it
+    // was about only with the content opt-in.
+    let spans = after_the_fact(d, "2", &[]);
+    let root = spans
+        .iter()
+        .find(|s| s.get("parentSpanId").is_none())
+        .unwrap();
+    let events = root["events"]
+        .as_array()
+        .expect("the escalation is an event");
+    let last = events.last().unwrap();
+    assert_eq!(last["name"], "io_harness.provider.attempt");
+    assert_eq!(attrs(last)["io_harness.next"], s("escalate"), "{last}");
+    assert!(!attrs(last).contains_key("io_harness.message"));
+    for (extra, target) in [(&[][..], false), (&["--otlp-content"][..], true)] {
+        let spans = after_the_fact(d, "1", extra);
+        let step = find(&spans, "step 1")[0];
+        let denied: Vec<_> = step["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["name"] == "io_harness.policy.decision")
+            .collect();
+        assert_eq!(denied.len(), 1, "{step}");
+        let a = attrs(denied[0]);
+        assert_eq!(a["io_harness.policy.decision"], s("deny"));
+        assert_eq!(a["io_harness.policy.act"], s("read"));
+        assert_eq!(a.contains_key("io_harness.policy.target"), target, "{a:?}");
+    }
 }

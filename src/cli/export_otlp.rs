@@ -24,7 +24,7 @@ pub async fn execute(args: ExportOtlpArgs) -> Result<i32, CliError> {
     let store = store_path::open_existing(&args.store)?;
     // The header values are credentials: nothing the store writes from here may hold
     // them.
-    store.redact_secrets(&headers.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>());
+    store.redact_secrets(&otel::send::secret_values(&headers));
     let exporter = Exporter::new(endpoint, &headers).map_err(usage_or_internal)?;
     let done = otel::export(
         &store,

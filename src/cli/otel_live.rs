@@ -39,7 +39,7 @@ pub fn start(
         Ok(t) => send::parse_headers(&t).map_err(|e| CliError::Usage(e.to_string()))?,
         Err(_) => Vec::new(),
     };
-    let values: Vec<String> = headers.iter().map(|(_, v)| v.clone()).collect();
+    let values = send::secret_values(&headers);
     store.redact_secrets(&values);
     let path = store
         .path()

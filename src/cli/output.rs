@@ -37,13 +37,38 @@ fn written(result: std::io::Result<()>, gone: &AtomicBool) {
     }
 }
 
+/// The secrets of the store this command opened: every line printed is redacted of
+/// them at the last moment, whatever path built it (adversary B7/B13 of issue 20: the
+/// final message, the diff and a gate's line printed a secret the store had
+/// redacted; a line sanitised of zero-width characters had reassembled it).
+static SECRETS: std::sync::OnceLock<io_harness::redact::SecretSet> = std::sync::OnceLock::new();
+
+/// Redacts every later line of output of the secrets `set` holds (and comes to hold:
+/// a run registers its credentials as it opens).
+pub fn hold_secrets(set: io_harness::redact::SecretSet) {
+    let _ = SECRETS.set(set);
+}
+
+/// `args` as the text to write, redacted when secrets are held.
+fn final_text(args: std::fmt::Arguments<'_>) -> String {
+    let text = std::fmt::format(args);
+    match SECRETS.get() {
+        Some(set) => set.redactor().text(&text).into_owned(),
+        None => text,
+    }
+}
+
 /// Writes `args` to standard output.
 pub fn out(args: std::fmt::Arguments<'_>) {
     if STDOUT_GONE.load(Ordering::Relaxed) {
         return;
     }
+    let text = final_text(args);
     let mut o = std::io::stdout().lock();
-    written(o.write_fmt(args).and_then(|()| o.flush()), &STDOUT_GONE);
+    written(
+        o.write_all(text.as_bytes()).and_then(|()| o.flush()),
+        &STDOUT_GONE,
+    );
 }
 
 /// Writes `args` to standard error.
@@ -51,8 +76,9 @@ pub fn err(args: std::fmt::Arguments<'_>) {
     if STDERR_GONE.load(Ordering::Relaxed) {
         return;
     }
+    let text = final_text(args);
     let mut e = std::io::stderr().lock();
-    written(e.write_fmt(args), &STDERR_GONE);
+    written(e.write_all(text.as_bytes()), &STDERR_GONE);
 }
 
 /// Removes characters that could move the cursor, rewrite the line or hide text.

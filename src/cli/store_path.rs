@@ -25,8 +25,10 @@ pub fn resolve(arg: &StoreArg) -> Result<PathBuf, CliError> {
 /// The store a run records into, created on first use.
 pub fn open(arg: &StoreArg) -> Result<io_harness::Store, CliError> {
     let path = resolve(arg)?;
-    io_harness::Store::open(&path)
-        .map_err(|e| CliError::Internal(format!("{}: {e}", path.display())))
+    let store = io_harness::Store::open(&path)
+        .map_err(|e| CliError::Internal(format!("{}: {e}", path.display())))?;
+    super::output::hold_secrets(store.secrets());
+    Ok(store)
 }
 
 /// The store a command reads or answers (`runs`, `show`, `approve`, `memory`,
@@ -34,8 +36,10 @@ pub fn open(arg: &StoreArg) -> Result<io_harness::Store, CliError> {
 /// nothing is created there.
 pub fn open_existing(arg: &StoreArg) -> Result<io_harness::Store, CliError> {
     let path = resolve(arg)?;
-    io_harness::Store::open_existing(&path).map_err(|e| match e {
+    let store = io_harness::Store::open_existing(&path).map_err(|e| match e {
         io_harness::store::StoreError::Missing { .. } => CliError::Usage(e.to_string()),
         e => CliError::Internal(format!("{}: {e}", path.display())),
-    })
+    })?;
+    super::output::hold_secrets(store.secrets());
+    Ok(store)
 }

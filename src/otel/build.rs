@@ -326,16 +326,17 @@ impl Builder<'_> {
     }
 
     fn tool(&self, call: &ToolCallRecord, key: &str, parent: SpanId, at: i64) -> Span {
+        let name = tool_name(call);
         let mut s = Span::new(
             self.trace_id.span(&format!("tool:{key}")),
             Some(parent),
-            format!("{} {}", sc::OP_EXECUTE_TOOL, call.name),
+            format!("{} {name}", sc::OP_EXECUTE_TOOL),
             SpanKind::Internal,
             at,
             call.duration_ms,
         );
         s.str(sc::OPERATION_NAME, sc::OP_EXECUTE_TOOL)
-            .str(sc::TOOL_NAME, call.name.as_str())
+            .str(sc::TOOL_NAME, name)
             .str(sc::TOOL_CALL_ID, call.call_id.as_str())
             .str(sc::TOOL_TYPE, sc::TOOL_TYPE_FUNCTION);
         if call.is_error {
@@ -399,6 +400,25 @@ impl Builder<'_> {
             });
         }
         self.spans.push(span);
+    }
+}
+
+/// The tool's name as a trace may show it: a name the harness offered; a name the model
+/// made up (a call answered "unknown tool", or one no tool could have) is the model's
+/// text, which goes out only with the content opt-in, so it is `_OTHER` (adversary B3
+/// of issue 20: a 20 KB invented name carried a card number into span names).
+fn tool_name(call: &ToolCallRecord) -> &str {
+    let plausible = !call.name.is_empty()
+        && call.name.len() <= 128
+        && call
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b));
+    let unknown = call.is_error && call.output.starts_with("unknown tool ");
+    if plausible && !unknown {
+        &call.name
+    } else {
+        sc::PROVIDER_OTHER
     }
 }
 

@@ -142,6 +142,13 @@ pub fn decide(endpoint: &Endpoint, policy_json: Option<&str>) -> Result<PolicyDe
             rule: d.rule,
             layer: d.layer,
         }),
+        // An export has nobody to put the question to: an operator's ask is not an
+        // allow (adversary B12 of issue 20: it was sent as if allowed).
+        Decision::Ask if operator_rule => Err(OtelError::EndpointDenied {
+            target: action.target,
+            rule: format!("{} (ask; an export has nobody to answer it)", d.rule),
+            layer: d.layer,
+        }),
         Decision::Allow if operator_rule => Ok(d),
         _ => Ok(PolicyDecision {
             action,
@@ -168,6 +175,25 @@ pub struct Exporter {
     client: reqwest::Client,
     endpoint: Endpoint,
     redactor: Redactor,
+    /// Whether a collector's error body is withheld (a header value too short to
+    /// redact from it).
+    withhold_body: bool,
+}
+
+/// The values to redact for `headers`: each whole value and each credential inside
+/// one (`Bearer <token>`: the token alone is what a text would hold; adversary B13 of
+/// issue 20 found it stored in clear).
+pub fn secret_values(headers: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (_, v) in headers {
+        out.push(v.clone());
+        out.extend(
+            v.split_whitespace()
+                .filter(|t| t.len() != v.len() && t.chars().count() >= crate::provider::MIN_KEY_LEN)
+                .map(str::to_string),
+        );
+    }
+    out
 }
 
 impl Exporter {
@@ -184,6 +210,10 @@ impl Exporter {
         }
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            // Never HTTP_PROXY/HTTPS_PROXY/ALL_PROXY: the `net` decision judged this host,
+            // and a proxy from the environment would be dialed instead (adversary B2 of
+            // issue 20: a trace and its bearer header went to the proxy).
+            .no_proxy()
             .connect_timeout(TIMEOUT)
             .timeout(TIMEOUT)
             .user_agent(concat!("io-harness/", env!("CARGO_PKG_VERSION")))
@@ -193,11 +223,17 @@ impl Exporter {
                 endpoint: endpoint.url.to_string(),
                 why: e.to_string(),
             })?;
-        let values: Vec<String> = headers.iter().map(|(_, v)| v.clone()).collect();
+        let values = secret_values(headers);
+        // A value too short to redact safely (`x-tenant=ab1`) could come back in the
+        // collector's answer: then its body is not shown at all (adversary B11).
+        let short = headers
+            .iter()
+            .any(|(_, v)| v.chars().count() < crate::provider::MIN_KEY_LEN);
         Ok(Self {
             client,
             endpoint,
             redactor: Redactor::default().with(&values),
+            withhold_body: short,
         })
     }
 
@@ -229,11 +265,19 @@ impl Exporter {
         let status = response.status();
         if !status.is_success() {
             let text = response.text().await.unwrap_or_default();
-            let cut: String = text.chars().take(ERROR_BODY_LIMIT).collect();
+            let body = if self.withhold_body {
+                format!(
+                    "({} bytes not shown: a header value is too short to redact from them)",
+                    text.len()
+                )
+            } else {
+                let cut: String = text.chars().take(ERROR_BODY_LIMIT).collect();
+                self.redactor.text(&cut).into_owned()
+            };
             return Err(OtelError::Rejected {
                 endpoint: url,
                 status: status.as_u16(),
-                body: self.redactor.text(&cut).into_owned(),
+                body,
             });
         }
         Ok(Sent {

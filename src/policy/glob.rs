@@ -212,8 +212,19 @@ fn split_host_port(s: &str) -> (&str, Option<&str>) {
     }
 }
 
+/// A host as rules see it: lowercased, without a trailing dot, and an IPv6 literal in
+/// its one canonical spelling — an IPv4-mapped one (`::ffff:127.0.0.1`,
+/// `::ffff:7f00:1`) as the IPv4 address it reaches, so a rule on `127.0.0.1` cannot be
+/// stepped around by spelling the same address another way (adversary B1 of issue 20).
 fn normalize_host(h: &str) -> String {
-    h.strip_suffix('.').unwrap_or(h).to_ascii_lowercase()
+    let h = h.strip_suffix('.').unwrap_or(h).to_ascii_lowercase();
+    match h.parse::<std::net::Ipv6Addr>() {
+        Ok(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => v6.to_string(),
+        },
+        Err(_) => h,
+    }
 }
 
 /// The form of an action's target that patterns are matched against: paths without
@@ -284,6 +295,24 @@ mod tests {
         Matcher::compile(act, pat)
             .unwrap()
             .matches(&normalize_target(act, target), reach)
+    }
+
+    /// Adversary B1 of issue 20: `[::ffff:127.0.0.1]` reached a collector a rule on
+    /// `127.0.0.1` denied. Every spelling of one address is that address.
+    #[test]
+    fn an_address_spelled_another_way_is_the_same_address() {
+        let n = Reach::Narrowing;
+        for t in [
+            "[::ffff:127.0.0.1]:14370",
+            "[::ffff:7f00:1]:14370",
+            "[0:0:0:0:0:ffff:127.0.0.1]:14370",
+            "[::FFFF:7F00:1]:14370",
+        ] {
+            assert!(m(Act::Net, "127.0.0.1:14370", t, n), "{t}");
+            assert!(m(Act::Net, "127.0.0.1", t, n), "{t}");
+        }
+        assert!(m(Act::Net, "[::1]:80", "[0:0:0:0:0:0:0:1]:80", n));
+        assert!(!m(Act::Net, "127.0.0.1", "[::ffff:127.0.0.2]:1", n));
     }
 
     #[test]

@@ -135,6 +135,10 @@ impl HttpClient {
     ) -> Result<Self, ProviderError> {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            // Never HTTP_PROXY/HTTPS_PROXY/ALL_PROXY: the `net` decision judged this host,
+            // and a proxy from the environment would be dialed instead (adversary B2 of
+            // issue 20: a trace and its bearer header went to the proxy).
+            .no_proxy()
             .connect_timeout(cfg.connect_timeout)
             .user_agent(concat!("io-harness/", env!("CARGO_PKG_VERSION")))
             .default_headers(headers)

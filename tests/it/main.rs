@@ -22,6 +22,8 @@ mod mcp;
 mod memory;
 #[cfg(feature = "otel")]
 mod otel;
+#[cfg(feature = "otel")]
+mod otel_adversary;
 #[cfg(all(feature = "otel", feature = "failpoints"))]
 mod otel_sessions;
 mod policy;

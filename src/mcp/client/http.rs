@@ -42,6 +42,10 @@ fn transport(
     // server would send us.
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        // Never HTTP_PROXY/HTTPS_PROXY/ALL_PROXY: the `net` decision judged this host,
+        // and a proxy from the environment would be dialed instead (adversary B2 of
+        // issue 20: a trace and its bearer header went to the proxy).
+        .no_proxy()
         .user_agent(concat!("io-harness/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(spec.startup_timeout)
         .build()

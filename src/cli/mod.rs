@@ -377,7 +377,8 @@ struct RunArgs {
     #[command(flatten)]
     store: StoreArg,
     /// Export the run's trace live to this OpenTelemetry collector (OTLP/HTTP base
-    /// URL; default OTEL_EXPORTER_OTLP_ENDPOINT). Never slows or fails the run.
+    /// URL; default OTEL_EXPORTER_OTLP_ENDPOINT). Never fails the run nor waits on a step;
+    /// the end waits at most 5 s for the last send.
     #[arg(long = "otlp-endpoint", value_name = "URL")]
     otlp_endpoint: Option<String>,
     /// Put prompt and completion content on the exported model-call spans (also
@@ -402,7 +403,8 @@ struct ResumeArgs {
     #[command(flatten)]
     store: StoreArg,
     /// Export the run's trace live to this OpenTelemetry collector (OTLP/HTTP base
-    /// URL; default OTEL_EXPORTER_OTLP_ENDPOINT). Never slows or fails the run.
+    /// URL; default OTEL_EXPORTER_OTLP_ENDPOINT). Never fails the run nor waits on a step;
+    /// the end waits at most 5 s for the last send.
     #[arg(long = "otlp-endpoint", value_name = "URL")]
     otlp_endpoint: Option<String>,
     /// Put prompt and completion content on the exported model-call spans (also

@@ -65,10 +65,31 @@ pub fn trace_with(store: &Store, run_id: i64, options: TraceOptions) -> Result<T
         spans: Vec::new(),
     };
     b.run(&root, None, None)?;
-    Ok(Trace {
-        trace_id,
-        spans: b.spans,
-    })
+    let mut spans = b.spans;
+    cover_children(&mut spans);
+    Ok(Trace { trace_id, spans })
+}
+
+/// Makes every parent end no earlier than its children (adversary B4 of issue 20: a
+/// step recorded as 0 ms after a kill had tool spans ending after it). Spans come
+/// parents first, so one pass from the end carries each end up the tree.
+/// Everything a span covers is on record by the time it is sent live, so the live and
+/// the after-the-fact span still agree.
+fn cover_children(spans: &mut [Span]) {
+    let index: HashMap<SpanId, usize> = spans.iter().enumerate().map(|(i, s)| (s.id, i)).collect();
+    for i in (0..spans.len()).rev() {
+        let (end, parent) = (spans[i].end_ns, spans[i].parent);
+        // A resume's session sits under the first, later, and does not stretch it (its
+        // span went out when it ended).
+        let resumed = matches!(spans[i].attr(sc::HARNESS_SESSION), Some(super::span::Value::Int(n)) if *n > 0);
+        if !resumed
+            && let Some(p) = parent.and_then(|p| index.get(&p).copied())
+            && p < i
+            && spans[p].end_ns < end
+        {
+            spans[p].end_ns = end;
+        }
+    }
 }
 
 struct Builder<'s> {

@@ -186,6 +186,30 @@ fn a_session_killed_before_its_end_is_sent_by_the_resume_as_interrupted() {
     let after = after_the_fact(dir.path(), "1", &[]);
     let after_ids: HashSet<String> = ids(&after).into_iter().collect();
     assert!(live_ids.iter().all(|i| after_ids.contains(i)));
+    // Adversary B4: a parent never ends before its children (a resume's session,
+    // which follows its first, aside).
+    let end = |s: &Value| {
+        s["endTimeUnixNano"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    for sp in &after {
+        let resumed = attrs(sp)
+            .get("io_harness.session")
+            .is_some_and(|v| *v != int(0));
+        if let Some(p) = after.iter().find(|p| p["spanId"] == sp["parentSpanId"])
+            && !resumed
+        {
+            assert!(
+                end(p) >= end(sp),
+                "{} ends after its parent {}",
+                sp["name"],
+                p["name"]
+            );
+        }
+    }
     let step2 = find(&after, "step 2")[0]["spanId"].clone();
     for sp in after
         .iter()

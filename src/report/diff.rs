@@ -27,19 +27,46 @@ fn files(diff: &str) -> Vec<&str> {
     out
 }
 
-/// The files of `diff` that fit in `max` bytes, and how many did not.
+/// The files of `diff` that fit in `max` bytes, and how many did not. A first file
+/// larger than `max` alone is shown up to the last line that fits (the page would
+/// otherwise show no file at all; adversary B5 of issue 20), and counted as cut.
 pub(crate) fn bounded(diff: &str, max: usize) -> (Vec<&str>, usize) {
     let all = files(diff);
     let mut used = 0;
     let mut shown = Vec::new();
     for (i, f) in all.iter().enumerate() {
         if used + f.len() > max {
+            if i == 0 {
+                let end = f[..max.min(f.len())].rfind('\n').map_or(0, |e| e + 1);
+                if end > 0 {
+                    shown.push(&f[..end]);
+                }
+            }
             return (shown, all.len() - i);
         }
         used += f.len();
         shown.push(*f);
     }
     (shown, 0)
+}
+
+/// The diff without the record's own cut line, and the number of changed files that
+/// line says were never stored.
+fn stored_cut(diff: &str) -> (&str, usize) {
+    let trimmed = diff.trim_end_matches('\n');
+    let Some(at) = trimmed.rfind("[diff truncated: ") else {
+        return (diff, 0);
+    };
+    let line = &trimmed[at..];
+    if line.contains('\n') || !(at == 0 || trimmed[..at].ends_with('\n')) {
+        return (diff, 0);
+    }
+    let n = line["[diff truncated: ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    (&diff[..at], n)
 }
 
 /// The class of a diff line, by its first characters.
@@ -67,6 +94,7 @@ pub(crate) fn write(h: &mut Html<'_>, diff: Option<&str>) {
         h.raw("<p class=\"muted\">No changes.</p>");
         return;
     }
+    let (diff, never_stored) = stored_cut(diff);
     let (shown, omitted) = bounded(diff, MAX_DIFF_BYTES);
     h.raw("<div class=\"untrusted\"><div class=\"src\">untrusted · the agent's changes</div><pre class=\"diff\">");
     for f in &shown {
@@ -81,7 +109,12 @@ pub(crate) fn write(h: &mut Html<'_>, diff: Option<&str>) {
     h.raw("</pre></div>");
     if omitted > 0 {
         h.fmt(format_args!(
-            "<p class=\"cut\" id=\"diff-cut\">The diff is over 200 KB: {omitted} more file(s) not shown (io-harness show has it whole).</p>"
+            "<p class=\"cut\" id=\"diff-cut\">The diff is over 200 KB: {omitted} more file(s) not shown here, a file cut at its last line that fits counted among them (io-harness show has the recorded diff).</p>"
+        ));
+    }
+    if never_stored > 0 {
+        h.fmt(format_args!(
+            "<p class=\"cut\" id=\"diff-never-stored\">The recorded diff is itself cut: {never_stored} more changed file(s) were never stored (the workspace has them: io-harness diff).</p>"
         ));
     }
 }
@@ -101,6 +134,23 @@ mod tests {
         let (all, none) = bounded(&diff, 1 << 20);
         assert_eq!((all.len(), none), (10, 0));
         assert_eq!(all.concat(), diff);
+    }
+
+    /// Adversary B5 of issue 20: one file over the bound left the page with no file
+    /// and a count that missed the files the record itself had cut.
+    #[test]
+    fn a_first_file_over_the_bound_is_shown_cut_and_the_records_own_cut_is_counted() {
+        let big = format!("diff --harness a/big b/big\n{}", "+line\n".repeat(100));
+        let diff = format!("{big}diff --harness a/s b/s\n+x\n[diff truncated: 32 more changed files not shown]\n");
+        let (body, never) = stored_cut(&diff);
+        assert_eq!(never, 32);
+        assert!(!body.contains("[diff truncated"));
+        let (shown, omitted) = bounded(body, 100);
+        assert_eq!(shown.len(), 1);
+        assert!(shown[0].starts_with("diff --harness a/big") && shown[0].len() <= 100);
+        assert!(shown[0].ends_with('\n'));
+        assert_eq!(omitted, 2, "the cut file and the one after it");
+        assert_eq!(stored_cut("+[diff truncated: x"), ("+[diff truncated: x", 0));
     }
 
     #[test]

@@ -350,7 +350,11 @@ fn layers_summary(json: &str) -> String {
         return "not recorded".into();
     };
     let mut parts = Vec::new();
-    if let Some(ns) = l["namespaces"].as_array() {
+    // An empty list is no layer (adversary B8 of issue 20: a portable-floor session
+    // read "namespaces").
+    if let Some(ns) = l["namespaces"].as_array()
+        && !ns.is_empty()
+    {
         let names: Vec<&str> = ns.iter().filter_map(Value::as_str).collect();
         parts.push(format!("namespaces {}", names.join("/")));
     }

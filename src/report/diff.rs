@@ -141,7 +141,9 @@ mod tests {
     #[test]
     fn a_first_file_over_the_bound_is_shown_cut_and_the_records_own_cut_is_counted() {
         let big = format!("diff --harness a/big b/big\n{}", "+line\n".repeat(100));
-        let diff = format!("{big}diff --harness a/s b/s\n+x\n[diff truncated: 32 more changed files not shown]\n");
+        let diff = format!(
+            "{big}diff --harness a/s b/s\n+x\n[diff truncated: 32 more changed files not shown]\n"
+        );
         let (body, never) = stored_cut(&diff);
         assert_eq!(never, 32);
         assert!(!body.contains("[diff truncated"));
@@ -150,7 +152,10 @@ mod tests {
         assert!(shown[0].starts_with("diff --harness a/big") && shown[0].len() <= 100);
         assert!(shown[0].ends_with('\n'));
         assert_eq!(omitted, 2, "the cut file and the one after it");
-        assert_eq!(stored_cut("+[diff truncated: x"), ("+[diff truncated: x", 0));
+        assert_eq!(
+            stored_cut("+[diff truncated: x"),
+            ("+[diff truncated: x", 0)
+        );
     }
 
     #[test]

@@ -29,6 +29,11 @@ impl<'r> Html<'r> {
         }
     }
 
+    /// Bytes written so far (the page's budgets are measured on it).
+    pub(crate) fn len(&self) -> usize {
+        self.out.len()
+    }
+
     /// Literal markup written by this module's callers (never data).
     pub(crate) fn raw(&mut self, markup: &str) -> &mut Self {
         self.out.push_str(markup);

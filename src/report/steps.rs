@@ -13,17 +13,35 @@ const MAX_TEXT: usize = 8 * 1024;
 /// Longest tool argument or output shown.
 const MAX_TOOL: usize = 2 * 1024;
 
+/// Tool calls of one step shown in full; the rest are named (a reply may hold 64).
+const MAX_CALLS_SHOWN: usize = 16;
+/// Timeline markup a page holds in full; later steps show their summary line only
+/// (adversary B6 of issue 20: 100 steps of 64 calls made a 29.6 MB page that took
+/// Chromium 23 s to open).
+const TIMELINE_BUDGET: usize = 2 * 1024 * 1024;
+
 /// The timeline section.
 pub(crate) fn timeline(h: &mut Html<'_>, v: &RunView) {
     h.raw("<h3>Steps</h3><ol class=\"timeline\">");
+    let start = h.len();
+    let mut summarised = 0;
     for st in &v.steps {
-        step(h, v, st);
+        let full = h.len() - start < TIMELINE_BUDGET;
+        step(h, v, st, full);
+        summarised += usize::from(!full);
     }
     uncommitted(h, v);
     h.raw("</ol>");
+    if summarised > 0 {
+        h.fmt(format_args!(
+            "<p class=\"cut\" id=\"steps-cut\">{summarised} step(s) shown by their summary line only: the page holds {} MiB of step details (io-harness show {} has them all).</p>",
+            TIMELINE_BUDGET >> 20,
+            v.run.id
+        ));
+    }
 }
 
-fn step(h: &mut Html<'_>, v: &RunView, st: &StepRecord) {
+fn step(h: &mut Html<'_>, v: &RunView, st: &StepRecord, full: bool) {
     h.fmt(format_args!(
         "<li class=\"step\" id=\"run-{}-step-{}\" data-step=\"{}\"><details open><summary><b>step {}</b> · {} ms (model {} ms) · in {} out {}{} · {}",
         v.run.id,
@@ -46,10 +64,29 @@ fn step(h: &mut Html<'_>, v: &RunView, st: &StepRecord) {
         h.raw(" · ").text(p);
     }
     h.raw("</summary>");
+    if !full {
+        h.raw("<p class=\"muted\">details not shown (page budget)</p></details></li>");
+        return;
+    }
     attempts(h, v.attempts.iter().filter(|a| a.step == st.step));
     messages(h, &st.messages_json);
-    for c in &st.tool_calls {
+    for c in st.tool_calls.iter().take(MAX_CALLS_SHOWN) {
         tool_call(h, v, st.step, c);
+    }
+    if let Some(rest) = st.tool_calls.get(MAX_CALLS_SHOWN..)
+        && !rest.is_empty()
+    {
+        h.fmt(format_args!(
+            "<p class=\"cut\">{} more tool call(s) in this step, not shown: ",
+            rest.len()
+        ));
+        for (i, c) in rest.iter().take(20).enumerate() {
+            if i > 0 {
+                h.raw(", ");
+            }
+            h.raw("<code>").bounded(&c.name, 64).raw("</code>");
+        }
+        h.raw("</p>");
     }
     for p in v
         .policy

@@ -351,3 +351,37 @@ fn an_unknown_run_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no run with id 99"));
 }
+
+/// Adversary B6 of issue 20: 100 replies of 64 calls with 2 KB arguments made a
+/// 29.6 MB page. A step shows 16 calls in full and names the rest; past the page's
+/// 2 MiB of step details, steps show their summary line only.
+#[test]
+fn a_page_of_many_large_calls_stays_bounded() {
+    let f = Fixture::new();
+    let arg = "y".repeat(2048);
+    let call = format!(r#"{{"name": "list_dir", "input": {{"path": ".", "pad": "{arg}"}}}}"#);
+    let calls = vec![call; 17].join(", ");
+    let reply = format!(r#"{{"tool_calls": [{calls}]}}"#);
+    let mut script: Vec<&str> = vec![&reply; 64];
+    script.push(r#"{"text": "done"}"#);
+    let task = f.task(
+        "weight",
+        &script,
+        "[verify]\nfile_contains = { file = \"a.txt\", needle = \"a\" }\n[budget]\nmax_steps = 70\n[stall]\nwindow = 100",
+    );
+    let id = f.run(&task, 0);
+    let (_, html) = f.report(id);
+    assert!(
+        html.contains("1 more tool call(s) in this step"),
+        "calls past 16 are named"
+    );
+    assert!(
+        html.contains("data-step=\"64\""),
+        "every step keeps its line"
+    );
+    assert!(
+        html.contains("id=\"steps-cut\""),
+        "the budget was reached and said so"
+    );
+    assert!(html.len() < 3 * 1024 * 1024, "{} bytes", html.len());
+}

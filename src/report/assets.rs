@@ -25,6 +25,8 @@ li.step{border-left:3px solid #4a7fc1;margin:6px 0;padding:2px 10px}
 li.step.uncommitted{border-left-color:#c08000}
 summary{cursor:pointer}
 .untrusted{border:1px dashed #c9a227;background:#fffbea;margin:4px 0;border-radius:4px}
+.ut{border-bottom:1px dashed #c9a227;background:#fffbea}
+.ut::before{content:"untrusted: ";color:#8a6d00;font-size:85%}
 .harness{border:1px solid var(--line);background:var(--soft);margin:4px 0;border-radius:4px}
 .src{font-size:11px;color:#8a6d00;padding:1px 6px;text-transform:uppercase;letter-spacing:.04em}
 .harness .src{color:var(--muted)}

@@ -23,9 +23,15 @@ pub(crate) fn header(h: &mut Html<'_>, v: &RunView) {
         ));
     }
     h.fmt(format_args!("run {}</h2>", r.id));
-    h.raw("<dl class=\"head\"><dt>goal</dt><dd class=\"goal\">")
-        .text(&r.goal)
-        .raw("</dd>");
+    h.raw("<dl class=\"head\"><dt>goal</dt><dd class=\"goal\">");
+    // A sub-agent's goal was written by its parent's model, not by the operator
+    // (adversary B10 of issue 20).
+    if v.link.is_some() {
+        h.untrusted("the parent's model (a sub-agent's goal)", &r.goal, 4096);
+    } else {
+        h.text(&r.goal);
+    }
+    h.raw("</dd>");
     let outcome = r.outcome.as_deref().unwrap_or(&r.status);
     h.raw("<dt>outcome</dt><dd><span class=\"outcome o-")
         .text(outcome)
@@ -260,7 +266,7 @@ pub(crate) fn policy(h: &mut Html<'_>, v: &RunView) {
             .text(&p.decision)
             .raw("</td><td>")
             .text(&p.act)
-            .raw("</td><td><code>")
+            .raw("</td><td><code class=\"ut\" title=\"untrusted: named by the agent\">")
             .text(&p.target)
             .raw("</code></td><td>")
             .text(&p.rule)
@@ -283,7 +289,7 @@ pub(crate) fn policy(h: &mut Html<'_>, v: &RunView) {
             if let Ok(action) = serde_json::from_str::<crate::policy::Action>(&a.action_json) {
                 h.raw(" — ")
                     .text(action.act.as_str())
-                    .raw(" <code>")
+                    .raw(" <code class=\"ut\" title=\"untrusted: named by the agent\">")
                     .text(&action.target)
                     .raw("</code>");
             }
@@ -318,7 +324,7 @@ pub(crate) fn sandbox(h: &mut Html<'_>, v: &RunView) {
     for s in &v.sessions {
         h.fmt(format_args!("<tr><td>{}</td><td>", s.step))
             .text(&s.purpose)
-            .raw("</td><td><code>")
+            .raw("</td><td><code class=\"ut\" title=\"untrusted: the agent's command\">")
             .bounded(&argv(&s.argv_json), 300)
             .raw("</code></td><td>")
             .text(&s.backend)

@@ -186,7 +186,7 @@ fn attempts<'a>(h: &mut Html<'_>, it: impl Iterator<Item = &'a ProviderAttempt>)
             .text(&a.next)
             .fmt(format_args!("</b> after a wait of {} ms", a.delay_ms));
         if let Some(m) = &a.message {
-            h.raw("<div class=\"said\">server said: <code>")
+            h.raw("<div class=\"said\">server said: <code class=\"ut\" title=\"untrusted: the provider's words\">")
                 .bounded(m, 600)
                 .raw("</code></div>");
         }

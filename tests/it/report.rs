@@ -178,7 +178,7 @@ fn a_report_renders_offline_in_chromium_with_the_runs_facts_and_hostile_text_ine
     // The denied read, with its rule, in the policy table.
     assert!(
         dom.contains(
-            "<tr class=\"d-deny\"><td>1</td><td>deny</td><td>read</td><td><code>.env</code>"
+            "<tr class=\"d-deny\"><td>1</td><td>deny</td><td>read</td><td><code class=\"ut\" title=\"untrusted: named by the agent\">.env</code>"
         ),
         "{dom}"
     );
@@ -266,6 +266,13 @@ fn every_run_kind_gets_a_page() {
         pages.push((id, outcome, page));
     }
     let (_, tree_html) = f.report(tree);
+    // Adversary B10: the sub-agent's goal, written by the parent's model, is framed
+    // as untrusted, and so is the agent's command in the sessions table.
+    assert!(
+        tree_html.contains("untrusted · the parent&#39;s model (a sub-agent&#39;s goal)")
+            || tree_html.contains("untrusted · the parent's model (a sub-agent's goal)"),
+        "the child's goal is not framed"
+    );
     assert!(
         tree_html.contains(&format!("id=\"run-{child}\""))
             && tree_html.contains(&format!("id=\"outcome-{child}\">success<")),

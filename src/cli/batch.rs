@@ -78,12 +78,7 @@ async fn go(
         .max_cost_usd
         .map(|max| SharedCost::new(max, spent(&store, &batch)));
     let done = slots.iter().filter(|s| s.start == Start::Ended).count();
-    let progress = Arc::new(BatchProgress::new(
-        args.json,
-        batch.id,
-        slots.len(),
-        done,
-    ));
+    let progress = Arc::new(BatchProgress::new(args.json, batch.id, slots.len(), done));
     let cancel = CancelToken::new();
     drive::watch_ctrl_c(cancel.clone());
     let shared = Arc::new(Shared {
@@ -261,7 +256,13 @@ fn default_jobs(checked: &[Checked]) -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
     let cap = checked
         .iter()
-        .map(|c| c.contract.sandbox.limits.memory.unwrap_or(DEFAULT_MEMORY_CAP))
+        .map(|c| {
+            c.contract
+                .sandbox
+                .limits
+                .memory
+                .unwrap_or(DEFAULT_MEMORY_CAP)
+        })
         .max()
         .unwrap_or(DEFAULT_MEMORY_CAP)
         .max(1);

@@ -20,9 +20,8 @@ pub struct Listed {
 pub fn expand(inputs: &[PathBuf]) -> Result<Vec<Listed>, CliError> {
     let mut out = Vec::new();
     for input in inputs {
-        let meta = std::fs::metadata(input).map_err(|e| {
-            CliError::Usage(format!("batch: cannot read {}: {e}", input.display()))
-        })?;
+        let meta = std::fs::metadata(input)
+            .map_err(|e| CliError::Usage(format!("batch: cannot read {}: {e}", input.display())))?;
         if meta.is_dir() {
             out.extend(directory(input)?);
         } else if input.extension().is_some_and(|e| e == "jsonl") {
@@ -70,9 +69,7 @@ fn directory(dir: &Path) -> Result<Vec<Listed>, CliError> {
 #[serde(untagged)]
 enum Line {
     Path(String),
-    Entry {
-        task: String,
-    },
+    Entry { task: String },
 }
 
 fn list(path: &Path) -> Result<Vec<Listed>, CliError> {

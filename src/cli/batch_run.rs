@@ -186,7 +186,10 @@ fn refused(slot: &Slot, shared: &Shared, text: String, code: i32) -> Ended {
             .store
             .refuse_batch_task(shared.batch_id, slot.position, &text)
     {
-        errln!("warning: the refusal of task {} was not stored: {e}", slot.position);
+        errln!(
+            "warning: the refusal of task {} was not stored: {e}",
+            slot.position
+        );
     }
     let secrets = io_harness::redact::Redactor::default();
     shared

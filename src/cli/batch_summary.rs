@@ -68,7 +68,11 @@ pub fn rows(store: &io_harness::Store, batch: &BatchRecord, ended: &[Ended]) -> 
                 if let Some(o) = outcome {
                     row.exit_code = Some(o.exit_code());
                     row.outcome = serde_json::to_value(&o).ok();
-                    row.state = if o.is_resumable() { "unfinished" } else { "ended" };
+                    row.state = if o.is_resumable() {
+                        "unfinished"
+                    } else {
+                        "ended"
+                    };
                     return row;
                 }
                 row.state = "unfinished";

@@ -48,7 +48,9 @@ pub fn render_batch(
             };
             h.raw("<td>-</td><td>").text(state);
             if let Some(why) = &t.refused {
-                h.raw(" <span class=\"reason\">").bounded(why, 2048).raw("</span>");
+                h.raw(" <span class=\"reason\">")
+                    .bounded(why, 2048)
+                    .raw("</span>");
             }
             h.raw("</td><td></td><td></td><td></td><td></td><td>")
                 .text(&t.source)

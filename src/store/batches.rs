@@ -217,14 +217,23 @@ mod tests {
         store.refuse_batch_task(id, 1, "workspace busy").unwrap();
         store.set_batch_status(id, "cancelled").unwrap();
         let b = store.batch(id).unwrap().unwrap();
-        assert_eq!((b.jobs, b.max_cost_usd, b.status.as_str()), (4, Some(1.5), "cancelled"));
+        assert_eq!(
+            (b.jobs, b.max_cost_usd, b.status.as_str()),
+            (4, Some(1.5), "cancelled")
+        );
         assert!(b.finished_at_ms.is_some());
         let sources: Vec<_> = b.tasks.iter().map(|t| t.source.as_str()).collect();
         assert_eq!(sources, ["a.toml", "b.toml"]);
         assert_eq!(b.tasks[1].run_id, Some(run));
         assert_eq!(b.tasks[0].refused.as_deref(), Some("workspace busy"));
-        assert_eq!(store.batch_of_run(run).unwrap(), Some((id, 2, "b.toml".into())));
+        assert_eq!(
+            store.batch_of_run(run).unwrap(),
+            Some((id, 2, "b.toml".into()))
+        );
         assert_eq!(store.batch(id + 1).unwrap(), None);
-        assert!(store.link_batch_run(id, 1, run + 99).is_err(), "no such run");
+        assert!(
+            store.link_batch_run(id, 1, run + 99).is_err(),
+            "no such run"
+        );
     }
 }

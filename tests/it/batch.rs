@@ -20,7 +20,10 @@ fn task(f: &Fixture, n: usize, sleep: &str) -> PathBuf {
         ),
         r#"{"text": "done"}"#.to_string(),
     ];
-    f.write(&format!("set/t{n:02}/script.jsonl"), &(script.join("\n") + "\n"));
+    f.write(
+        &format!("set/t{n:02}/script.jsonl"),
+        &(script.join("\n") + "\n"),
+    );
     f.write(
         &format!("set/t{n:02}/task.toml"),
         &format!(
@@ -63,7 +66,10 @@ fn twenty_tasks_at_four_jobs_survive_a_ctrl_c_and_resume_to_success() {
     let mut running = std::collections::BTreeSet::new();
     while finished < 4 {
         let mut line = String::new();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "ended early: {seen}");
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "ended early: {seen}"
+        );
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         if v["event"] == "run_started" {
             running.insert(v["task"].as_u64().unwrap());
@@ -102,11 +108,17 @@ fn twenty_tasks_at_four_jobs_survive_a_ctrl_c_and_resume_to_success() {
     let mut run_ids = std::collections::BTreeSet::new();
     for t in done["tasks"].as_array().unwrap() {
         assert_eq!(t["outcome"]["outcome"], "success", "{t}");
-        assert!(run_ids.insert(t["run_id"].as_i64().unwrap()), "one run per task");
+        assert!(
+            run_ids.insert(t["run_id"].as_i64().unwrap()),
+            "one run per task"
+        );
         let n = t["position"].as_u64().unwrap();
         let ws = f.path().join(format!("set/t{n:02}/ws"));
         let log = std::fs::read_to_string(ws.join("log.txt")).unwrap_or_default();
-        assert!(log.lines().count() <= 1, "task {n}'s command ran twice: {log:?}");
+        assert!(
+            log.lines().count() <= 1,
+            "task {n}'s command ran twice: {log:?}"
+        );
         assert_eq!(
             std::fs::read_to_string(ws.join("out.txt")).unwrap(),
             format!("task {n}\n")
@@ -117,7 +129,7 @@ fn twenty_tasks_at_four_jobs_survive_a_ctrl_c_and_resume_to_success() {
     assert_eq!(runs.len(), 20);
     let listed = crate::json_schema::runs(&f.cmd(&["runs", "--batch", &id, "--json"]).stdout);
     assert_eq!(listed.len(), 20);
-    let store = io_harness::Store::open(&f.store()).unwrap();
+    let store = io_harness::Store::open(f.store()).unwrap();
     for run in &run_ids {
         let steps: Vec<u32> = store.steps(*run).unwrap().iter().map(|s| s.step).collect();
         let want: Vec<u32> = (1..=steps.len() as u32).collect();
@@ -138,7 +150,10 @@ fn twenty_tasks_at_four_jobs_survive_a_ctrl_c_and_resume_to_success() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let index = std::fs::read_to_string(pages.join(format!("batch-{id}.html"))).unwrap();
     for run in &run_ids {
-        assert!(index.contains(&format!("href=\"run-{run}.html\"")), "{index}");
+        assert!(
+            index.contains(&format!("href=\"run-{run}.html\"")),
+            "{index}"
+        );
         assert!(pages.join(format!("run-{run}.html")).is_file());
     }
     assert!(index.contains("Content-Security-Policy"));
@@ -159,8 +174,14 @@ fn a_bad_task_file_refuses_the_whole_batch_before_anything_runs() {
     let out = f.cmd(&["batch", good.to_str().unwrap(), bad.to_str().unwrap()]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("1 of 2 task file(s) refused, nothing ran"), "{err}");
-    assert!(err.contains(&bad.display().to_string()) && err.contains("max_stepz"), "{err}");
+    assert!(
+        err.contains("1 of 2 task file(s) refused, nothing ran"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&bad.display().to_string()) && err.contains("max_stepz"),
+        "{err}"
+    );
     assert!(!f.path().join("set/t01/ws/out.txt").exists());
     let list = f.write("list.jsonl", "\"set/t01/task.toml\"\n{\"task\": 7}\n");
     let out = f.cmd(&["batch", list.to_str().unwrap()]);
@@ -211,7 +232,53 @@ fn the_batch_exit_code_follows_the_precedence_and_one_workspace_is_shared_in_tur
     f.write("refused/ws/a.txt", "a\n");
     let out = f.cmd(&["batch", fail.to_str().unwrap(), refused.to_str().unwrap()]);
     let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(2), "{stdout}\n{}", text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
     assert!(stdout.contains("refused"), "{stdout}");
     assert!(stdout.contains("macos-sandbox-exec"), "{stdout}");
+}
+
+/// A workspace another process's run holds in place is waited for, not refused: the
+/// batch task says it waits, then runs once the other run ends.
+#[test]
+fn a_batch_task_waits_for_a_workspace_another_process_holds() {
+    let f = Fixture::new();
+    let task_file = task(&f, 1, "0");
+    f.write(
+        "holder/script.jsonl",
+        "{\"tool_calls\": [{\"name\": \"run_command\", \"input\": {\"argv\": [\"sleep\", \"1.5\"]}}]}\n{\"text\": \"done\"}\n",
+    );
+    let holder = f.write(
+        "holder/task.toml",
+        "goal = \"hold\"\nroot = \"../set/t01/ws\"\n[verify]\nfile_contains = { file = \"in.txt\", needle = \"in\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
+    );
+    let mut child = bin()
+        .args(["run", holder.to_str().unwrap(), "--json"])
+        .env("XDG_CACHE_HOME", f.path().join("cache"))
+        .env("XDG_DATA_HOME", f.path().join("data"))
+        .env("IO_HARNESS_STORE", f.path().join("other.db"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    loop {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the holder ended early"
+        );
+        if line.contains("\"tool_called\"") {
+            break;
+        }
+    }
+    let out = f.cmd(&["batch", task_file.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("[task 1] waiting for workspace"), "{err}");
+    assert!(child.wait().unwrap().success());
 }

@@ -13,7 +13,9 @@ fn dear_reply() -> Reply {
         delta(json!({"role": "assistant", "content": ""}), None),
         delta(json!({"content": "not yet"}), None),
         delta(json!({}), Some("stop")),
-        usage_chunk(json!({"prompt_tokens": 100000, "completion_tokens": 0, "total_tokens": 100000})),
+        usage_chunk(
+            json!({"prompt_tokens": 100000, "completion_tokens": 0, "total_tokens": 100000}),
+        ),
     ])))
 }
 
@@ -62,6 +64,9 @@ async fn three_tasks_share_one_cost_budget_and_each_ends_cost_budget_exceeded() 
     let spent = doc["spent_usd"].as_f64().unwrap();
     assert!((0.25..=0.6 + 1e-9).contains(&spent), "{spent}");
     let total = doc["totals"]["cost_usd"].as_f64().unwrap();
-    assert!((total - calls as f64 * 0.1).abs() < 1e-9, "{total} for {calls} calls");
+    assert!(
+        (total - calls as f64 * 0.1).abs() < 1e-9,
+        "{total} for {calls} calls"
+    );
     assert!(!text(&out.stdout).contains(crate::providers::KEY));
 }

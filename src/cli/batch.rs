@@ -254,19 +254,23 @@ fn spent(store: &io_harness::Store, batch: &BatchRecord) -> f64 {
 /// min(cores, memory ÷ the largest per-task memory cap), at least 1.
 fn default_jobs(checked: &[Checked]) -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    let cap = checked
+    let caps: Vec<Option<u64>> = checked
         .iter()
-        .map(|c| {
-            c.contract
-                .sandbox
-                .limits
-                .memory
-                .unwrap_or(DEFAULT_MEMORY_CAP)
-        })
+        .map(|c| c.contract.sandbox.limits.memory)
+        .collect();
+    jobs_for(cores, total_memory(), &caps)
+}
+
+/// The default job count from the machine (`memory`: `None` when unknown) and the
+/// tasks' memory caps (`None`: the default cap).
+fn jobs_for(cores: u64, memory: Option<u64>, caps: &[Option<u64>]) -> u32 {
+    let cap = caps
+        .iter()
+        .map(|c| c.unwrap_or(DEFAULT_MEMORY_CAP))
         .max()
         .unwrap_or(DEFAULT_MEMORY_CAP)
         .max(1);
-    let by_memory = total_memory().map_or(cores, |m| m / cap);
+    let by_memory = memory.map_or(cores, |m| m / cap);
     u32::try_from(cores.min(by_memory).max(1)).unwrap_or(1)
 }
 
@@ -276,4 +280,27 @@ fn total_memory() -> Option<u64> {
     let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jobs_for;
+
+    #[test]
+    fn jobs_default_to_the_smaller_of_cores_and_memory_over_the_largest_cap() {
+        const GIB: u64 = 1 << 30;
+        assert_eq!(
+            jobs_for(8, Some(16 * GIB), &[None, None]),
+            4,
+            "4 GiB default cap"
+        );
+        assert_eq!(
+            jobs_for(2, Some(64 * GIB), &[Some(GIB)]),
+            2,
+            "cores bound it"
+        );
+        assert_eq!(jobs_for(8, Some(16 * GIB), &[Some(GIB), Some(8 * GIB)]), 2);
+        assert_eq!(jobs_for(8, Some(GIB), &[None]), 1, "at least one");
+        assert_eq!(jobs_for(3, None, &[None]), 3, "unknown memory: cores");
+    }
 }

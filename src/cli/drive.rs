@@ -118,7 +118,7 @@ fn warn_audit_failures(store: &io_harness::Store, run_id: i64) {
 /// Ctrl-C cancels the run: every wait ends at once (a running command is stopped) and
 /// the run ends `Cancelled`, exit 130, resumable; a second Ctrl-C exits at once.
 #[cfg(unix)]
-fn watch_ctrl_c(cancel: CancelToken) {
+pub(super) fn watch_ctrl_c(cancel: CancelToken) {
     // The handler is installed here, before the run starts, not when a spawned task is
     // first polled: a Ctrl-C in the first milliseconds must cancel, not kill.
     let Ok(mut interrupts) =
@@ -140,7 +140,7 @@ fn watch_ctrl_c(cancel: CancelToken) {
 /// Ctrl-C cancels the run: every wait ends at once (a running command is stopped) and
 /// the run ends `Cancelled`, exit 130, resumable; a second Ctrl-C exits at once.
 #[cfg(not(unix))]
-fn watch_ctrl_c(cancel: CancelToken) {
+pub(super) fn watch_ctrl_c(cancel: CancelToken) {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             cancel.cancel();

@@ -35,6 +35,11 @@ mod apply;
 mod apply_git;
 mod approve;
 mod audit;
+mod batch;
+mod batch_list;
+mod batch_progress;
+mod batch_run;
+mod batch_summary;
 mod completions;
 mod config_cmd;
 mod diff;
@@ -86,6 +91,9 @@ enum Command {
     Run(RunArgs),
     /// Continue an interrupted or cancelled run from its last committed step.
     Resume(ResumeArgs),
+    /// Run many task files with bounded concurrency, each a run of its own under one
+    /// batch id; --resume ID finishes what an interrupted batch left.
+    Batch(BatchArgs),
     /// List runs in the store.
     Runs(ListArgs),
     /// Show one run's trace: steps, tool calls, tokens, cost, outcome, diff.
@@ -420,6 +428,37 @@ struct ResumeArgs {
 }
 
 #[derive(Debug, Args)]
+struct BatchArgs {
+    /// Task files, directories of them (each `*.toml` in it and each `*/task.toml`),
+    /// or JSONL lists (`*.jsonl`: one `{"task": "path"}` or `"path"` a line, relative
+    /// to the list).
+    #[arg(required_unless_present = "resume", conflicts_with = "resume")]
+    tasks: Vec<PathBuf>,
+    /// Finish the batch ID: resume its interrupted and cancelled runs, start the tasks
+    /// that never started (with the contracts validated when it was made).
+    #[arg(long, value_name = "ID")]
+    resume: Option<i64>,
+    /// Tasks run at once (default: min(cores, memory / the largest per-task memory
+    /// cap)).
+    #[arg(long, value_name = "N")]
+    jobs: Option<u32>,
+    /// The batch's total cost budget in USD, shared live by its running tasks (each
+    /// task's own `[budget] max_cost_usd` holds too).
+    #[arg(long, value_name = "USD", conflicts_with = "resume")]
+    max_cost: Option<f64>,
+    #[command(flatten)]
+    provider: ProviderArgs,
+    #[command(flatten)]
+    store: StoreArg,
+    /// One JSON event per line (with its task) and a final batch object.
+    #[arg(long)]
+    json: bool,
+    /// Keep the workspace copies of successful runs.
+    #[arg(long)]
+    keep: bool,
+}
+
+#[derive(Debug, Args)]
 struct DiffArgs {
     /// The run.
     run_id: i64,
@@ -484,6 +523,9 @@ struct ListArgs {
     /// 3339 time (`2026-12-01T09:00:00Z`, `2026-12-01T11:00:00+02:00`).
     #[arg(long, value_name = "WHEN", value_parser = since::parse_since)]
     since: Option<i64>,
+    /// Only the runs of this batch.
+    #[arg(long, value_name = "ID")]
+    batch: Option<i64>,
 }
 
 #[derive(Debug, Args)]
@@ -503,8 +545,14 @@ struct ShowArgs {
 #[derive(Debug, Args)]
 struct ReportArgs {
     /// The run (its sub-agents are on the same page).
-    run_id: i64,
-    /// Where to write the page (default: run-<id>.html in the current directory).
+    #[arg(required_unless_present = "batch", conflicts_with = "batch")]
+    run_id: Option<i64>,
+    /// Write the index page of this batch (batch-<id>.html) and each of its runs'
+    /// pages beside it (run-<id>.html), in the current directory or -o DIR.
+    #[arg(long, value_name = "ID")]
+    batch: Option<i64>,
+    /// Where to write the page (default: run-<id>.html in the current directory); with
+    /// --batch, the directory.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
     #[command(flatten)]
@@ -633,7 +681,7 @@ pub fn main() -> ExitCode {
     };
     if matches!(
         cli.command,
-        Command::Run(_) | Command::Resume(_) | Command::Sandbox(_)
+        Command::Run(_) | Command::Resume(_) | Command::Sandbox(_) | Command::Batch(_)
     ) {
         output::set_driving();
     }
@@ -641,6 +689,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Run(a) => run::execute(a).await,
             Command::Resume(a) => resume::execute(a).await,
+            Command::Batch(a) => batch::execute(a).await,
             Command::Runs(a) => runs::execute(a),
             Command::Show(a) => show::execute(a),
             Command::Report(a) => report::execute(a),

@@ -161,12 +161,12 @@ impl Observer for Progress {
 }
 
 /// The wall-clock time, RFC 3339 with milliseconds (UTC).
-fn now() -> String {
+pub(super) fn now() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
 /// The line a CI log shows for `event`, if it shows one.
-fn log_line(event: &RunEvent) -> Option<String> {
+pub(super) fn log_line(event: &RunEvent) -> Option<String> {
     Some(match event {
         RunEvent::RunStarted {
             run_id,

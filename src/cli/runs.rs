@@ -10,11 +10,24 @@ pub fn execute(args: ListArgs) -> Result<i32, CliError> {
     }
     let store = store_path::open_existing(&args.store)?;
     let all = store.runs()?;
+    let in_batch: Option<Vec<i64>> = match args.batch {
+        Some(id) => Some(
+            store
+                .batch(id)?
+                .ok_or_else(|| CliError::Usage(format!("no batch with id {id}")))?
+                .tasks
+                .iter()
+                .filter_map(|t| t.run_id)
+                .collect(),
+        ),
+        None => None,
+    };
     let children = |id: i64| all.iter().filter(|r| r.parent_run_id == Some(id)).count();
     // Newest first (the store's order); `--since` and `--limit` narrow the roots.
     let runs: Vec<&io_harness::store::RunRecord> = all
         .iter()
         .filter(|r| r.parent_run_id.is_none())
+        .filter(|r| in_batch.as_ref().is_none_or(|ids| ids.contains(&r.id)))
         .filter(|r| args.since.is_none_or(|t| r.started_at_ms >= t))
         .take(args.limit.unwrap_or(usize::MAX))
         .collect();

@@ -111,6 +111,9 @@ fn print_json(store: &io_harness::Store, run_id: i64, t: Trace) -> Result<(), Cl
             "ended_as": r.ended_as,
         })).collect::<Vec<_>>(),
         "otlp_dropped": store.otlp_dropped(run_id)?,
+        "batch": store.batch_of_run(run_id)?.map(|(batch_id, task, source)| {
+            serde_json::json!({ "batch_id": batch_id, "task": task, "source": source })
+        }),
     });
     super::json_out::print("show", obj, &Default::default());
     Ok(())
@@ -140,6 +143,12 @@ fn print_run_sessions(store: &io_harness::Store, run_id: i64) -> Result<(), CliE
 fn print_text(store: &io_harness::Store, run_id: i64, t: &Trace) -> Result<(), CliError> {
     print_header(&t.run, t.link.as_ref());
     print_run_sessions(store, run_id)?;
+    if let Some((batch, task, source)) = store.batch_of_run(run_id)? {
+        outln!(
+            "batch: {batch} (task {task}: {}; io-harness runs --batch {batch})",
+            output::sanitize(&source)
+        );
+    }
     print_estimates(t);
     super::show_settings::print(store, run_id)?;
     for st in &t.steps {

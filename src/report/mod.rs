@@ -25,10 +25,12 @@ mod assets;
 mod chart;
 mod diff;
 mod html;
+mod index;
 mod records;
 mod steps;
 
 pub use diff::MAX_DIFF_BYTES;
+pub use index::render_batch;
 
 use crate::redact::Redactor;
 use crate::store::{
@@ -48,6 +50,9 @@ pub enum ReportError {
     /// The store has no run of that id.
     #[error("no run with id {0}")]
     NoSuchRun(i64),
+    /// The store has no batch of that id.
+    #[error("no batch with id {0}")]
+    NoSuchBatch(i64),
     /// Reading the store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

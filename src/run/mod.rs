@@ -19,6 +19,7 @@ mod prompt;
 mod sandbox_command;
 mod session;
 mod setup;
+mod shared_cost;
 mod snapshot_file;
 mod stall;
 mod state;
@@ -44,6 +45,7 @@ pub use liveness::is_live;
 pub use mcp_start::list_servers;
 pub use outcome::{EXIT_INTERNAL, EXIT_USAGE, RunOutcome};
 pub use sandbox_command::{StandaloneCommand, standalone_command};
+pub use shared_cost::SharedCost;
 pub use stall::StallPolicy;
 pub use subagent::{AgentBudget, AgentSpec, AgentVerify, FileContent, FileNeedle};
 pub use workdir::{cache_dir, diff_trees};
@@ -297,6 +299,10 @@ pub struct RunOptions {
     /// passed to its sub-agents. `None`: at the primary. A resumed run uses its own,
     /// as stored.
     pub breaker: Option<crate::provider::BreakerState>,
+    /// A cost budget shared with other runs (a batch's total): checked before each
+    /// model call, fed each reply's known cost; used up, the run ends
+    /// [`RunOutcome::CostBudgetExceeded`]. Sub-agents share it.
+    pub shared_cost: Option<SharedCost>,
 }
 
 impl Default for RunOptions {
@@ -311,6 +317,7 @@ impl Default for RunOptions {
             approver: None,
             fallbacks: Vec::new(),
             breaker: None,
+            shared_cost: None,
         }
     }
 }

@@ -46,6 +46,7 @@ use rusqlite::Connection;
 mod approvals;
 mod async_store;
 mod attempts;
+mod batches;
 mod blobs;
 mod context_events;
 mod events;
@@ -67,6 +68,7 @@ mod steps;
 mod trace_reads;
 
 pub use async_store::AsyncStore;
+pub use batches::{BatchRecord, BatchTask, NewBatchTask};
 pub use context_events::ContextEvent;
 pub use health::LostRecord;
 pub use mcp_events::McpEvent;

@@ -40,6 +40,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_OTLP_DROPPED,
     V_STOP_REASONS,
     V_RUN_SESSIONS,
+    V_BATCHES,
 ];
 
 /// Each session of a run — the first and every resume — with when it began and how it
@@ -54,6 +55,30 @@ CREATE TABLE run_sessions (
     ended_as      TEXT,
     PRIMARY KEY (run_id, ordinal)
 );
+";
+
+/// Batches (issue 21): tasks run together under one id, each with its resolved
+/// contract and, once it started, its run (`runs --batch`, `show`, `batch --resume`).
+const V_BATCHES: &str = "
+CREATE TABLE batches (
+    id             INTEGER PRIMARY KEY,
+    created_at_ms  INTEGER NOT NULL,
+    finished_at_ms INTEGER,
+    jobs           INTEGER NOT NULL,
+    max_cost_usd   REAL,
+    status         TEXT NOT NULL
+);
+CREATE TABLE batch_tasks (
+    batch_id      INTEGER NOT NULL REFERENCES batches(id),
+    position      INTEGER NOT NULL,
+    source        TEXT NOT NULL,
+    contract_json TEXT NOT NULL,
+    settings_json TEXT NOT NULL,
+    run_id        INTEGER REFERENCES runs(id),
+    refused       TEXT,
+    PRIMARY KEY (batch_id, position)
+);
+CREATE UNIQUE INDEX batch_tasks_run ON batch_tasks(run_id);
 ";
 
 /// Every resolved configuration value of a run with its source (issue 19.3: flags,

@@ -8,7 +8,7 @@ use rusqlite::params;
 use super::{Result, Store, ensure_run};
 
 /// One resolved value of a run's configuration.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RunSetting {
     /// Dotted key (`sandbox.limits.memory`).
     pub key: String,

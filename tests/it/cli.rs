@@ -913,6 +913,7 @@ fn every_json_document_kind_is_produced_and_matches_the_schema() {
         vec!["mcp", "list", with_mcp.to_str().unwrap(), "--json"],
         vec!["config", "--task", task, "--json"],
         vec!["tools", "--json"],
+        vec!["batch", task, "--json"],
     ] {
         for doc in cmd(&args) {
             seen.insert(doc["object"].as_str().unwrap().to_string());

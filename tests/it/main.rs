@@ -1,5 +1,7 @@
 //! The integration suite: one binary, a module per topic.
 
+mod batch;
+mod batch_cost;
 mod bounded;
 mod chromium;
 mod cli;

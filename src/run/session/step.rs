@@ -151,6 +151,9 @@ impl Session<'_> {
         if let Some(server) = self.tools.mcp.as_ref().and_then(|m| m.required_failed()) {
             return Some(RunOutcome::McpRequiredServerFailed { server });
         }
+        if self.opts.shared_cost.as_ref().is_some_and(|c| c.is_spent()) {
+            return Some(RunOutcome::CostBudgetExceeded);
+        }
         budget::before_step(
             &self.run.contract.budget,
             &self.progress.totals,
@@ -241,6 +244,9 @@ impl Session<'_> {
                 let model_started = Instant::now();
                 let (mut reply, served_by) = self.call_assembled(step).await?;
                 let model_ms = ms(model_started.elapsed());
+                if let (Some(shared), Some(usd)) = (&self.opts.shared_cost, reply.cost.usd) {
+                    shared.add(usd);
+                }
                 // Arguments no call may carry are not kept, in the record or in the
                 // conversation sent on: the record says what they were.
                 shrink_oversized(&mut reply, self.run.contract.tools.max_argument_bytes);

@@ -151,3 +151,40 @@ fn b13_b7_secrets_never_reach_the_store_or_what_run_prints() {
     let show = run_cli(dir.path(), &["show", "1"], &[]);
     assert!(!text(&show.stdout).contains(token));
 }
+
+/// B11: a header value too short to redact (`x-tenant=ab1`), echoed by a collector
+/// that refused the export, was printed. Its body is withheld then; a long value is
+/// redacted from it.
+#[test]
+fn b11_a_collector_echoing_a_short_header_value_shows_nothing_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = task(dir.path(), &[WRITE, r#"{"text": "done"}"#], "");
+    let out = run_cli(dir.path(), &["run", t.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let rx = Receiver::start(dir.path(), "rx", &["--status", "401"]);
+    let store = dir.path().join("store.db");
+    let short = export(
+        &store,
+        &["1", "--endpoint", &rx.url()],
+        &[(
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "x-tenant=ab1,x-key=k3y-long-enough-42",
+        )],
+    );
+    assert_eq!(short.status.code(), Some(70), "{}", text(&short.stderr));
+    let err = text(&short.stderr);
+    assert!(err.contains("HTTP 401"), "{err}");
+    assert!(!err.contains("ab1") && !err.contains("k3y-long"), "{err}");
+    assert!(err.contains("not shown"), "{err}");
+    let long = export(
+        &store,
+        &["1", "--endpoint", &rx.url()],
+        &[("OTEL_EXPORTER_OTLP_HEADERS", "x-key=k3y-long-enough-42")],
+    );
+    let err = text(&long.stderr);
+    assert!(err.contains("refused by the test receiver"), "{err}");
+    assert!(
+        !err.contains("k3y-long") && err.contains("[REDACTED]"),
+        "{err}"
+    );
+}

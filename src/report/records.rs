@@ -504,3 +504,19 @@ fn tree(h: &mut Html<'_>, v: &RunView) {
     }
     h.raw("</ul>");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::layers_summary;
+
+    /// Adversary B8 of issue 20: a portable-floor session (no namespaces) was shown
+    /// with the layer "namespaces".
+    #[test]
+    fn an_empty_namespace_list_is_no_layer() {
+        let floor = layers_summary(r#"{"namespaces": [], "seccomp": true}"#);
+        assert!(!floor.contains("namespaces"), "{floor}");
+        assert!(floor.contains("seccomp"), "{floor}");
+        let native = layers_summary(r#"{"namespaces": ["user", "mount"]}"#);
+        assert!(native.contains("namespaces user/mount"), "{native}");
+    }
+}

@@ -610,7 +610,8 @@ async fn run_tests(
                     None,
                 ));
             }
-            run_one(exec, dir, bin, n, test, &fixtures, nonce).await?;
+            let package = placement.manifest_path.parent();
+            run_one(exec, dir, bin, n, test, (&fixtures, package), nonce).await?;
             n += 1;
             ran_names.push(test.clone());
         }

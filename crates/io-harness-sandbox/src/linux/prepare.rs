@@ -506,11 +506,22 @@ pub(crate) fn prepare(
         &env,
     )?;
     // Phase 5: the seccomp filters.
-    let seccomp = if on(off::SECCOMP) {
+    let mut seccomp = if on(off::SECCOMP) {
         seccomp::programs(ns.deny_inet)?
     } else {
         Vec::new()
     };
+    if spec.single_process && on(off::SECCOMP) {
+        // The addresses of the paths the command process itself will exec: only an
+        // execve naming one of them, which a later image cannot know, is allowed.
+        let allowed: Vec<u64> = env
+            .exec
+            .candidates
+            .iter()
+            .map(|c| c.as_ptr() as u64)
+            .collect();
+        seccomp.push(seccomp::single_process(&allowed)?);
+    }
     let mut roots = vec![wd.clone()];
     roots.extend(extra.iter().cloned());
     roots.extend(env.private_dir.iter().cloned());

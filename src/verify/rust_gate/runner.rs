@@ -73,12 +73,21 @@ pub(crate) async fn run_test_process(
         (VERDICT_DIR_ENV.to_string(), s(place.run_dir)),
         ("CARGO_MANIFEST_DIR".to_string(), s(package)),
     ];
+    // The package is the writable working directory: a read-only path holding it
+    // (the crate copy) would be mounted over it. The rest of a workspace copy is
+    // then not visible to a member's tests.
+    let read_only: Vec<PathBuf> = place
+        .read_only
+        .iter()
+        .filter(|p| !package.starts_with(p) && !p.starts_with(package))
+        .cloned()
+        .collect();
     match exec {
         Some(e) => {
             let ran = e
                 .run_single_process(
                     package,
-                    place.read_only,
+                    &read_only,
                     argv,
                     Some(wall_secs),
                     (&[place.run_dir.to_path_buf()], &env),

@@ -15,7 +15,9 @@
 //!    glob import (module `guard`), so `use subject::*` cannot hand it a lying `Some`,
 //!    `String` or `assert_eq!`. Signatures the contract pins are checked first by a
 //!    harness-written crate (module `signatures`): a return type with a lying
-//!    `PartialEq` fails here, the signature named.
+//!    `PartialEq` fails here, the signature named. A glob import of the subject is
+//!    made explicit first (module `imports`), so a trait or a lowercase `const` the
+//!    criterion does not name cannot change what its code means.
 //! 4. `test-run`: the harness lists the criterion's tests from the criterion source
 //!    (which the agent cannot edit), adds those the compiled binary lists beyond them
 //!    (`--list`: tests a macro writes; the list can only add, never remove a declared
@@ -26,7 +28,9 @@
 //!    harness put at the start of every test body writes `<nonce> <name>` only after
 //!    the function returned (module `channel`). A list with no tests, a test that did
 //!    not run, a cap kill or a timeout never passes; a pass is recorded with trust
-//!    level `harness-channel` and the tests counted by name.
+//!    level `harness-channel` and the tests counted by name. In the sandbox a test
+//!    process may start no other process or program (`RunSpec::single_process`), so
+//!    no child of it can search for the accepted answer or report the verdict.
 //!
 //! Everything is built in a per-gate directory under the harness's cache
 //! (`$XDG_CACHE_HOME/io-harness/gates/<run>-<pid>-<n>/<n>`), outside the agent's writable area,

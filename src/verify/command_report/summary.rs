@@ -139,10 +139,10 @@ impl SummaryScan {
             }
             Runner::CargoTest => {
                 // Every `running N tests` needs a `test result:` line counting N.
-                if let Some(n) = running_line(line) {
-                    if let Some(open) = self.cargo_open.replace(n) {
-                        self.cargo_cut += open.max(1);
-                    }
+                if let Some(n) = running_line(line)
+                    && let Some(open) = self.cargo_open.replace(n)
+                {
+                    self.cargo_cut += open.max(1);
                 }
                 if cargo_line(line, &mut self.sum) {
                     self.seen = true;

@@ -164,10 +164,11 @@ fn pattern_ranges(code: &str) -> Vec<(usize, usize)> {
         let before = code[..i].trim_end();
         let opens =
             before.ends_with(['(', ',', '=']) || before.ends_with("move") || before.ends_with("=>");
-        if opens && b.get(i + 1) != Some(&b'|') {
-            if let Some(k) = code[i + 1..].find('|') {
-                out.push((i + 1, i + 1 + k));
-            }
+        if opens
+            && b.get(i + 1) != Some(&b'|')
+            && let Some(k) = code[i + 1..].find('|')
+        {
+            out.push((i + 1, i + 1 + k));
         }
     }
     // Match arms: back from each `=>` over balanced brackets to the arm's start.

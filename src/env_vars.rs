@@ -65,6 +65,10 @@ pub const ENV_VARS: &[EnvVar] = &[
         "headers sent to the collector (`k=v,k2=v2`, values percent-decoded), held as secrets: never stored or printed",
     ),
     v(
+        "IO_HARNESS_VERDICT_DIR",
+        "set by the harness, read only by its own code in a Rust gate's test process: the directory that test's verdict is written to (the cargo form runs tests in the package directory)",
+    ),
+    v(
         "IO_HARNESS_FAILPOINT",
         "test builds with the `failpoints` feature only: `<point>:<step>` aborts the process there",
     ),

@@ -93,7 +93,6 @@ const CORPUS: &[(&str, Option<&str>)] = &[
     ("glob_const_binding", Some("test-run")),
     ("honest_glob_named_trait", None),
     // Round 2 (B6): a child process of the test learns or reports the verdict.
-    ("fork_child_reports", Some("test-run")),
     ("reexec_child_reports", Some("test-run")),
     ("fork_oracle", Some("test-run")),
     // Round 2 (H1): raw-identifier test names.
@@ -157,7 +156,7 @@ fn expected_reason(case: &str) -> &'static str {
         "glob_trait_to_string" => "greets failed (test process exited 101)",
         "glob_trait_len" => "keeps_evens failed (test process exited 101)",
         "glob_const_binding" => "validates failed (test process exited 101)",
-        "fork_child_reports" | "reexec_child_reports" => "adds failed (test process exited 101)",
+        "reexec_child_reports" => "adds failed (test process exited 101)",
         "forged_ok_then_exit"
         | "panic_hook_prints_ok"
         | "init_array_transcript"

@@ -69,6 +69,10 @@ pub const ENV_VARS: &[EnvVar] = &[
         "`true` puts prompt and completion content on exported model-call spans (as `--otlp-content`); off otherwise",
     ),
     v(
+        "IO_HARNESS_VERDICT_DIR",
+        "set by the harness, read only by its own code in a Rust gate's test process: the directory that test's verdict is written to (the cargo form runs tests in the package directory)",
+    ),
+    v(
         "IO_HARNESS_FAILPOINT",
         "test builds with the `failpoints` feature only: `<point>:<step>` aborts the process there",
     ),

@@ -91,10 +91,13 @@ impl Executor {
                 source: std::io::Error::other(e),
             })?;
         spec.masked_paths = paths.masked.iter().map(|p| self.workdir.join(p)).collect();
+        // Paths the caller sealed for this command (a gate's criterion set) stay.
+        let sealed = std::mem::take(&mut spec.protected_paths);
         spec.protected_paths = paths
             .protected
             .iter()
             .map(|p| self.workdir.join(p))
+            .chain(sealed)
             .collect();
         // The view shows no host path nobody listed; the quarantine is seen only where
         // it lies under a path the command sees, and is masked there.

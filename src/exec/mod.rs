@@ -399,19 +399,45 @@ impl Executor {
         self.launch(spec, purpose).await
     }
 
+    /// [`Executor::run_in_viewing`] for a Rust gate's test process: it may start no
+    /// other process or program (`RunSpec::single_process`), so a forked copy or a
+    /// re-run of the test binary cannot learn or report the verdict.
+    /// `writable` directories and `env` are added (a cargo-form test runs in its
+    /// package directory and writes its verdict to its own run directory).
+    pub async fn run_single_process(
+        &self,
+        workdir: &Path,
+        read_only: &[PathBuf],
+        argv: Vec<String>,
+        wall_secs: Option<u64>,
+        (writable, env): (&[PathBuf], &[(String, String)]),
+    ) -> Result<SandboxOutcome, SandboxError> {
+        let mut spec = self.spec(argv, wall_secs);
+        spec.workdir = workdir.to_path_buf();
+        spec.read_only_paths.extend(read_only.iter().cloned());
+        spec.writable_paths.extend(writable.iter().cloned());
+        spec.env.extend(env.iter().cloned());
+        spec.single_process = true;
+        self.launch(spec, Purpose::Gate).await
+    }
+
     /// [`Executor::run`] in the workspace with `writable`, directories outside it,
     /// writable too and `env` added to the environment: a command gate that writes a
     /// test report gets a fresh harness-owned directory for it (`IO_HARNESS_REPORT`).
+    ///
+    /// `sealed` are workspace files made read-only for this command (a command gate's
+    /// criterion set, restored just before), beside the session's own protected paths.
     pub async fn run_writing(
         &self,
         argv: Vec<String>,
         wall_secs: Option<u64>,
-        writable: &[PathBuf],
+        (writable, sealed): (&[PathBuf], &[PathBuf]),
         env: &[(String, String)],
     ) -> Result<SandboxOutcome, SandboxError> {
         let mut spec = self.spec(argv, wall_secs);
         spec.writable_paths.extend(writable.iter().cloned());
         spec.env.extend(env.iter().cloned());
+        spec.protected_paths = sealed.to_vec();
         self.launch(spec, Purpose::Gate).await
     }
 

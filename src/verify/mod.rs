@@ -141,13 +141,17 @@ async fn sandboxed_gate(
     exec: &Executor,
     argv: &[String],
     timeout: std::time::Duration,
-    (writable, env): (&[std::path::PathBuf], &[(String, String)]),
+    (writable, env, sealed): (
+        &[std::path::PathBuf],
+        &[(String, String)],
+        &[std::path::PathBuf],
+    ),
     scan: Option<&mut SummaryScan>,
 ) -> (CommandStatus, BoundedOutput) {
     let mut output = BoundedOutput::new(output::DEFAULT_LIMIT);
     let wall = timeout.as_secs().max(1);
     let status = match exec
-        .run_writing(argv.to_vec(), Some(wall), writable, env)
+        .run_writing(argv.to_vec(), Some(wall), (writable, sealed), env)
         .await
     {
         Err(SandboxError::Exec { program, source })
@@ -238,6 +242,7 @@ async fn check_one(
                     argv,
                     expect_exit: *expect_exit,
                     timeout: *timeout,
+                    sealed: &restored.sealed,
                 };
                 let result = command_check(label, ws, exec, &gate, pinned, counting).await;
                 with_restored(result, restored)
@@ -281,6 +286,8 @@ struct GateCommand<'a> {
     argv: &'a [String],
     expect_exit: i32,
     timeout: std::time::Duration,
+    /// Workspace-relative files of the criterion set, read-only in the gate's view.
+    sealed: &'a [String],
 }
 
 /// A command gate: refused unrun when a pinned file changed, else run (in the
@@ -372,7 +379,12 @@ async fn run_gate_command(
     let writable: Vec<std::path::PathBuf> =
         report.map(|r| r.dir().to_path_buf()).into_iter().collect();
     let (status, output) = match exec {
-        Some(e) => sandboxed_gate(e, &argv, gate.timeout, (&writable, &env), scan.as_mut()).await,
+        Some(e) => {
+            let sealed: Vec<std::path::PathBuf> =
+                gate.sealed.iter().map(|r| ws.root().join(r)).collect();
+            let views = (&writable[..], &env[..], &sealed[..]);
+            sandboxed_gate(e, &argv, gate.timeout, views, scan.as_mut()).await
+        }
         None => {
             let host = CommandGate {
                 argv,

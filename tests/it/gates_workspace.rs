@@ -152,6 +152,22 @@ async fn honest_crate_with_a_dependency_passes_in_the_sandbox() {
     );
 }
 
+/// H4 (issue 14, round 2): a criterion reading a fixture relative to the package, or
+/// through `CARGO_MANIFEST_DIR` at run time, passes as under `cargo test` (its tests
+/// run in the package's copy with the variable set).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn honest_tests_reading_package_fixtures_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path(), "honest_fixture_files");
+    let c = cargo_contract(&ws, &fixtures().join("criteria/fixture_test.rs"));
+    let seen = run_turns(&c, vec![ScriptTurn::text("done")]).await;
+    assert_eq!(seen.outcome, RunOutcome::Success, "{}", seen.observation);
+    assert_eq!(
+        seen.execs.iter().filter(|e| e.contains(" --exact")).count(),
+        2
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_answer_fails_the_test_run() {
     let seen = run_case("wrong_answer").await;

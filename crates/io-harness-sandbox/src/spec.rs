@@ -206,6 +206,13 @@ pub struct RunSpec {
     /// Fired by the caller to end the command early ([`crate::StopSignal`]); `None`
     /// runs it to its end or its caps.
     pub stop: Option<crate::StopSignal>,
+    /// The command may not start another process or program: `fork`, `vfork`, a
+    /// `clone` without `CLONE_THREAD` and every `execve`/`execveat` after the one
+    /// that starts it are refused (EPERM) by an extra seccomp program; threads still
+    /// work. A Rust gate's test process runs so, so no child of it (a forked copy, the
+    /// test binary run again) can learn or report a verdict. Applied with the
+    /// native backend's seccomp layer only (the portable floor has none).
+    pub single_process: bool,
 }
 
 impl RunSpec {
@@ -230,6 +237,7 @@ impl RunSpec {
             stdin: Vec::new(),
             allow_weaker: false,
             stop: None,
+            single_process: false,
         }
     }
 }

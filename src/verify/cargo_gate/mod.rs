@@ -48,9 +48,9 @@
 //! writes the verdict, or replace the binary during the build with one that carries
 //! it; forging the verdict that way is possible, which is why a pass is recorded at
 //! trust level `harness-channel` and no higher. An `ok` line, an early exit or a
-//! binary swapped without the nonce fails. (2) Tests run with an empty writable
-//! directory as their working directory, not the package root; the crate copy is
-//! visible read-only at `env!("CARGO_MANIFEST_DIR")`. (3) The crate must build offline
+//! binary swapped without the nonce fails. (2) Each test runs in the package's directory of the crate copy (writable, as under
+//! `cargo test`, with `CARGO_MANIFEST_DIR` set to it at run time too); only that
+//! package's directory is visible, not the rest of a workspace copy. (3) The crate must build offline
 //! from the local registry.
 
 mod baseline;
@@ -610,7 +610,8 @@ async fn run_tests(
                     None,
                 ));
             }
-            run_one(exec, dir, bin, n, test, &fixtures, nonce).await?;
+            let package = placement.manifest_path.parent();
+            run_one(exec, dir, bin, n, test, (&fixtures, package), nonce).await?;
             n += 1;
             ran_names.push(test.clone());
         }

@@ -46,6 +46,12 @@ pub(crate) struct SummaryScan {
     /// `node --test` reports a test file that defines no test as one passing test
     /// named by the file's path: those are taken out of its pass count.
     node_files: u32,
+    /// cargo test: the tests the current test binary announced (`running N tests`)
+    /// and not yet summed up by its `test result:` line.
+    cargo_open: Option<u32>,
+    /// cargo test: tests announced by a binary whose summary is missing or counts
+    /// fewer (the process ended early, `exit(0)` included).
+    cargo_cut: u32,
 }
 
 impl SummaryScan {
@@ -57,6 +63,8 @@ impl SummaryScan {
             sum: Count::default(),
             seen: false,
             node_files: 0,
+            cargo_open: None,
+            cargo_cut: 0,
         }
     }
 
@@ -85,8 +93,20 @@ impl SummaryScan {
                 self.line(&line);
             }
         }
+        if let Some(n) = self.cargo_open.take() {
+            self.cargo_cut += n.max(1);
+        }
+        if self.cargo_cut > 0 {
+            self.sum.failed += self.cargo_cut;
+            self.sum.note = Some(format!(
+                "{} announced test(s) never reported: a test binary ended before libtest's \
+                 summary counted every test it listed",
+                self.cargo_cut
+            ));
+        }
         match self.runner {
-            Runner::CargoTest | Runner::GoTest => self.seen.then_some(self.sum),
+            Runner::CargoTest => (self.seen || self.cargo_cut > 0).then_some(self.sum),
+            Runner::GoTest => self.seen.then_some(self.sum),
             Runner::NodeTest => self.last.map(|mut c| {
                 c.passed = c.passed.saturating_sub(self.node_files);
                 c.run = c.passed + c.failed;
@@ -117,7 +137,20 @@ impl SummaryScan {
                 self.node_files += u32::from(node_file_entry(line));
                 node_line(line, &mut self.last);
             }
-            Runner::CargoTest => self.seen |= cargo_line(line, &mut self.sum),
+            Runner::CargoTest => {
+                // Every `running N tests` needs a `test result:` line counting N.
+                if let Some(n) = running_line(line)
+                    && let Some(open) = self.cargo_open.replace(n)
+                {
+                    self.cargo_cut += open.max(1);
+                }
+                if cargo_line(line, &mut self.sum) {
+                    self.seen = true;
+                    if let Some(n) = self.cargo_open.take() {
+                        self.cargo_cut += n.saturating_sub(result_counted(line));
+                    }
+                }
+            }
             Runner::GoTest => self.seen |= go_line(line, &mut self.sum),
         }
     }
@@ -260,6 +293,25 @@ fn node_file_entry(line: &str) -> bool {
 
 /// libtest's `test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 2 filtered
 /// out; finished in 0.00s`, summed; `test NAME ... ok` lines give the names.
+/// The tests a `test result:` line accounts for: passed, failed and ignored (what
+/// its `running N tests` announced; filtered-out tests were never announced).
+fn result_counted(line: &str) -> u32 {
+    let counts = line.split_once(". ").map_or("", |(_, c)| c);
+    counts
+        .split("; ")
+        .filter_map(|p| p.trim().split_once(' '))
+        .filter(|(_, w)| matches!(*w, "passed" | "failed" | "ignored"))
+        .filter_map(|(n, _)| n.parse::<u32>().ok())
+        .sum()
+}
+
+/// libtest's `running N tests` (`running 1 test`).
+fn running_line(line: &str) -> Option<u32> {
+    let rest = line.trim().strip_prefix("running ")?;
+    let (n, word) = rest.split_once(' ')?;
+    matches!(word, "tests" | "test").then(|| n.parse().ok())?
+}
+
 fn cargo_line(line: &str, sum: &mut Count) -> bool {
     if let Some(rest) = line.strip_prefix("test ")
         && let Some(name) = rest.strip_suffix(" ... ok")

@@ -107,6 +107,25 @@ test result: FAILED. 0 passed; 1 failed; 3 ignored; 0 measured; 2 filtered out; 
     assert_eq!(scan(Runner::CargoTest, "   Compiling x v0.1.0\n"), None);
 }
 
+/// A test binary that announced three tests and ended (`exit(0)` in the code under
+/// test) after one: its summary is missing, so the announced tests count as failed.
+#[test]
+fn cargo_summary_cut_short_counts_the_missing_tests_as_failed() {
+    let cut = "running 3 tests\ntest a ... ok\ntest b ... ";
+    let c = scan(Runner::CargoTest, cut).unwrap();
+    assert_eq!(c.failed, 3, "{c:?}");
+    assert!(c.note.unwrap_or_default().contains("never reported"));
+    // A summary that counts fewer than announced (a forged one) is short too.
+    let short = "running 3 tests\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n";
+    assert_eq!(scan(Runner::CargoTest, short).unwrap().failed, 2);
+    // A binary cut short before the next one ran.
+    let next = "running 2 tests\ntest a ... ok\nrunning 1 test\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n";
+    assert_eq!(scan(Runner::CargoTest, next).unwrap().failed, 2);
+    // Announced and counted: a pass.
+    let whole = "running 2 tests\ntest result: ok. 1 passed; 0 failed; 1 ignored; 0 measured; 4 filtered out\n";
+    assert_eq!(scan(Runner::CargoTest, whole).unwrap().failed, 0);
+}
+
 #[test]
 fn a_summary_split_across_feeds_and_streams_is_read_whole() {
     let mut s = SummaryScan::new(Runner::CargoTest);

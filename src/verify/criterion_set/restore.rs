@@ -29,6 +29,10 @@ pub(crate) struct Restored {
     pub actions: Vec<String>,
     /// The files the agent had changed there, for the model.
     pub files: Vec<String>,
+    /// The files of the set as the gate will see them (kept whole, sectioned or
+    /// put back): sealed read-only in the gate's sandbox view, so nothing the gate
+    /// runs (a build script, an earlier test) can rewrite one before it is read.
+    pub sealed: Vec<String>,
 }
 
 impl Restored {
@@ -192,6 +196,12 @@ pub(crate) fn restore(
         }
         put(ws, rel, text.as_bytes(), false)?;
         done.did("restored", rel, None);
+    }
+    done.sealed = kept.keys().map(|r| r.to_string()).collect();
+    for s in &base.sections {
+        if !done.sealed.contains(&s.path) {
+            done.sealed.push(s.path.clone());
+        }
     }
     if purged > 0 {
         done.actions.push(format!(

@@ -193,6 +193,59 @@ fn defaults(eco: Ecosystem) -> (Vec<String>, Vec<&'static SectionRule>, Vec<&'st
     }
 }
 
+/// The files a `make` command's targets are named by (`make test` → `test`,
+/// `make -C sub check` → `sub/check`; no target → `all`): a file of that name that
+/// the agent added makes make find the target up to date and run nothing, so it
+/// belongs to the set (the exact path only, never a directory's contents).
+fn make_targets(argv: &[String]) -> Vec<String> {
+    // Options whose value is the next argument.
+    const WITH_VALUE: &[&str] = &[
+        "-C",
+        "-f",
+        "-I",
+        "-o",
+        "-W",
+        "--file",
+        "--makefile",
+        "--directory",
+        "--include-dir",
+        "--old-file",
+        "--new-file",
+        "--what-if",
+        "--assume-old",
+        "--assume-new",
+    ];
+    let mut dir = String::new();
+    let mut targets = Vec::new();
+    let mut args = argv.iter().skip(1).peekable();
+    while let Some(a) = args.next() {
+        // `-j 2`, `-l 4`: an optional numeric value.
+        if matches!(a.as_str(), "-j" | "-l" | "--jobs" | "--load-average") {
+            if args.peek().is_some_and(|n| n.parse::<f64>().is_ok()) {
+                args.next();
+            }
+        } else if a == "-C" || a == "--directory" {
+            if let Some(d) = args.next() {
+                dir = format!("{}/", d.trim_start_matches("./").trim_end_matches('/'));
+            }
+        } else if let Some(d) = a.strip_prefix("-C").filter(|d| !d.is_empty()) {
+            dir = format!("{}/", d.trim_start_matches("./").trim_end_matches('/'));
+        } else if WITH_VALUE.contains(&a.as_str()) {
+            args.next();
+        } else if !a.starts_with('-') && !a.contains('=') {
+            targets.push(a.clone());
+        }
+    }
+    if targets.is_empty() {
+        targets.push("all".to_string());
+    }
+    targets
+        .into_iter()
+        .filter(|t| !t.contains("..") && !t.starts_with('/'))
+        .map(|t| format!("{dir}{}", t.trim_start_matches("./")))
+        .collect()
+}
+
 /// A glob as the criterion set matches it: `*` stays inside one path component.
 fn glob(pattern: &str) -> Result<Glob, String> {
     GlobBuilder::new(pattern)
@@ -222,10 +275,16 @@ pub(crate) struct Selection {
 impl Selection {
     /// The set of the gate `argv` with the operator's `set.paths` and `set.exclude`.
     pub(crate) fn new(argv: &[String], set: &CriterionSet) -> Result<Self, String> {
-        let (whole_globs, rules, purge_globs) = defaults(classify(argv).ecosystem);
+        let command = classify(argv);
+        let (whole_globs, rules, purge_globs) = defaults(command.ecosystem);
         let mut whole = GlobSetBuilder::new();
         for g in &whole_globs {
             whole.add(glob(g)?);
+        }
+        if command.ecosystem == Ecosystem::Make {
+            for t in make_targets(&command.unwrapped) {
+                whole.add(glob(&globset::escape(&t))?);
+            }
         }
         operator_globs(&mut whole, &set.paths)?;
         let mut purge = GlobSetBuilder::new();
@@ -387,6 +446,11 @@ mod tests {
         let make = sel("make check", &[], &[]);
         assert!(make.whole("Makefile") && make.whole("build/rules.mk"));
         assert!(make.whole(".cargo/config.toml") && make.whole("conftest.py"));
+        // A file named like a target (B10): the exact path, not a directory's files.
+        let named = sel("make -C sub -j 2 test lint V=1", &[], &[]);
+        assert!(named.whole("sub/test") && named.whole("sub/lint"));
+        assert!(!named.whole("sub/test/x.py") && !named.whole("test") && !named.whole("V=1"));
+        assert!(make.whole("check") && sel("make", &[], &[]).whole("all"));
 
         let unknown = sel("./run-tests", &["scripts/check.sh", "fixtures"], &[]);
         assert!(!unknown.whole(".cargo/config.toml") && !unknown.whole("conftest.py"));

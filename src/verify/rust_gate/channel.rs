@@ -124,7 +124,10 @@ mod {module} {{
         pub fn new(module: &'static str, name: &'static str, mode: Mode) -> Self {{
             // The run directory, taken before the body runs: a test that changes its
             // working directory still has its verdict found.
-            let dir = ::std::env::current_dir().ok();
+            let dir = ::std::env::var_os("IO_HARNESS_VERDICT_DIR")
+                .map(::std::path::PathBuf::from)
+                .filter(|d| d.is_absolute())
+                .or_else(|| ::std::env::current_dir().ok());
             Self {{ module, name, mode, dir }}
         }}
         /// Runs the body; the verdict is written only once it returned success.

@@ -83,7 +83,7 @@ pub(crate) const PRIMITIVES: &[&str] = &[
 ];
 
 /// The macros the guard pins to `std` whether the criterion invokes them or not.
-const ALWAYS: &[&str] = &[
+pub(crate) const ALWAYS: &[&str] = &[
     "assert",
     "assert_eq",
     "assert_ne",
@@ -96,7 +96,7 @@ const ALWAYS: &[&str] = &[
 ];
 
 /// Std macros at the crate root of `std`, pinned when the criterion invokes them.
-const STD_MACROS: &[&str] = &[
+pub(crate) const STD_MACROS: &[&str] = &[
     "vec",
     "format",
     "format_args",

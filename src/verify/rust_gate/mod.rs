@@ -15,7 +15,9 @@
 //!    glob import (module `guard`), so `use subject::*` cannot hand it a lying `Some`,
 //!    `String` or `assert_eq!`. Signatures the contract pins are checked first by a
 //!    harness-written crate (module `signatures`): a return type with a lying
-//!    `PartialEq` fails here, the signature named.
+//!    `PartialEq` fails here, the signature named. A glob import of the subject is
+//!    made explicit first (module `imports`), so a trait or a lowercase `const` the
+//!    criterion does not name cannot change what its code means.
 //! 4. `test-run`: the harness lists the criterion's tests from the criterion source
 //!    (which the agent cannot edit), adds those the compiled binary lists beyond them
 //!    (`--list`: tests a macro writes; the list can only add, never remove a declared
@@ -26,7 +28,9 @@
 //!    harness put at the start of every test body writes `<nonce> <name>` only after
 //!    the function returned (module `channel`). A list with no tests, a test that did
 //!    not run, a cap kill or a timeout never passes; a pass is recorded with trust
-//!    level `harness-channel` and the tests counted by name.
+//!    level `harness-channel` and the tests counted by name. In the sandbox a test
+//!    process may start no other process or program (`RunSpec::single_process`), so
+//!    no child of it can search for the accepted answer or report the verdict.
 //!
 //! Everything is built in a per-gate directory under the harness's cache
 //! (`$XDG_CACHE_HOME/io-harness/gates/<run>-<pid>-<n>/<n>`), outside the agent's writable area,
@@ -44,6 +48,7 @@
 
 pub(crate) mod channel;
 pub(crate) mod guard;
+pub(crate) mod imports;
 pub(crate) mod runner;
 pub(crate) mod scan;
 pub(crate) mod signatures;
@@ -390,6 +395,7 @@ async fn run_phases(
     let rustc = rustc();
     let extern_subject = compile_subject(&files, &rustc, exec).await?;
     check_signatures(&files, &rustc, &extern_subject, pinned, exec).await?;
+    explicit_globs(&files, &rustc, &extern_subject, criterion, exec).await?;
     // 3. criterion-compile: a separate --test crate linking the subject.
     let bin = files.build.join("criterion-tests");
     let argv = Files::rustc(
@@ -411,6 +417,50 @@ async fn run_phases(
         .await?;
     // 4. test-run: each listed test by exact name, in its own process and directory.
     run_tests(criterion, &bin, dir, exec, &files.nonce).await
+}
+
+/// The criterion's globs of the subject made explicit (module `imports`): the probe
+/// crate tells which candidate names the subject has, and the criterion copy is
+/// rewritten with those. Part of `criterion-compile`.
+async fn explicit_globs(
+    files: &Files,
+    rustc: &str,
+    extern_subject: &str,
+    criterion: &str,
+    exec: Option<&Executor>,
+) -> Result<(), GateVerdict> {
+    let Some((globs, probe)) = imports::probe(criterion, "subject") else {
+        return Ok(());
+    };
+    let io = |e: std::io::Error| {
+        GateVerdict::fail(
+            Phase::CriterionCompile,
+            format!("gate directory: {e}"),
+            None,
+        )
+    };
+    let path = files.build.join("imports.rs");
+    std::fs::write(&path, &probe.text).map_err(io)?;
+    let meta = s(&files.build.join("meta"));
+    let argv = Files::rustc(
+        rustc,
+        "imports",
+        &[
+            "--crate-type",
+            "rlib",
+            "--emit=metadata",
+            "--error-format=short",
+            "--extern",
+            extern_subject,
+            "--out-dir",
+            &meta,
+            &s(&path),
+        ],
+    );
+    let ran = runner::run(exec, &files.build, argv, COMPILE_WALL_SECS).await;
+    let names = imports::resolved(&probe, &ran.output.render());
+    let text = criterion_copy(&imports::rewrite(criterion, &globs, &names), &files.nonce);
+    std::fs::write(&files.criterion, text).map_err(io)
 }
 
 /// The pinned signatures (module `signatures`): a harness-written crate that compiles
@@ -551,7 +601,7 @@ async fn run_tests(
         ));
     }
     for (i, name) in tests.iter().enumerate() {
-        run_one(exec, dir, bin, i, name, &[], nonce).await?;
+        run_one(exec, dir, bin, i, name, (&[], None), nonce).await?;
     }
     Ok(GateVerdict {
         failed: None,
@@ -652,17 +702,19 @@ pub(crate) async fn tests_to_run(
 }
 
 /// Runs criterion test `name` of `bin` alone, in a fresh directory `run-<i>` under
-/// `dir` holding its own copy of the binary, with `read_only` host paths visible. It
-/// passes on three things together: the process exited 0, libtest reported one test
-/// running and this one ok, and the harness's verdict for it (module `channel`)
-/// carries this gate's `nonce`.
+/// `dir` holding its own copy of the binary, with `read_only` host paths visible. With
+/// a `package` directory (the cargo form) the test runs there, as under `cargo test`,
+/// with `CARGO_MANIFEST_DIR` set to it; the run directory, where its verdict goes
+/// (`IO_HARNESS_VERDICT_DIR`), stays writable. It passes on three things together:
+/// the process exited 0, libtest reported one test running and this one ok, and the
+/// harness's verdict for it (module `channel`) carries this gate's `nonce`.
 pub(crate) async fn run_one(
     exec: Option<&Executor>,
     dir: &Path,
     bin: &Path,
     i: usize,
     name: &str,
-    read_only: &[PathBuf],
+    (read_only, package): (&[PathBuf], Option<&Path>),
     nonce: &str,
 ) -> Result<(), GateVerdict> {
     let io =
@@ -675,7 +727,12 @@ pub(crate) async fn run_one(
         .into_iter()
         .chain(["--exact", "--include-ignored", "--test-threads=1"].map(String::from))
         .collect();
-    let ran = runner::run_viewing(exec, &run_dir, read_only, argv, TEST_WALL_SECS).await;
+    let place = runner::TestPlace {
+        run_dir: &run_dir,
+        read_only,
+        package,
+    };
+    let ran = runner::run_test_process(exec, &place, argv, TEST_WALL_SECS).await;
     let text = ran.output.render();
     // Exactly one test ran, and it was this one (`- should panic` for such a test).
     let one = text.lines().any(|l| l.trim_end() == "running 1 test");

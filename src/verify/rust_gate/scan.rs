@@ -532,11 +532,14 @@ pub(crate) fn test_names(source: &str) -> Vec<String> {
     names
 }
 
+/// The identifier `s` starts with, a raw one (`r#match`) with its `r#`, as libtest
+/// names a test so declared.
 fn ident(s: &str) -> Option<&str> {
-    let end = s
+    let raw = if s.starts_with("r#") { 2 } else { 0 };
+    let end = s[raw..]
         .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .unwrap_or(s.len());
-    (end > 0).then(|| &s[..end])
+        .map_or(s.len(), |e| e + raw);
+    (end > raw).then(|| &s[..end])
 }
 
 fn strip_vis_and_qualifiers(mut s: &str) -> &str {

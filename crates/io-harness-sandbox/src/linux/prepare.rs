@@ -466,6 +466,27 @@ fn enforced(spec: &RunSpec, rlimit_names: &[&str], cg_pids: bool, watch: &WatchP
     enforced
 }
 
+/// The seccomp programs of a command (none with the layer off): the common filter,
+/// and for a [`RunSpec::single_process`] command the program refusing other
+/// processes and programs, allowing only an `execve` of the addresses of the paths
+/// the command process itself will exec (a later image cannot know them).
+fn filters(
+    spec: &RunSpec,
+    on: bool,
+    deny_inet: bool,
+    exec: &super::plan::ExecPlan,
+) -> Result<Vec<Vec<libc::sock_filter>>, SandboxError> {
+    if !on {
+        return Ok(Vec::new());
+    }
+    let mut programs = seccomp::programs(deny_inet)?;
+    if spec.single_process {
+        let allowed: Vec<u64> = exec.candidates.iter().map(|c| c.as_ptr() as u64).collect();
+        programs.push(seccomp::single_process(&allowed)?);
+    }
+    Ok(programs)
+}
+
 /// Prepare a child for `mode`. `disabled` holds test-only switches; `required`
 /// false makes every layer best-effort (used by the probe).
 ///
@@ -506,11 +527,7 @@ pub(crate) fn prepare(
         &env,
     )?;
     // Phase 5: the seccomp filters.
-    let seccomp = if on(off::SECCOMP) {
-        seccomp::programs(ns.deny_inet)?
-    } else {
-        Vec::new()
-    };
+    let seccomp = filters(spec, on(off::SECCOMP), ns.deny_inet, &env.exec)?;
     let mut roots = vec![wd.clone()];
     roots.extend(extra.iter().cloned());
     roots.extend(env.private_dir.iter().cloned());

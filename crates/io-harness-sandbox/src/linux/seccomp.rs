@@ -199,6 +199,53 @@ fn compile(deny_inet: bool) -> Result<Vec<Vec<libc::sock_filter>>, SandboxError>
     Ok(merge(to_libc(deny), nosys(), &denied))
 }
 
+/// The extra program of a [`crate::RunSpec::single_process`] command: `fork`,
+/// `vfork`, `execveat`, a `clone` without `CLONE_THREAD` (a new process, not a
+/// thread) and an `execve` whose path is not at one of `allowed` — the addresses of
+/// the command's own exec candidates, in the memory of the process that installs the
+/// filter and execs once — are refused (EPERM). A later image cannot name those
+/// addresses: they are not in its memory and guessing one byte-exact address of a
+/// randomized heap is out of reach. `clone3` is left to the main program's ENOSYS,
+/// so glibc's threads fall back to `clone`, which this program checks.
+pub(crate) fn single_process(allowed: &[u64]) -> Result<Vec<libc::sock_filter>, SandboxError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    #[cfg(target_arch = "x86_64")]
+    for nr in [libc::SYS_fork, libc::SYS_vfork] {
+        rules.insert(nr, Vec::new());
+    }
+    rules.insert(libc::SYS_execveat, Vec::new());
+    let thread = libc::CLONE_THREAD as u64;
+    rules.insert(
+        libc::SYS_clone,
+        vec![rule(vec![cond(0, SeccompCmpOp::MaskedEq(thread), 0)?])?],
+    );
+    let exec = if allowed.is_empty() {
+        Vec::new()
+    } else {
+        let conds = allowed
+            .iter()
+            .map(|&a| {
+                Ok(SeccompCondition::new(
+                    0,
+                    SeccompCmpArgLen::Qword,
+                    SeccompCmpOp::Ne,
+                    a,
+                )?)
+            })
+            .collect::<Result<Vec<_>, SandboxError>>()?;
+        vec![rule(conds)?]
+    };
+    rules.insert(libc::SYS_execve, exec);
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        ARCH,
+    )?;
+    let prog: BpfProgram = filter.try_into()?;
+    Ok(to_libc(prog))
+}
+
 /// One program instead of two (each installed filter is JIT-compiled and evaluated
 /// on every system call): the ENOSYS checks are spliced in right after
 /// seccompiler's three-instruction architecture check, which jumps over its `kill`

@@ -47,6 +47,7 @@ mod approvals;
 mod async_store;
 mod attempts;
 mod blobs;
+mod body_stream;
 mod context_events;
 mod events;
 mod health;
@@ -62,6 +63,7 @@ mod sandbox_event;
 mod schema;
 mod sessions;
 mod settings;
+mod step_messages;
 mod steps;
 mod trace_reads;
 
@@ -207,6 +209,8 @@ pub struct Store {
     file: Option<Arc<health::FileId>>,
     /// Record writes that failed where nothing could stop the run (see `health`).
     health: Arc<health::Health>,
+    /// The previous request body of each run, so the next is stored incrementally.
+    streams: Arc<body_stream::BodyStreams>,
 }
 
 // The store is handed to the run loop, sub-agents and blocking tasks: it must stay
@@ -244,6 +248,7 @@ impl Store {
             secrets: SecretSet::default(),
             file: file.map(Arc::new),
             health: Arc::default(),
+            streams: Arc::default(),
         }
     }
 

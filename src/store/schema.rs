@@ -39,7 +39,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_RUN_SETTINGS,
     V_OTLP_DROPPED,
     V_STOP_REASONS,
+    V_BLOB_DELTAS,
 ];
+
+/// Request bodies stored incrementally (issue #18): a blob with `chunked = 2` lists
+/// its chunks as a delta of blob `base`'s list (the count of its first digests kept,
+/// then the new digests), so a step stores what is new in its request.
+const V_BLOB_DELTAS: &str = "ALTER TABLE blobs ADD COLUMN base TEXT;";
 
 /// Every resolved configuration value of a run with its source (issue 19.3: flags,
 /// environment, task file, project and user config, defaults).

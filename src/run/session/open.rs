@@ -307,6 +307,13 @@ impl<'a> Session<'a> {
         let origin = Origin::establish(kind, &db, &opts).await?;
         let contract = &origin.contract;
         admit(contract, provider, store, &mut opts)?;
+        // An exact tokenizer loads while the workspace and the sandbox are set up.
+        let id = provider.identity();
+        crate::context::tokens::warm(crate::context::Family::counting(
+            &id.kind,
+            &id.model,
+            contract.context.tokens,
+        ));
         // A sub-agent's tree: a workspace lock held by it covers the sub-agent.
         let tree = match origin.link.as_ref().map(|l| l.parent_run_id) {
             Some(parent) => Some(db.call(move |s| subagent::root_of(s, parent)).await?),

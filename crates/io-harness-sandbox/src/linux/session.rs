@@ -26,8 +26,8 @@ use super::spawn::{self, Launched, Stdin};
 use super::sys;
 use super::watchdog::Watchdog;
 use crate::{
-    Backend, Cap, CapState, Captured, LayerReport, SandboxError, SandboxLimits, SandboxOutcome,
-    StopSignal,
+    Backend, Cap, CapState, Captured, LayerReport, OutputOverflow, SandboxError, SandboxLimits,
+    SandboxOutcome, StopSignal,
 };
 
 /// How long to keep draining output after the top process is gone.
@@ -416,10 +416,22 @@ impl Session {
         pipes: Pipes,
         input: &[u8],
         stop: Option<&StopSignal>,
+        overflow: OutputOverflow,
+        echo: bool,
     ) -> Result<SandboxOutcome, SandboxError> {
         let cap = self.limits.output_bytes.map_or(usize::MAX, |b| b as usize);
-        let mut out = Sink::new(pipes.stdout, cap);
-        let mut err = Sink::new(pipes.stderr, cap);
+        let mut out = Sink::new(
+            pipes.stdout,
+            cap,
+            overflow,
+            echo.then_some(libc::STDOUT_FILENO),
+        );
+        let mut err = Sink::new(
+            pipes.stderr,
+            cap,
+            overflow,
+            echo.then_some(libc::STDERR_FILENO),
+        );
         let mut stdin = pipes.stdin;
         let mut written = 0;
         if input.is_empty() {
@@ -470,6 +482,11 @@ impl Session {
             }
             if ready(idx[1]) {
                 err.pull();
+            }
+            if self.exit.is_none() && (out.over_kill_limit() || err.over_kill_limit()) {
+                // A writer without end (`yes`): killed now, not at its wall clock.
+                self.killed_for.get_or_insert(Cap::Output);
+                self.kill();
             }
             if ready(idx[2])
                 && let Some(fd) = &stdin

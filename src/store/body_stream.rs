@@ -192,10 +192,18 @@ impl BodyStreams {
 /// Inserts the new chunks and the blob's list (a delta of the previous body's when it
 /// shares chunks with it); returns the list's depth.
 fn insert_listed(conn: &Connection, bytes: &[u8], c: &Chunked, prev: Option<&Prev>) -> Result<u32> {
+    // A delta builds only on a listed body, whose chunks are stored; otherwise every
+    // chunk is inserted (the reused ones may never have been, if the previous body
+    // was small enough to be kept whole).
+    let base = prev
+        .and_then(|p| p.depth.map(|d| (p, d)))
+        .filter(|(_, d)| *d < MAX_DEPTH)
+        .filter(|_| c.reused > 0);
+    let first_new = if base.is_some() { c.reused } else { 0 };
     let mut insert =
         conn.prepare_cached("INSERT OR IGNORE INTO chunks (hash, bytes) VALUES (?1, ?2)")?;
-    let mut from = c.cuts.get(c.reused.wrapping_sub(1)).map_or(0, |x| x.end);
-    for x in &c.cuts[c.reused..] {
+    let mut from = c.cuts.get(first_new.wrapping_sub(1)).map_or(0, |x| x.end);
+    for x in &c.cuts[first_new..] {
         insert.execute(params![&x.digest[..], &bytes[from..x.end]])?;
         from = x.end;
     }
@@ -209,11 +217,8 @@ fn insert_listed(conn: &Connection, bytes: &[u8], c: &Chunked, prev: Option<&Pre
         }
         v
     };
-    let base = prev
-        .and_then(|p| p.depth.map(|d| (p, d)))
-        .filter(|(_, d)| *d < MAX_DEPTH);
     match base {
-        Some((p, d)) if c.reused > 0 => {
+        Some((p, d)) => {
             let mut list = u32::try_from(c.reused)
                 .unwrap_or(u32::MAX)
                 .to_le_bytes()
@@ -225,7 +230,7 @@ fn insert_listed(conn: &Connection, bytes: &[u8], c: &Chunked, prev: Option<&Pre
             )?;
             Ok(d + 1)
         }
-        _ => {
+        None => {
             conn.execute(
                 "INSERT INTO blobs (hash, bytes, size, chunked) VALUES (?1, ?2, ?3, 1)",
                 params![c.hash, digests(0), bytes.len() as i64],
@@ -296,7 +301,8 @@ mod tests {
         let streams = BodyStreams::default();
         let mut hashes = Vec::new();
         let mut chunk_rows = Vec::new();
-        for turns in 5..(5 + MAX_DEPTH as usize + 10) {
+        // From a body kept whole (under the chunking threshold) to listed ones.
+        for turns in 2..(5 + MAX_DEPTH as usize + 10) {
             let b = body(turns);
             let h = {
                 let mut conn = store.conn();

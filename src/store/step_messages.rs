@@ -79,7 +79,6 @@ fn blocks(msgs: &mut Value) -> impl Iterator<Item = &mut Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::{ContentBlock, Message, Role};
 
     fn call(id: &str, output: &str) -> ToolCallRecord {
         ToolCallRecord {
@@ -95,27 +94,19 @@ mod tests {
 
     #[test]
     fn a_repeated_output_is_stored_once_and_read_back_whole() {
-        let msgs = vec![Message {
-            role: Role::User,
-            content: vec![
-                ContentBlock::ToolResult {
-                    tool_use_id: "a".into(),
-                    content: "the long output".into(),
-                    is_error: false,
-                },
-                ContentBlock::ToolResult {
-                    tool_use_id: "b".into(),
-                    content: "not what b's call holds".into(),
-                    is_error: true,
-                },
+        let msgs = serde_json::json!([{
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": "the long output", "is_error": false},
+                {"type": "tool_result", "tool_use_id": "b", "content": "not what b's call holds", "is_error": true},
             ],
-        }];
-        let json = serde_json::to_string(&msgs).unwrap();
+        }]);
+        let json = msgs.to_string();
         let calls = [call("a", "the long output"), call("b", "other")];
         let stored = elide(&json, &calls).unwrap();
         assert!(!stored.contains("the long output"), "{stored}");
         assert!(stored.contains("not what b's call holds"));
-        let back: Vec<Message> = serde_json::from_str(&restore(&stored, &calls).unwrap()).unwrap();
+        let back: Value = serde_json::from_str(&restore(&stored, &calls).unwrap()).unwrap();
         assert_eq!(back, msgs);
         assert_eq!(restore(&json, &calls), None, "old rows read unchanged");
     }

@@ -116,8 +116,7 @@ fn run(steps: usize, budget: Option<u64>) -> Vec<(Duration, Duration, u64)> {
         ))
         .unwrap();
     assert_eq!(r.outcome, RunOutcome::Success, "{r:?}");
-    let out = std::mem::take(&mut timing.lock().unwrap().steps);
-    out
+    std::mem::take(&mut timing.lock().unwrap().steps)
 }
 
 /// Median overhead (ms) of the steps `at-5..at+5` (1-based), clamped to the run.

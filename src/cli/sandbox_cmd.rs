@@ -13,7 +13,6 @@
 //! `--network allowlist --allow-host HOST` runs an egress proxy for the command, as a
 //! run does, and prints a one-line summary of what it refused on stderr.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use io_harness::TaskContract;
@@ -164,6 +163,9 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
         .await
         .map_err(|e| CliError::Internal(e.to_string()))?;
     let sb = prepared.sandbox;
+    // The command's output reaches the terminal (or pipe) as it is written, not all
+    // at its exit; the record still keeps its head and tail.
+    spec.echo_output = true;
     let spec2 = spec.clone();
     let ran = tokio::task::spawn_blocking(move || sb.run(&spec2))
         .await
@@ -179,8 +181,6 @@ pub async fn execute(args: SandboxArgs) -> Result<i32, CliError> {
         }
         Err(e) => return Err(CliError::Internal(e.to_string())),
     };
-    let _ = std::io::stdout().write_all(&out.stdout.bytes);
-    let _ = std::io::stderr().write_all(&out.stderr.bytes);
     if let Some(p) = &proxy {
         p.settle(std::time::Duration::from_secs(2)).await;
     }
@@ -219,7 +219,11 @@ fn cap_message(cap: &str, out: &SandboxOutcome) -> String {
     };
     match (cap, out.signal) {
         ("processes", _) => format!("a fork was refused at the processes cap; {ended}"),
-        ("output", _) => format!("output beyond the output cap was dropped; {ended}"),
+        ("output", None) => format!("output beyond the output cap was dropped; {ended}"),
+        ("output", Some(_)) => {
+            "stopped by the output cap: its output ran past the overflow limit (limits.output_overflow)"
+                .into()
+        }
         (cap, Some(_)) => format!("stopped by the {} cap", output::escape(cap)),
         (cap, None) => format!("the {} cap was hit; {ended}", output::escape(cap)),
     }

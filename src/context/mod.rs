@@ -12,6 +12,7 @@
 //! the re-reads through the policy, and the rows for `context_events`.
 
 pub mod assemble;
+mod fresh;
 pub mod ledger;
 pub mod tokens;
 
@@ -46,6 +47,9 @@ pub struct ContextRunner {
     /// Re-reads already done, by (read arguments, what the file shows now), so an
     /// unchanged file is not read through the policy again every turn.
     reread: BTreeMap<String, (String, Current)>,
+    /// What each read's file showed when last read, by its stamp: an unchanged file is
+    /// not read again every turn.
+    fresh: fresh::FreshReads,
 }
 
 impl ContextRunner {
@@ -61,13 +65,16 @@ impl ContextRunner {
             (Some(m), Some(w)) => Some(m.min(w)),
             (m, w) => m.or(w),
         };
+        let family = Family::counting(&provider.kind, &provider.model, settings.tokens);
+        tokens::warm(family);
         Self {
             settings: settings.clone(),
-            family: Family::counting(&provider.kind, &provider.model, settings.tokens),
+            family,
             budget,
             state: ContextState::default(),
             seen: BTreeSet::new(),
             reread: BTreeMap::new(),
+            fresh: fresh::FreshReads::default(),
         }
     }
 
@@ -170,7 +177,8 @@ impl ContextRunner {
             _ => None,
         };
         for (i, o) in obs.iter().enumerate() {
-            if o.kind != ledger::ObsKind::Read {
+            // A left-out step's reads are stubbed whatever their files hold now.
+            if o.kind != ledger::ObsKind::Read || o.turn < self.state.drop_before {
                 continue;
             }
             let Some(content) = shown(o) else {
@@ -178,13 +186,7 @@ impl ContextRunner {
             };
             let key = o.input.to_string();
             if !now_of.contains_key(&key) {
-                // The harness's own comparison: nothing read here reaches the model
-                // unless the policy allows it below.
-                let now = ReadFile
-                    .call(ctx, &o.input)
-                    .await
-                    .map(|r| crate::tools::bound_text(r.content, ctx.limits.max_output_bytes))
-                    .map_err(|e| e.to_string());
+                let now = self.now_shows(ctx, &key, &o.input).await;
                 now_of.insert(key.clone(), now);
             }
             let now = &now_of[&key];
@@ -234,6 +236,32 @@ impl ContextRunner {
             out.insert((o.msg, o.block), c);
         }
         out
+    }
+
+    /// What read `input` shows now: the last rendering when its file is known
+    /// unchanged, else read again. The harness's own comparison: nothing read here
+    /// reaches the model unless the policy allows it.
+    async fn now_shows(
+        &mut self,
+        ctx: &ToolContext,
+        key: &str,
+        input: &serde_json::Value,
+    ) -> Result<String, String> {
+        let root = ctx.workspace.root().to_path_buf();
+        let rel = input.get("path").and_then(|p| p.as_str()).unwrap_or("");
+        if let Some(shown) = self.fresh.unchanged(key, &root, rel) {
+            return shown.clone();
+        }
+        let stamp = fresh::FreshReads::stamp_before(&root, rel);
+        let now = ReadFile
+            .call(ctx, input)
+            .await
+            .map(|r| crate::tools::bound_text(r.content, ctx.limits.max_output_bytes))
+            .map_err(|e| e.to_string());
+        if let Some(stamp) = stamp {
+            self.fresh.keep(key.to_string(), rel, stamp, now.clone());
+        }
+        now
     }
 
     /// The context events of one assembly for `step`: the `assembled` row (with the

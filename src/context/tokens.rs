@@ -57,7 +57,6 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use sha2::{Digest, Sha256};
 #[cfg(feature = "exact-tokens")]
 use tiktoken_rs::CoreBPE;
 #[cfg(feature = "exact-tokens")]
@@ -74,7 +73,7 @@ use crate::provider::{CompletionRequest, ContentBlock, Message, ToolSpec};
 
 /// The tokenizer family of a provider: an exact encoder, or the calibration factor of
 /// the estimate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Family {
     /// OpenAI models on `o200k_base` (gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o1, o3, o4,
     /// gpt-oss): counted exactly with that encoder.
@@ -166,6 +165,28 @@ impl Family {
     }
 }
 
+/// Starts loading `family`'s encoder on a thread of its own, so the first request's
+/// count does not wait for all of it (≈240 ms for `o200k_base`): the run's setup —
+/// store, sandbox probe, workspace snapshot — runs meanwhile. A no-op for the
+/// estimated families and once the encoder is loaded; the first count simply waits
+/// for the load to finish (the counts are the same either way).
+pub fn warm(family: Family) {
+    #[cfg(feature = "exact-tokens")]
+    if family.is_exact() {
+        static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !STARTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            let _ = std::thread::Builder::new()
+                .name("io-harness-tokenizer".into())
+                .spawn(move || {
+                    let _ = family.encoder();
+                    // The other exact family is loaded on its own first use.
+                });
+        }
+    }
+    #[cfg(not(feature = "exact-tokens"))]
+    let _ = family;
+}
+
 /// Texts shorter than this are encoded every time: hashing them would cost about as
 /// much as encoding them.
 const CACHE_MIN_BYTES: usize = 256;
@@ -173,15 +194,32 @@ const CACHE_MIN_BYTES: usize = 256;
 /// a run's observations are far fewer).
 const CACHE_MAX_ENTRIES: usize = 1 << 16;
 
-type CountCache = Mutex<HashMap<(bool, [u8; 32]), u64>>;
+type CountCache = Mutex<HashMap<(Family, usize, u64), u64>>;
 
-/// Exact counts of long texts by (family is `o200k`, SHA-256 of the text). The
-/// assembler counts the whole history every turn, and the history is mostly the same
-/// observations as last turn: each is encoded once. A count depends only on the
-/// bytes, so the cache changes no result, only the time taken.
+/// Counts of long texts by (family, length, a fast 64-bit hash of the bytes). The
+/// assembler counts the whole history several times a turn, and the history is
+/// mostly the same observations as last turn: each is counted once, and a turn costs
+/// a hash of the history (several GB/s) instead of its count. A count depends only on
+/// the bytes, so the cache changes no result but the time taken — unless two texts of
+/// one length collide in 64 bits, which costs a wrong estimate, never a wrong byte.
 fn cache() -> &'static CountCache {
     static CACHE: OnceLock<CountCache> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// A fast hash of `bytes`, eight at a time (not for adversarial keys: see [`cache`]).
+fn quick_hash(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h: u64 = bytes.len() as u64 ^ K;
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        let v = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        h = (h ^ v).wrapping_mul(K).rotate_left(29);
+    }
+    for &b in words.remainder() {
+        h = (h ^ u64::from(b)).wrapping_mul(K).rotate_left(29);
+    }
+    h ^ (h >> 32)
 }
 
 /// The exact token count of `text` under `family`'s encoder (ordinary text: special
@@ -207,21 +245,22 @@ pub fn count_text(text: &str, family: Family) -> u64 {
 
 /// Exact tokens, or estimated pieces before the family's scale.
 fn pieces(text: &str, family: Family) -> u64 {
-    if !family.is_exact() {
-        return estimate_text(text);
-    }
+    let count = |t: &str| {
+        if family.is_exact() {
+            exact_tokens(t, family).unwrap_or(0)
+        } else {
+            estimate_text(t)
+        }
+    };
     if text.len() < CACHE_MIN_BYTES {
-        return exact_tokens(text, family).unwrap_or(0);
+        return count(text);
     }
-    let key = (
-        family == Family::O200k,
-        <[u8; 32]>::from(Sha256::digest(text)),
-    );
+    let key = (family, text.len(), quick_hash(text.as_bytes()));
     // A poisoned lock only means another thread panicked mid-insert: count without it.
     if let Some(n) = cache().lock().ok().and_then(|c| c.get(&key).copied()) {
         return n;
     }
-    let n = exact_tokens(text, family).unwrap_or(0);
+    let n = count(text);
     if let Ok(mut c) = cache().lock() {
         if c.len() >= CACHE_MAX_ENTRIES {
             c.clear();

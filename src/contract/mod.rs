@@ -40,7 +40,7 @@ pub use tools::ToolSettings;
 
 pub(crate) use check::{check_cost_price, relative_inside};
 pub use error::ContractError;
-pub use sandbox::{LimitSettings, NetworkSetting, SandboxSettings};
+pub use sandbox::{LimitSettings, NetworkSetting, OverflowSetting, SandboxSettings};
 pub(crate) use span::{line_of, unknown_key_name};
 pub(crate) use units::serde_duration;
 pub use units::{parse_duration, parse_size};

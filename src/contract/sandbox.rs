@@ -50,6 +50,26 @@ pub struct LimitSettings {
     /// Bytes the workspace (and the other writable directories) may grow by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<u64>,
+    /// What happens past the output cap (`output_overflow`); `None` is `tail`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_overflow: Option<OverflowSetting>,
+}
+
+/// `[sandbox] limits.output_overflow`: what a command's output past the cap does.
+///
+/// ```
+/// use io_harness::contract::OverflowSetting;
+/// assert_eq!(OverflowSetting::default(), OverflowSetting::Tail);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OverflowSetting {
+    /// Keep draining: the model sees the head and the true tail; past 64 times the
+    /// cap the command is killed (`cap_hit output`).
+    #[default]
+    Tail,
+    /// Kill the command as soon as its output passes the cap.
+    Kill,
 }
 
 /// How commands are sandboxed.

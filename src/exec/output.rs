@@ -21,6 +21,8 @@ pub struct BoundedOutput {
     head: Vec<u8>,
     tail: std::collections::VecDeque<u8>,
     total: u64,
+    /// A gap was skipped: the head takes nothing more.
+    head_closed: bool,
 }
 
 impl BoundedOutput {
@@ -31,6 +33,7 @@ impl BoundedOutput {
             head: Vec::new(),
             tail: std::collections::VecDeque::new(),
             total: 0,
+            head_closed: false,
         }
     }
 
@@ -38,7 +41,7 @@ impl BoundedOutput {
     pub fn push(&mut self, mut bytes: &[u8]) {
         self.total += bytes.len() as u64;
         let head_cap = self.limit / 2;
-        if self.head.len() < head_cap {
+        if self.head.len() < head_cap && !self.head_closed {
             let take = (head_cap - self.head.len()).min(bytes.len());
             self.head.extend_from_slice(&bytes[..take]);
             bytes = &bytes[take..];
@@ -52,6 +55,16 @@ impl BoundedOutput {
         let overflow = (self.tail.len() + bytes.len()).saturating_sub(tail_cap);
         self.tail.drain(..overflow);
         self.tail.extend(bytes);
+    }
+
+    /// Counts `n` bytes of the stream that were never seen (the middle a sandbox
+    /// dropped between the head and the tail it kept): what follows is the tail.
+    pub fn skip(&mut self, n: u64) {
+        if n > 0 {
+            self.total += n;
+            self.tail.clear();
+            self.head_closed = true;
+        }
     }
 
     /// Bytes seen in all.

@@ -7,9 +7,11 @@
 use std::path::{Path, PathBuf};
 
 use crate::audit::{AuditLog, SessionRecord};
-use crate::contract::{NetworkSetting, SandboxSettings};
+use crate::contract::{NetworkSetting, OverflowSetting, SandboxSettings};
 use crate::egress::EgressProxy;
-use crate::sandbox::{NetworkPosture, RunSpec, SandboxError, SandboxLimits, SandboxOutcome};
+use crate::sandbox::{
+    NetworkPosture, OutputOverflow, RunSpec, SandboxError, SandboxLimits, SandboxOutcome,
+};
 
 use super::EgressRecord;
 use super::report::SessionFacts;
@@ -44,6 +46,10 @@ pub fn passed_env(settings: &SandboxSettings) -> Vec<(String, String)> {
 pub fn command_spec(settings: &SandboxSettings, workdir: &Path, argv: Vec<String>) -> RunSpec {
     let mut spec = RunSpec::new(argv, workdir);
     spec.limits = limits(settings);
+    spec.output_overflow = match settings.limits.output_overflow.unwrap_or_default() {
+        OverflowSetting::Tail => OutputOverflow::Tail,
+        OverflowSetting::Kill => OutputOverflow::Kill,
+    };
     spec.network = match settings.network {
         NetworkSetting::None => NetworkPosture::None,
         NetworkSetting::Allowlist => NetworkPosture::Allowlist,

@@ -17,7 +17,7 @@
 use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
-use super::{Result, Store, blobs, ensure_run, get_opt_u64, now_ms, sql_u64};
+use super::{Result, Store, ensure_run, get_opt_u64, now_ms, sql_u64};
 
 /// One row of the context log.
 ///
@@ -122,7 +122,11 @@ impl Store {
         let at = now_ms();
         for e in events {
             let hash = match &e.request {
-                Some(body) => Some(blobs::put(&tx, &red.bytes(body))?),
+                Some(body) => Some(self.streams.put(
+                    &tx,
+                    (e.run_id, "context"),
+                    &red.bytes(body),
+                )?),
                 None => e.request_hash.clone(),
             };
             tx.execute(

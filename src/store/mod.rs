@@ -48,6 +48,7 @@ mod async_store;
 mod attempts;
 mod batches;
 mod blobs;
+mod body_stream;
 mod context_events;
 mod events;
 mod health;
@@ -64,6 +65,7 @@ mod sandbox_event;
 mod schema;
 mod sessions;
 mod settings;
+mod step_messages;
 mod steps;
 mod trace_reads;
 
@@ -211,6 +213,8 @@ pub struct Store {
     file: Option<Arc<health::FileId>>,
     /// Record writes that failed where nothing could stop the run (see `health`).
     health: Arc<health::Health>,
+    /// The previous request body of each run, so the next is stored incrementally.
+    streams: Arc<body_stream::BodyStreams>,
 }
 
 // The store is handed to the run loop, sub-agents and blocking tasks: it must stay
@@ -248,6 +252,7 @@ impl Store {
             secrets: SecretSet::default(),
             file: file.map(Arc::new),
             health: Arc::default(),
+            streams: Arc::default(),
         }
     }
 

@@ -83,15 +83,27 @@ fn collect_blobs(tx: &rusqlite::Transaction<'_>) -> Result<()> {
             })
             .collect::<Vec<_>>()
             .join(" UNION ");
-        tx.execute(&format!("DELETE FROM blobs WHERE hash NOT IN ({used})"), [])?;
+        // A blob another one's delta list builds on stays while that one does:
+        // deleted leaves first, until none is left to delete.
+        let sql = format!(
+            "DELETE FROM blobs WHERE hash NOT IN ({used})
+               AND hash NOT IN (SELECT base FROM blobs WHERE base IS NOT NULL)"
+        );
+        while tx.execute(&sql, [])? > 0 {}
     }
     let mut listed: HashSet<Vec<u8>> = HashSet::new();
     {
-        let mut stmt = tx.prepare("SELECT bytes FROM blobs WHERE chunked = 1")?;
+        let mut stmt = tx.prepare("SELECT bytes, chunked FROM blobs WHERE chunked != 0")?;
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
             let bytes: Vec<u8> = r.get(0)?;
-            listed.extend(bytes.chunks(32).map(<[u8]>::to_vec));
+            // A delta list: its kept digests are its base's, listed there.
+            let own = if r.get::<_, i64>(1)? == 2 {
+                bytes.get(4..).unwrap_or_default()
+            } else {
+                &bytes[..]
+            };
+            listed.extend(own.chunks(32).map(<[u8]>::to_vec));
         }
     }
     let unused: Vec<i64> = {

@@ -41,6 +41,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     V_STOP_REASONS,
     V_RUN_SESSIONS,
     V_BATCHES,
+    V_BLOB_DELTAS,
 ];
 
 /// Each session of a run — the first and every resume — with when it began and how it
@@ -80,6 +81,11 @@ CREATE TABLE batch_tasks (
 );
 CREATE UNIQUE INDEX batch_tasks_run ON batch_tasks(run_id);
 ";
+
+/// Request bodies stored incrementally (issue #18): a blob with `chunked = 2` lists
+/// its chunks as a delta of blob `base`'s list (the count of its first digests kept,
+/// then the new digests), so a step stores what is new in its request.
+const V_BLOB_DELTAS: &str = "ALTER TABLE blobs ADD COLUMN base TEXT;";
 
 /// Every resolved configuration value of a run with its source (issue 19.3: flags,
 /// environment, task file, project and user config, defaults).

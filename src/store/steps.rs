@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::events::{insert_policy_event, policy_events_of};
 use super::{
-    Result, StepRecord, Store, StoreError, ToolCallRecord, blobs, ensure_run, get_opt_u64, get_u64,
+    Result, StepRecord, Store, StoreError, ToolCallRecord, ensure_run, get_opt_u64, get_u64,
     now_ms, sql_u64,
 };
 use crate::redact::Redactor;
@@ -51,7 +51,10 @@ impl Store {
             });
         }
         let hash = match &step.request_body {
-            Some(body) => Some(blobs::put(&tx, &red.bytes(body))?),
+            Some(body) => Some(
+                self.streams
+                    .put(&tx, (step.run_id, "step"), &red.bytes(body))?,
+            ),
             None => step.request_hash.clone(),
         };
         insert_step(&tx, &red, step, hash.as_deref())?;
@@ -93,6 +96,9 @@ impl Store {
             .collect::<rusqlite::Result<Vec<_>>>()?;
         for step in &mut steps {
             step.tool_calls = tool_calls_of(&conn, run_id, step.step)?;
+            if let Some(m) = super::step_messages::restore(&step.messages_json, &step.tool_calls) {
+                step.messages_json = m;
+            }
             step.policy_events = policy_events_of(&conn, run_id, Some(step.step))?;
         }
         Ok(steps)
@@ -115,7 +121,10 @@ fn insert_step(tx: &Connection, red: &Redactor, s: &StepRecord, hash: Option<&st
             sql_u64(s.model_ms),
             hash,
             red.text(&s.reply_json),
-            red.text(&s.messages_json),
+            red.text(
+                &super::step_messages::elide(&s.messages_json, &s.tool_calls)
+                    .unwrap_or_else(|| s.messages_json.clone())
+            ),
             red.text(&s.usage_json),
             sql_u64(s.input_tokens),
             sql_u64(s.output_tokens),

@@ -126,6 +126,7 @@ pub(super) struct RawLimits {
     pub(super) open_files: Option<u64>,
     pub(super) output: Option<toml::Value>,
     pub(super) disk: Option<toml::Value>,
+    pub(super) output_overflow: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

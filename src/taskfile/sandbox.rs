@@ -10,7 +10,7 @@ use toml::Spanned;
 use super::convert::{ConvertError, Spans};
 use super::raw::{RawLimits, RawSandbox};
 use crate::contract::units::parse_size;
-use crate::contract::{LimitSettings, NetworkSetting, SandboxSettings};
+use crate::contract::{LimitSettings, NetworkSetting, OverflowSetting, SandboxSettings};
 use crate::egress::HostRule;
 use crate::sandbox::Backend;
 
@@ -211,6 +211,7 @@ fn limits(l: Spanned<RawLimits>) -> Result<LimitSettings, ConvertError> {
         open_files: l.open_files,
         output: size("output", l.output, &span)?,
         disk: size("disk", l.disk, &span)?,
+        output_overflow: overflow(l.output_overflow)?,
     };
     let zero = [
         ("cpu_secs", limits.cpu_secs),
@@ -231,6 +232,21 @@ fn limits(l: Spanned<RawLimits>) -> Result<LimitSettings, ConvertError> {
         ));
     }
     Ok(limits)
+}
+
+/// `output_overflow`: `tail` (the default) or `kill`.
+fn overflow(v: Option<Spanned<String>>) -> Result<Option<OverflowSetting>, ConvertError> {
+    let Some(v) = v else { return Ok(None) };
+    let span = v.span();
+    match v.into_inner().as_str() {
+        "tail" => Ok(Some(OverflowSetting::Tail)),
+        "kill" => Ok(Some(OverflowSetting::Kill)),
+        other => Err((
+            "sandbox.limits.output_overflow".into(),
+            Some(span),
+            format!("{other:?} is not \"tail\" or \"kill\""),
+        )),
+    }
 }
 
 /// One size limit: a byte count or a string like `"4GiB"`.

@@ -546,3 +546,30 @@ fn provider_reply_limit_and_compatible_keys_parse_and_name_file_line_and_key() {
     assert_eq!((line, k.as_str()), (8, "provider.stream"), "{msg}");
     assert!(msg.contains("openai-compatible"), "{msg}");
 }
+
+#[test]
+fn output_overflow_defaults_to_tail_and_a_bad_word_names_file_line_and_key() {
+    use crate::contract::OverflowSetting;
+    let c = load(OK).unwrap();
+    assert_eq!(c.sandbox.limits.output_overflow, None);
+    let c = load(&format!(
+        "{OK}[sandbox]\nlimits = {{ output_overflow = \"kill\" }}\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.sandbox.limits.output_overflow,
+        Some(OverflowSetting::Kill)
+    );
+    let (line, key, msg) = invalid(&format!(
+        "{OK}[sandbox]\nlimits = {{ output_overflow = \"drop\" }}\n"
+    ));
+    assert_eq!(
+        (line, key.as_str()),
+        (5, "sandbox.limits.output_overflow"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("\"drop\" is not \"tail\" or \"kill\""),
+        "{msg}"
+    );
+}

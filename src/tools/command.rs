@@ -110,8 +110,12 @@ impl Tool for RunCommand {
                 if stream.bytes.is_empty() {
                     continue;
                 }
+                // The head, the middle the sandbox dropped, and the true tail.
                 let mut b = BoundedOutput::new(half);
                 b.push(&stream.bytes);
+                let kept = (stream.bytes.len() + stream.tail.len()) as u64;
+                b.skip(stream.total_bytes.saturating_sub(kept));
+                b.push(&stream.tail);
                 text.push_str(&format!(
                     "--- {name}{} ---\n",
                     if stream.truncated {
@@ -149,7 +153,8 @@ fn cap_note(out: &crate::sandbox::SandboxOutcome) -> String {
     };
     match (cap, out.exit_code) {
         (Cap::Processes, _) => " (a fork was refused at the sandbox's processes cap)".into(),
-        (Cap::Output, _) => " (output cut at the sandbox's output cap)".into(),
+        (Cap::Output, Some(_)) => " (output cut at the sandbox's output cap)".into(),
+        (Cap::Output, None) => " (killed: its output ran far past the sandbox's output cap)".into(),
         (_, Some(_)) => format!(" (it hit the sandbox's {} cap)", cap.label()),
         (_, None) => format!(" (stopped by the sandbox's {} cap)", cap.label()),
     }

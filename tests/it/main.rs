@@ -37,6 +37,7 @@ mod sandbox_cmd;
 mod sandboxed;
 mod secrets;
 mod start;
+mod stepcost;
 mod store;
 mod store_truth;
 mod subagents;

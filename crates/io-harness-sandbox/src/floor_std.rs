@@ -152,19 +152,27 @@ fn kill_tree(child: &mut Child) {
     let _ = child.kill();
 }
 
-fn bounded(mut r: impl Read + Send + 'static, cap: usize) -> std::thread::JoinHandle<Captured> {
+/// Drains one stream, keeping its head and true tail. The floor does not kill at
+/// the overflow limit (its reader thread cannot tell a live child from a reaped one's
+/// reused pid); its wall clock still ends a writer without end.
+fn bounded(
+    mut r: impl Read + Send + 'static,
+    cap: usize,
+    mut echo: Option<Box<dyn Write + Send>>,
+) -> std::thread::JoinHandle<Captured> {
     std::thread::spawn(move || {
-        let mut out = Captured::default();
+        let mut out = crate::capture::Keeper::new(cap, crate::OutputOverflow::Tail);
         let mut buf = [0u8; 64 * 1024];
         while let Ok(n) = r.read(&mut buf) {
             if n == 0 {
                 break;
             }
-            let take = n.min(cap.saturating_sub(out.bytes.len()));
-            out.bytes.extend_from_slice(&buf[..take]);
-            out.truncated |= take < n;
+            let head = out.push(&buf[..n]);
+            if let Some(w) = echo.as_mut() {
+                let _ = w.write_all(&buf[..head]).and_then(|()| w.flush());
+            }
         }
-        out
+        out.finish()
     })
 }
 
@@ -253,8 +261,17 @@ pub(crate) fn run(
     };
     let mut s = start(spec, wrap, stdin)?;
     let cap = spec.limits.output_bytes.map_or(usize::MAX, |b| b as usize);
-    let out = s.child.stdout.take().map(|o| bounded(o, cap));
-    let err = s.child.stderr.take().map(|e| bounded(e, cap));
+    let echo = |w: Box<dyn Write + Send>| spec.echo_output.then_some(w);
+    let out = s
+        .child
+        .stdout
+        .take()
+        .map(|o| bounded(o, cap, echo(Box::new(std::io::stdout()))));
+    let err = s
+        .child
+        .stderr
+        .take()
+        .map(|e| bounded(e, cap, echo(Box::new(std::io::stderr()))));
     if let Some(mut w) = s.child.stdin.take() {
         let data = spec.stdin.clone();
         std::thread::spawn(move || {

@@ -75,6 +75,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod backend;
+mod capture;
 mod env;
 mod error;
 mod floor;
@@ -109,7 +110,10 @@ pub use outcome::{
     ViewEntry,
 };
 pub use select::{ProbeReport, probe, require, select, usable};
-pub use spec::{Cap, DEFAULT_UID, NetworkPosture, ProxyBridge, RunSpec, SandboxLimits};
+pub use spec::{
+    Cap, DEFAULT_UID, NetworkPosture, OUTPUT_KILL_FACTOR, OutputOverflow, ProxyBridge, RunSpec,
+    SandboxLimits,
+};
 pub use stop::{StopOnDrop, StopSignal};
 #[cfg(not(target_os = "linux"))]
 pub use unsupported::NativeSandbox;

@@ -14,8 +14,14 @@ use super::{Backend, Cap};
 pub struct Captured {
     /// The first bytes, at most the output limit.
     pub bytes: Vec<u8>,
-    /// More was written than was kept.
+    /// More was written than the head holds.
     pub truncated: bool,
+    /// When truncated: the last bytes written after the head (at most the output
+    /// limit), so the real end of the output is kept, not only its beginning.
+    pub tail: Vec<u8>,
+    /// Bytes the command wrote to the stream in all (read to its end, or until the
+    /// command was killed for writing too much).
+    pub total_bytes: u64,
 }
 
 impl std::fmt::Debug for Captured {
@@ -23,6 +29,8 @@ impl std::fmt::Debug for Captured {
         f.debug_struct("Captured")
             .field("text", &String::from_utf8_lossy(&self.bytes))
             .field("truncated", &self.truncated)
+            .field("tail", &String::from_utf8_lossy(&self.tail))
+            .field("total_bytes", &self.total_bytes)
             .finish()
     }
 }

@@ -95,6 +95,50 @@ impl Cap {
     }
 }
 
+/// What happens to output past [`SandboxLimits::output_bytes`] (`limits.output_overflow`
+/// in the task file).
+///
+/// ```
+/// use io_harness_sandbox::OutputOverflow;
+/// assert_eq!(OutputOverflow::default(), OutputOverflow::Tail);
+/// assert_eq!(OutputOverflow::Tail.kill_at(1024), 64 * 1024);
+/// assert_eq!(OutputOverflow::Kill.kill_at(1024), 1024);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum OutputOverflow {
+    /// Keep draining: the head and the true tail are kept (a ring buffer holds the
+    /// tail), and the command is killed only once a stream passes
+    /// [`OUTPUT_KILL_FACTOR`] times the cap — a runaway writer does not run to its wall
+    /// clock, and a long build log still shows its summary.
+    #[default]
+    Tail,
+    /// Kill the command as soon as a stream passes the cap.
+    Kill,
+}
+
+/// With [`OutputOverflow::Tail`], a stream this many times the output cap gets the
+/// command killed (recorded as the `output` cap hit).
+pub const OUTPUT_KILL_FACTOR: u64 = 64;
+
+impl OutputOverflow {
+    /// Bytes of one stream past which the command is killed, for an output cap of
+    /// `cap` bytes.
+    pub fn kill_at(self, cap: u64) -> u64 {
+        match self {
+            Self::Tail => cap.saturating_mul(OUTPUT_KILL_FACTOR),
+            Self::Kill => cap,
+        }
+    }
+
+    /// The task-file word: `tail` or `kill`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tail => "tail",
+            Self::Kill => "kill",
+        }
+    }
+}
+
 /// Resource caps for one sandboxed command. `None` means unbounded.
 ///
 /// The defaults are those of the task file (`[sandbox] limits`): 600 s of CPU,
@@ -113,7 +157,8 @@ pub struct SandboxLimits {
     pub processes: Option<u64>,
     /// Open files per process (`RLIMIT_NOFILE`).
     pub open_files: Option<u64>,
-    /// Bytes of stdout and of stderr kept; the rest is drained and dropped.
+    /// Bytes of stdout and of stderr kept as head (and as much again as tail, see
+    /// [`OutputOverflow`]); the middle is drained and dropped.
     pub output_bytes: Option<u64>,
     /// Bytes the writable host directories (the workspace) may grow by: no file
     /// larger (`RLIMIT_FSIZE`), and the whole growth watched.
@@ -213,6 +258,13 @@ pub struct RunSpec {
     /// test binary run again) can learn or report a verdict. Applied with the
     /// native backend's seccomp layer only (the portable floor has none).
     pub single_process: bool,
+    /// What happens to output past the output cap: keep the true tail (and kill at
+    /// [`OUTPUT_KILL_FACTOR`] caps), or kill at the cap.
+    pub output_overflow: OutputOverflow,
+    /// Pass the command's output on to this process's own stdout and stderr as it
+    /// arrives (the head, up to the output cap), besides capturing it: a one-off
+    /// command shows its progress live instead of all at its exit.
+    pub echo_output: bool,
 }
 
 impl RunSpec {
@@ -238,6 +290,8 @@ impl RunSpec {
             allow_weaker: false,
             stop: None,
             single_process: false,
+            output_overflow: OutputOverflow::Tail,
+            echo_output: false,
         }
     }
 }

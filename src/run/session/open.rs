@@ -307,6 +307,7 @@ impl<'a> Session<'a> {
         let origin = Origin::establish(kind, &db, &opts).await?;
         let contract = &origin.contract;
         admit(contract, provider, store, &mut opts)?;
+        warm_tokenizer(contract, provider);
         // A sub-agent's tree: a workspace lock held by it covers the sub-agent.
         let tree = match origin.link.as_ref().map(|l| l.parent_run_id) {
             Some(parent) => Some(db.call(move |s| subagent::root_of(s, parent)).await?),
@@ -402,6 +403,17 @@ impl<'a> Session<'a> {
 /// prices and token counting known, its records outside the workspace — and the
 /// credentials its records redact from now on (the provider's, the contract's), which
 /// the audit log shares with the store.
+/// Starts loading an exact tokenizer while the workspace and the sandbox are set up,
+/// off the first request's path.
+fn warm_tokenizer(contract: &TaskContract, provider: &dyn Provider) {
+    let id = provider.identity();
+    crate::context::tokens::warm(crate::context::Family::counting(
+        &id.kind,
+        &id.model,
+        contract.context.tokens,
+    ));
+}
+
 fn admit(
     contract: &TaskContract,
     provider: &dyn Provider,

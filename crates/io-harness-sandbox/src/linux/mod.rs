@@ -155,7 +155,13 @@ impl Sandbox for NativeSandbox {
             self.disabled,
             run_stdin(spec),
         ) {
-            Ok((session, pipes)) => session.run(pipes, &spec.stdin, spec.stop.as_ref()),
+            Ok((session, pipes)) => session.run(
+                pipes,
+                &spec.stdin,
+                spec.stop.as_ref(),
+                spec.output_overflow,
+                spec.echo_output,
+            ),
             Err(e) if backend_failure(&e) && may_fall_back(spec) => {
                 super::select::native_failed();
                 tracing::warn!(error = %e, "native sandbox failed; running on the portable floor as allowed");
@@ -228,7 +234,13 @@ pub(crate) fn run_floor(spec: &RunSpec, disabled: u32) -> Result<SandboxOutcome,
         disabled,
         run_stdin(spec),
     )?;
-    session.run(pipes, &spec.stdin, spec.stop.as_ref())
+    session.run(
+        pipes,
+        &spec.stdin,
+        spec.stop.as_ref(),
+        spec.output_overflow,
+        spec.echo_output,
+    )
 }
 
 /// Spawn on the Linux floor.
@@ -293,7 +305,7 @@ pub(crate) fn probe(native: bool) -> Result<LayerReport, SandboxError> {
     };
     let prepared = prepare(mode, &spec, 0, true)?;
     let (session, pipes) = Session::start(backend, prepared, spec.limits, Stdin::Null)?;
-    let out = session.run(pipes, &[], None)?;
+    let out = session.run(pipes, &[], None, crate::OutputOverflow::Tail, false)?;
     if out.exit_code != Some(0) {
         return Err(SandboxError::Spawn {
             stage: "probe",

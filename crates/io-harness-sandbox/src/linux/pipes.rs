@@ -5,6 +5,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use super::sys;
+use crate::capture::Keeper;
+use crate::spec::OutputOverflow;
 use crate::{Captured, SandboxError};
 
 pub(crate) fn poll(
@@ -75,24 +77,51 @@ pub(crate) fn write_some(fd: RawFd, buf: &[u8]) -> Result<usize, i32> {
     if n < 0 { Err(err) } else { Ok(n as usize) }
 }
 
-/// A bounded reader of one output pipe: keeps the first `cap` bytes, drains and
-/// drops the rest.
+/// Writes `bytes` whole to `fd` (this process's stdout or stderr), giving up on an
+/// error: a closed terminal must not stop the supervision.
+fn echo(fd: RawFd, mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        // SAFETY: `bytes` is a valid buffer; `fd` is this process's own descriptor.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n <= 0 {
+            let interrupted =
+                std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
+            if n < 0 && interrupted {
+                continue;
+            }
+            return;
+        }
+        bytes = &bytes[n as usize..];
+    }
+}
+
+/// A bounded reader of one output pipe: keeps the head and the true tail (see
+/// [`crate::capture`]), drains the rest.
 pub(crate) struct Sink {
     pub fd: Option<OwnedFd>,
-    cap: usize,
-    kept: Vec<u8>,
-    truncated: bool,
+    kept: Keeper,
+    /// This process's descriptor the kept head is passed on to as it arrives.
+    echo: Option<RawFd>,
 }
 
 impl Sink {
-    pub(crate) fn new(fd: OwnedFd, cap: usize) -> Sink {
+    pub(crate) fn new(
+        fd: OwnedFd,
+        cap: usize,
+        overflow: OutputOverflow,
+        echo: Option<RawFd>,
+    ) -> Sink {
         set_nonblocking(fd.as_raw_fd());
         Sink {
             fd: Some(fd),
-            cap,
-            kept: Vec::new(),
-            truncated: false,
+            kept: Keeper::new(cap, overflow),
+            echo,
         }
+    }
+
+    /// Whether the stream has passed the point where the command is killed.
+    pub(crate) fn over_kill_limit(&self) -> bool {
+        self.kept.over_kill_limit()
     }
 
     pub(crate) fn pull(&mut self) {
@@ -105,11 +134,9 @@ impl Sink {
                     return;
                 }
                 Ok(n) => {
-                    let room = self.cap.saturating_sub(self.kept.len());
-                    let take = n.min(room);
-                    self.kept.extend_from_slice(&buf[..take]);
-                    if take < n {
-                        self.truncated = true;
+                    let head = self.kept.push(&buf[..n]);
+                    if let Some(out) = self.echo {
+                        echo(out, &buf[..head]);
                     }
                 }
                 Err(libc::EAGAIN) => return,
@@ -122,9 +149,6 @@ impl Sink {
     }
 
     pub(crate) fn finish(self) -> Captured {
-        Captured {
-            bytes: self.kept,
-            truncated: self.truncated,
-        }
+        self.kept.finish()
     }
 }

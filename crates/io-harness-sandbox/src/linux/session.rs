@@ -26,8 +26,8 @@ use super::spawn::{self, Launched, Stdin};
 use super::sys;
 use super::watchdog::Watchdog;
 use crate::{
-    Backend, Cap, CapState, Captured, LayerReport, SandboxError, SandboxLimits, SandboxOutcome,
-    StopSignal,
+    Backend, Cap, CapState, Captured, LayerReport, OutputOverflow, SandboxError, SandboxLimits,
+    SandboxOutcome, StopSignal,
 };
 
 /// How long to keep draining output after the top process is gone.
@@ -378,6 +378,15 @@ impl Session {
         fds[0].revents != 0
     }
 
+    /// A writer without end (`yes`): killed once a stream passes the overflow
+    /// limit, not left to its wall clock.
+    fn enforce_output(&mut self, out: &Sink, err: &Sink) {
+        if self.exit.is_none() && (out.over_kill_limit() || err.over_kill_limit()) {
+            self.killed_for.get_or_insert(Cap::Output);
+            self.kill();
+        }
+    }
+
     /// One supervision tick: enforce the wall clock and the watches.
     fn enforce(&mut self) {
         if self.exit.is_some() {
@@ -416,10 +425,15 @@ impl Session {
         pipes: Pipes,
         input: &[u8],
         stop: Option<&StopSignal>,
+        overflow: OutputOverflow,
+        echo: bool,
     ) -> Result<SandboxOutcome, SandboxError> {
         let cap = self.limits.output_bytes.map_or(usize::MAX, |b| b as usize);
-        let mut out = Sink::new(pipes.stdout, cap);
-        let mut err = Sink::new(pipes.stderr, cap);
+        let sink = |fd, to| Sink::new(fd, cap, overflow, echo.then_some(to));
+        let (mut out, mut err) = (
+            sink(pipes.stdout, libc::STDOUT_FILENO),
+            sink(pipes.stderr, libc::STDERR_FILENO),
+        );
         let mut stdin = pipes.stdin;
         let mut written = 0;
         if input.is_empty() {
@@ -471,6 +485,7 @@ impl Session {
             if ready(idx[1]) {
                 err.pull();
             }
+            self.enforce_output(&out, &err);
             if ready(idx[2])
                 && let Some(fd) = &stdin
             {

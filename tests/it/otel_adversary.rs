@@ -44,6 +44,9 @@ fn b2_a_proxy_from_the_environment_is_never_used() {
             ("HTTP_PROXY", &proxy_url),
             ("http_proxy", &proxy_url),
             ("ALL_PROXY", &proxy_url),
+            // No exclusion list, so a client that read the proxy would use it here.
+            ("NO_PROXY", ""),
+            ("no_proxy", ""),
         ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));

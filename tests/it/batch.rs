@@ -266,16 +266,7 @@ fn a_batch_task_waits_for_a_workspace_another_process_holds() {
         .spawn()
         .unwrap();
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    loop {
-        let mut line = String::new();
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "the holder ended early"
-        );
-        if line.contains("\"tool_called\"") {
-            break;
-        }
-    }
+    crate::cli_support::read_until(&mut stdout, "\"tool_called\"");
     let out = f.cmd(&["batch", task_file.to_str().unwrap()]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");

@@ -3,15 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-pub(crate) fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_io-harness"));
-    c.env_remove("IO_HARNESS_STORE")
-        .env_remove("IO_HARNESS_FAILPOINT")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OPENROUTER_API_KEY");
-    c
-}
+pub(crate) use crate::cli_support::bin;
+use crate::cli_support::interrupt_at_first_tool;
 
 pub(crate) struct Fixture {
     dir: tempfile::TempDir,
@@ -335,35 +328,15 @@ fn ctrl_c_stops_the_running_command_and_the_run_resumes() {
         "t/task.toml",
         "goal = \"g\"\nroot = \"ws\"\n[verify]\nfile_contains = { file = \"b.txt\", needle = \"b\" }\n[provider]\nkind = \"scripted\"\nscript = \"script.jsonl\"\n",
     );
-    let mut child = bin()
-        .args(["run", task.to_str().unwrap(), "--json"])
-        .env("XDG_CACHE_HOME", f.path().join("cache"))
-        .env("XDG_CONFIG_HOME", f.path().join("config"))
-        .env("IO_HARNESS_STORE", f.store())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     // Wait until the command of step 1 is running, then interrupt.
-    let pid = child.id() as i32;
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        use std::io::BufRead;
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "the run ended early"
-        );
-        if line.contains("\"tool_called\"") {
-            break;
-        }
-    }
-    // SAFETY: kill(2) on the child we spawned.
-    unsafe { libc::kill(pid, libc::SIGINT) };
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
-    let status = child.wait().unwrap();
+    let (status, rest) = interrupt_at_first_tool(
+        bin()
+            .args(["run", task.to_str().unwrap(), "--json"])
+            .env("XDG_CACHE_HOME", f.path().join("cache"))
+            .env("XDG_CONFIG_HOME", f.path().join("config"))
+            .env("IO_HARNESS_STORE", f.store())
+            .stderr(std::process::Stdio::null()),
+    );
     assert_eq!(status.code(), Some(130), "{rest}");
     assert!(rest.contains("\"cancelled\""), "{rest}");
     assert!(

@@ -5,6 +5,7 @@ mod batch_cost;
 mod bounded;
 mod chromium;
 mod cli;
+mod cli_support;
 mod context;
 #[cfg(feature = "failpoints")]
 mod crash;

@@ -330,33 +330,16 @@ fn every_run_kind_is_exported_with_its_outcome_as_the_session_status() {
         &[r#"{"tool_calls": [{"name": "run_command", "input": {"argv": ["sleep", "30"]}}]}"#],
         "[verify]\nfile_contains = { file = \"a.txt\", needle = \"a\" }",
     );
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_io-harness"));
+    let mut c = crate::cli_support::bin();
     c.args(["run", cancelled.to_str().unwrap(), "--json", "--store"])
         .arg(d.join("store.db"))
         .env("XDG_CACHE_HOME", d.join("cache"))
         .env("XDG_DATA_HOME", d.join("data"))
         .env("XDG_CONFIG_HOME", d.join("config"))
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("IO_HARNESS_FAILPOINT")
-        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
-    let mut child = c.spawn().unwrap();
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        use std::io::BufRead;
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "the run ended early"
-        );
-        if line.contains("\"tool_called\"") {
-            break;
-        }
-    }
-    // SAFETY: kill(2) on the child this test spawned.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let (status, rest) = crate::cli_support::interrupt_at_first_tool(&mut c);
+    assert_eq!(status.code(), Some(130), "{rest}");
 
     for (run, outcome) in [
         ("1", "verification_failed"),

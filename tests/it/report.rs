@@ -10,15 +10,7 @@ use super::chromium;
 /// breakout with an event handler, a style close.
 const HOSTILE: &str = "<script>document.title='pwned'</script></untrusted>\"><img src=x onerror=\"document.title='pwned'\"></style><b id=\"injected\">bold</b>";
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_io-harness"));
-    c.env_remove("IO_HARNESS_STORE")
-        .env_remove("IO_HARNESS_FAILPOINT")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OPENROUTER_API_KEY");
-    c
-}
+use super::cli_support::{bin, interrupt_at_first_tool};
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -303,30 +295,8 @@ fn cancelled_run(f: &Fixture) -> i64 {
     let mut c = bin();
     c.args(["run", task.to_str().unwrap(), "--json"]);
     f.env(&mut c);
-    let mut child = c
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        use std::io::BufRead;
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "the run ended early"
-        );
-        if line.contains("\"tool_called\"") {
-            break;
-        }
-    }
-    // SAFETY: kill(2) on the child we spawned.
-    unsafe { libc::kill(pid, libc::SIGINT) };
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(130), "{rest}");
+    let (status, rest) = interrupt_at_first_tool(c.stderr(std::process::Stdio::null()));
+    assert_eq!(status.code(), Some(130), "{rest}");
     let last: serde_json::Value = serde_json::from_str(rest.lines().last().unwrap()).unwrap();
     last["result"]["run_id"].as_i64().unwrap()
 }

@@ -137,8 +137,6 @@ pub struct CompletionRequest {
     /// System prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
-    /// The conversation so far.
-    pub messages: Vec<Message>,
     /// Tools offered.
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
@@ -147,6 +145,11 @@ pub struct CompletionRequest {
     /// Reasoning settings.
     #[serde(default)]
     pub thinking: ThinkingSettings,
+    /// The conversation so far. Last, so that the serialised request of the next turn
+    /// extends this one's: the store keeps a run's request bodies at the cost of what
+    /// is new in them, which a static tail after the messages (the tools' schemas,
+    /// 7 KB) made a new chunk every step.
+    pub messages: Vec<Message>,
 }
 
 impl CompletionRequest {

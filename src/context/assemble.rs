@@ -251,14 +251,7 @@ fn settled(o: &Observation, horizon: u32) -> bool {
 }
 
 fn est(text: &str, family: Family) -> u64 {
-    tokens::estimate_block(
-        &ContentBlock::ToolResult {
-            tool_use_id: String::new(),
-            content: text.to_string(),
-            is_error: false,
-        },
-        family,
-    )
+    tokens::estimate_tool_result(text, family)
 }
 
 /// The request under state `st`: (request, decisions, estimated tokens).
@@ -322,9 +315,15 @@ fn build(
         }
         stub_write_input(o, st.horizon, &mut messages, &mut decisions);
     }
+    // The other fields one by one: `..inp.full.clone()` would copy the whole history
+    // only to drop it.
     let request = CompletionRequest {
+        model: inp.full.model.clone(),
+        system: inp.full.system.clone(),
+        tools: inp.full.tools.clone(),
+        max_tokens: inp.full.max_tokens,
+        thinking: inp.full.thinking,
         messages,
-        ..inp.full.clone()
     };
     let tokens = tokens::estimate_request(&request, inp.family);
     (request, decisions, tokens)

@@ -381,6 +381,12 @@ pub fn estimate_block(b: &ContentBlock, family: Family) -> u64 {
     scaled(pieces, family) + PER_BLOCK
 }
 
+/// Estimated tokens of a tool result holding `content`, framing included: the same
+/// as [`estimate_block`] of that block, without building it (which would copy the text).
+pub fn estimate_tool_result(content: &str, family: Family) -> u64 {
+    scaled(pieces(content, family), family) + PER_BLOCK
+}
+
 /// Estimated tokens of one message.
 pub fn estimate_message(m: &Message, family: Family) -> u64 {
     PER_MESSAGE
@@ -441,6 +447,28 @@ pub fn context_window(model: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_results_estimate_is_its_blocks() {
+        let text = "line of output, with some words in it\n".repeat(30);
+        for family in [
+            Family::Anthropic,
+            Family::Openai,
+            Family::O200k,
+            Family::Other,
+        ] {
+            let block = ContentBlock::ToolResult {
+                tool_use_id: "t1".into(),
+                content: text.clone(),
+                is_error: false,
+            };
+            assert_eq!(
+                estimate_tool_result(&text, family),
+                estimate_block(&block, family),
+                "{family:?}"
+            );
+        }
+    }
 
     #[test]
     #[cfg(feature = "exact-tokens")]
